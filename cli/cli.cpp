@@ -1,0 +1,89 @@
+// Subcommand table, top-level help, and the one place that turns exceptions into exit codes.
+#include "cli/cli.hpp"
+
+#include <fmt/format.h>
+#include <iostream>
+
+#include "cli/common.hpp"
+#include "schedules/index.hpp"
+
+namespace paci::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"schedule", "generate a schedule (gpipe, 1f1b, pipedream, 2bw, paci) as JSON, CSV or text",
+       run_schedule},
+      {"validate", "check a schedule file: completeness, optimizer steps, weight policy, deadlock",
+       run_validate},
+      {"analyze", "static analysis: activations, weight versions, staleness, update delay",
+       run_analyze},
+  };
+  return table;
+}
+
+bool parse_options(const std::string& command, const std::string& usage,
+                   const po::options_description& options,
+                   const po::positional_options_description& positional,
+                   const std::vector<std::string>& args, po::variables_map& vm) {
+  po::options_description all;
+  all.add_options()("help,h", "show this help");
+  all.add(options);
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: paci " << command << " " << usage << "\n\n" << all << "\n";
+      return false;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return true;
+}
+
+namespace {
+
+void print_help() {
+  std::cout << "paci — pipeline schedules: generate, validate, analyse\n\n"
+               "usage: paci <command> [options]   (paci <command> --help for its options)\n\n"
+               "commands:\n";
+  for (const auto& c : commands()) std::cout << fmt::format("  {:<10} {}\n", c.name, c.summary);
+  std::cout << "\nexit status: 0 success, 2 bad usage or bad input, 1 failure while running\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    print_help();
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    print_help();
+    return 0;
+  }
+  const std::string name = args[0];
+  const Command* command = nullptr;
+  for (const auto& c : commands())
+    if (c.name == name) command = &c;
+  if (command == nullptr) {
+    std::cerr << fmt::format("paci: error: unknown command '{}' (see paci --help)\n", name);
+    return 2;
+  }
+  args.erase(args.begin());
+  try {
+    return command->run(args);
+  } catch (const UsageError& e) {
+    std::cerr << fmt::format("paci {}: error: {} (see paci {} --help)\n", name, e.what(), name);
+    return 2;
+  } catch (const InputError& e) {
+    std::cerr << fmt::format("paci {}: error: {}\n", name, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("paci {}: failed: {}\n", name, e.what());
+    return 1;
+  }
+}
+
+}  // namespace paci::cli

@@ -1,0 +1,38 @@
+// Shared wiring for the paci subcommands: option parsing with --help, and the error convention
+// (UsageError and InputError -> exit 2 with one line on stderr; anything else -> exit 1).
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace paci::cli {
+
+namespace po = boost::program_options;
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Command {
+  std::string name;
+  std::string summary;
+  std::function<int(const std::vector<std::string>& args)> run;
+};
+
+const std::vector<Command>& commands();
+
+// Parses args against `options` (+ positional), handling --help. Returns false when help was
+// printed (the command then exits 0). Throws UsageError on bad options.
+bool parse_options(const std::string& command, const std::string& usage,
+                   const po::options_description& options,
+                   const po::positional_options_description& positional,
+                   const std::vector<std::string>& args, po::variables_map& vm);
+
+int run_schedule(const std::vector<std::string>& args);
+int run_validate(const std::vector<std::string>& args);
+int run_analyze(const std::vector<std::string>& args);
+
+}  // namespace paci::cli

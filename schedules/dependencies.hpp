@@ -1,0 +1,69 @@
+// The one place that says what an action waits for. The validator, the analyser, the simulator
+// and the executor all ask DependencyRules; none of them encodes a dependency of its own.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "schedules/ir.hpp"
+
+namespace paci {
+
+// What flows along a dependency edge.
+enum class DependencyKind : std::uint8_t {
+  local,       // same stage: F(s,m) -> B(s,m), I(s,m) -> W(s,m); activations stay put
+  activation,  // F(s-1,m) -> F(s,m): the output activation of stage s-1 is sent to stage s
+  gradient,    // B/I(s+1,m) -> B/I(s,m): the input gradient of stage s+1 is sent to stage s
+};
+
+struct Dependency {
+  Action action;  // the action that must complete first
+  DependencyKind kind = DependencyKind::local;
+};
+
+// Data dependencies (device order is the other constraint: a device runs its list in order).
+//   F(s,m)  needs F(s-1,m)                         for s > 0          (activation)
+//   B(s,m)  needs F(s,m)                                              (local)
+//           and the input gradient of stage s+1:  B(s+1,m) or I(s+1,m) for s < P-1 (gradient)
+//   I(s,m)  same as B(s,m)
+//   W(s,m)  needs I(s,m)                                              (local)
+//   U(s)    no data dependency; its place in the device's list is what matters
+// Whether stage s+1 produces its input gradient with B or with I is a per-stage property of the
+// schedule: a stage that has any I action splits its backward.
+class DependencyRules {
+ public:
+  static constexpr int kMaxDependencies = 2;
+  using List = std::array<Dependency, kMaxDependencies>;
+
+  explicit DependencyRules(const Schedule& schedule);
+
+  // Fills `out` and returns how many dependencies `action` has (0..kMaxDependencies).
+  int depends_on(const Action& action, List& out) const;
+
+  // True when stage `stage` splits its backward into I and W.
+  bool split_backward(std::int32_t stage) const {
+    return split_[static_cast<std::size_t>(stage)] != 0;
+  }
+  // The action that produces the input gradient of `stage` for micro-batch `microbatch`.
+  Action gradient_producer(std::int32_t stage, std::int32_t microbatch) const {
+    return {split_backward(stage) ? ActionKind::I : ActionKind::B, stage, microbatch};
+  }
+  // The action after which a micro-batch's activations at a stage may be freed, and whose
+  // completion counts toward the stage's gradient accumulation: B, or W when split.
+  Action backward_end(std::int32_t stage, std::int32_t microbatch) const {
+    return {split_backward(stage) ? ActionKind::W : ActionKind::B, stage, microbatch};
+  }
+  // The action whose weights a backward reads (B, or I when split).
+  Action backward_read(std::int32_t stage, std::int32_t microbatch) const {
+    return {split_backward(stage) ? ActionKind::I : ActionKind::B, stage, microbatch};
+  }
+
+  std::int32_t stages() const { return stages_; }
+
+ private:
+  std::int32_t stages_;
+  std::vector<std::uint8_t> split_;
+};
+
+}  // namespace paci

@@ -1,0 +1,82 @@
+// CSV and text schedules: their writers (metadata header, then one row or line per device) and
+// their tokenizers, which feed the shared rows reader in format_rows.cpp. CSV cells are trimmed
+// and empty cells (PyTorch's idle slots) skipped; text tokens split on whitespace or commas.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/format_rows.hpp"
+
+namespace paci::detail {
+
+namespace {
+
+// Cell C is the C-th comma-separated field of the row, counting empty ones.
+void split_csv(std::string_view line, std::vector<Cell>& cells) {
+  cells.clear();
+  std::int32_t index = 0;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = line.find(',', pos);
+    const std::size_t end = comma == std::string_view::npos ? line.size() : comma;
+    ++index;
+    const std::string_view text = trim(line.substr(pos, end - pos));
+    if (!text.empty()) cells.push_back(Cell{text, index});
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+}
+
+// Token T is the T-th non-empty token of the line.
+void split_text(std::string_view line, std::vector<Cell>& cells) {
+  cells.clear();
+  auto separator = [](char c) { return c == ',' || is_space(c); };
+  std::int32_t index = 0;
+  std::size_t pos = 0;
+  while (pos < line.size()) {
+    while (pos < line.size() && separator(line[pos])) ++pos;
+    const std::size_t begin = pos;
+    while (pos < line.size() && !separator(line[pos])) ++pos;
+    if (pos > begin) cells.push_back(Cell{line.substr(begin, pos - begin), ++index});
+  }
+}
+
+constexpr RowsDialect kCsv{"row", "cell", split_csv};
+constexpr RowsDialect kText{"line", "token", split_text};
+
+// Header line, then one line per device with actions joined by `separator`. A device without
+// actions is written as "," (a non-blank line with no tokens) so that it survives a round trip.
+std::string write_rows(const Schedule& s, char separator) {
+  std::string out;
+  out.reserve(256 + s.placement.size() * 4 + s.devices.size() * 2 + s.num_actions() * 12);
+  out += metadata_header(s);
+  out.push_back('\n');
+  for (const auto& list : s.devices) {
+    if (list.empty()) out.push_back(',');
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (i > 0) out.push_back(separator);
+      append_action(out, list[i]);
+    }
+    out.push_back('\n');
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string write_csv(const Schedule& schedule) {
+  return write_rows(schedule, ',');
+}
+std::string write_text(const Schedule& schedule) {
+  return write_rows(schedule, ' ');
+}
+
+Schedule parse_csv(std::string_view content, std::string_view source) {
+  return parse_rows(content, kCsv, source);
+}
+
+Schedule parse_text(std::string_view content, std::string_view source) {
+  return parse_rows(content, kText, source);
+}
+
+}  // namespace paci::detail

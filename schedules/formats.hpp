@@ -1,0 +1,40 @@
+// Reading and writing schedules: canonical JSON ("format": "paci.schedule/1"), CSV (one row per
+// device; PyTorch pipelining's compute-only CSV reads as is) and text (one line per device).
+// Every reader throws InputError naming the source, the line or row, and the offending token.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "schedules/ir.hpp"
+
+namespace paci {
+
+enum class ScheduleFormat { json, csv, text };
+
+inline constexpr std::string_view kScheduleFormatTag = "paci.schedule/1";
+
+std::string_view to_string(ScheduleFormat format);
+ScheduleFormat parse_schedule_format(std::string_view text);  // "json" | "csv" | "text"
+
+// Serialises deterministically: parse(write(s)) == s, and write(parse(write(s))) == write(s).
+std::string write_schedule(const Schedule& schedule, ScheduleFormat format);
+
+// Parses `content` in the given format. `source` names the input in error messages.
+Schedule parse_schedule(std::string_view content, ScheduleFormat format, std::string_view source);
+
+// Guesses the format: by extension (.json, .csv, .txt/.text) when `path` has one, else by content
+// (a leading '{' is JSON; a comma in the first action line is CSV; otherwise text).
+ScheduleFormat detect_schedule_format(std::string_view path, std::string_view content);
+
+// Reads a schedule from a file, or from standard input when path is "-". Rejects empty and
+// binary input with a clear InputError. Runs check_metadata() on the result.
+Schedule read_schedule(const std::string& path);
+
+// Writes to path atomically (temporary file, then rename), or to standard output for "-".
+void write_schedule_file(const Schedule& schedule, const std::string& path, ScheduleFormat format);
+
+// Writes bytes to a file atomically: a temporary file in the same folder, then rename.
+void write_file_atomic(const std::string& path, std::string_view content);
+
+}  // namespace paci

@@ -1,0 +1,123 @@
+// Action text form, weight policies and metadata checks of the schedule IR.
+#include "schedules/ir.hpp"
+
+#include <fmt/format.h>
+#include <charconv>
+
+namespace paci {
+
+char kind_letter(ActionKind kind) {
+  static constexpr char kLetters[kNumActionKinds] = {'F', 'B', 'I', 'W', 'U'};
+  return kLetters[static_cast<int>(kind)];
+}
+
+std::string to_string(const Action& action) {
+  if (action.kind == ActionKind::U) return fmt::format("{}U", action.stage);
+  return fmt::format("{}{}{}", action.stage, kind_letter(action.kind), action.microbatch);
+}
+
+namespace {
+
+// Parses a non-negative decimal that fits in int32; returns false otherwise.
+bool parse_index(std::string_view digits, std::int32_t& out) {
+  if (digits.empty() || digits.size() > 10) return false;
+  for (char c : digits)
+    if (c < '0' || c > '9') return false;
+  std::int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || ptr != digits.data() + digits.size() || value > INT32_MAX) return false;
+  out = static_cast<std::int32_t>(value);
+  return true;
+}
+
+}  // namespace
+
+Action parse_action(std::string_view token) {
+  auto bad = [&]() {
+    return InputError(fmt::format(
+        "bad action '{}' (expected <stage><F|B|I|W><microbatch> such as 0F3, or <stage>U)", token));
+  };
+  std::size_t pos = 0;
+  while (pos < token.size() && token[pos] >= '0' && token[pos] <= '9') ++pos;
+  if (pos == 0 || pos == token.size()) throw bad();
+  Action action;
+  if (!parse_index(token.substr(0, pos), action.stage)) throw bad();
+  const char letter = token[pos];
+  const std::string_view rest = token.substr(pos + 1);
+  switch (letter) {
+    case 'F':
+      action.kind = ActionKind::F;
+      break;
+    case 'B':
+      action.kind = ActionKind::B;
+      break;
+    case 'I':
+      action.kind = ActionKind::I;
+      break;
+    case 'W':
+      action.kind = ActionKind::W;
+      break;
+    case 'U':
+      if (!rest.empty()) throw bad();
+      action.kind = ActionKind::U;
+      action.microbatch = -1;
+      return action;
+    default:
+      throw bad();
+  }
+  if (!parse_index(rest, action.microbatch)) throw bad();
+  return action;
+}
+
+std::string_view to_string(WeightPolicy policy) {
+  switch (policy) {
+    case WeightPolicy::current:
+      return "current";
+    case WeightPolicy::stash:
+      return "stash";
+    case WeightPolicy::double_buffer:
+      return "double_buffer";
+  }
+  return "?";
+}
+
+WeightPolicy parse_weight_policy(std::string_view text) {
+  if (text == "current") return WeightPolicy::current;
+  if (text == "stash") return WeightPolicy::stash;
+  if (text == "double_buffer") return WeightPolicy::double_buffer;
+  throw InputError(
+      fmt::format("unknown weight policy '{}' (expected current, stash or double_buffer)", text));
+}
+
+std::size_t Schedule::num_actions() const {
+  std::size_t n = 0;
+  for (const auto& list : devices) n += list.size();
+  return n;
+}
+
+void check_metadata(const Schedule& s) {
+  if (s.stages <= 0)
+    throw InputError(fmt::format("stage count must be positive, got {}", s.stages));
+  if (s.microbatches <= 0)
+    throw InputError(
+        fmt::format("micro-batches per step must be positive, got {}", s.microbatches));
+  if (s.steps <= 0) throw InputError(fmt::format("step count must be positive, got {}", s.steps));
+  if (s.total_microbatches() > INT32_MAX)
+    throw InputError(fmt::format("{} micro-batches in all is too many", s.total_microbatches()));
+  if (static_cast<std::int64_t>(s.placement.size()) != s.stages)
+    throw InputError(
+        fmt::format("placement lists {} stages, schedule has {}", s.placement.size(), s.stages));
+  if (s.devices.empty()) throw InputError("schedule has no devices");
+  std::vector<bool> used(s.devices.size(), false);
+  for (std::int32_t stage = 0; stage < s.stages; ++stage) {
+    const std::int32_t device = s.placement[static_cast<std::size_t>(stage)];
+    if (device < 0 || device >= s.num_devices())
+      throw InputError(fmt::format("stage {} is placed on device {}, but there are {} devices",
+                                   stage, device, s.num_devices()));
+    used[static_cast<std::size_t>(device)] = true;
+  }
+  for (std::size_t d = 0; d < used.size(); ++d)
+    if (!used[d]) throw InputError(fmt::format("device {} holds no stage", d));
+}
+
+}  // namespace paci

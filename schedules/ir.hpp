@@ -1,0 +1,70 @@
+// The schedule IR: P stages placed on devices, and per device an ordered list of actions.
+// Every consumer (validator, analyser, simulator, executor) reads this one representation, and
+// asks dependencies.hpp — never its own rules — what an action waits for.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paci {
+
+// Errors in user input (files, flags, impossible configurations). The CLI maps them to exit 2.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// F forward, B full backward, I input-gradient half, W weight-gradient half, U optimizer step.
+enum class ActionKind : std::uint8_t { F = 0, B = 1, I = 2, W = 3, U = 4 };
+inline constexpr int kNumActionKinds = 5;
+
+char kind_letter(ActionKind kind);
+
+struct Action {
+  ActionKind kind = ActionKind::F;
+  std::int32_t stage = 0;
+  std::int32_t microbatch = -1;  // global micro-batch index; -1 for U
+
+  friend bool operator==(const Action&, const Action&) = default;
+};
+
+// Text form of one action, PyTorch pipelining's grammar extended with U: 0F3, 2B3, 1I0, 1W0, 1U.
+std::string to_string(const Action& action);
+// Parses one action; throws InputError naming the token on anything else.
+Action parse_action(std::string_view token);
+
+// Which weights a backward reads (SCHEDULES.md).
+//   current       — the stage's current weights (PACI and every flushed schedule)
+//   stash         — the version its forward read (PipeDream)
+//   double_buffer — like stash, with at most two versions alive (PipeDream-2BW)
+enum class WeightPolicy : std::uint8_t { current, stash, double_buffer };
+
+std::string_view to_string(WeightPolicy policy);
+WeightPolicy parse_weight_policy(std::string_view text);
+
+struct Schedule {
+  std::string kind =
+      "custom";             // generator that made it (gpipe, 1f1b, pipedream, 2bw, paci) or custom
+  std::int32_t stages = 0;  // P
+  std::vector<std::int32_t> placement;  // stage -> device; size P
+  std::int32_t microbatches = 0;        // M: micro-batches per optimizer step (accumulation)
+  std::int32_t steps = 0;               // N: optimizer steps; N·M micro-batches in all
+  WeightPolicy weight_policy = WeightPolicy::current;
+  std::vector<std::vector<Action>> devices;  // per device, in execution order
+
+  std::int64_t total_microbatches() const {
+    return static_cast<std::int64_t>(microbatches) * steps;
+  }
+  std::int32_t num_devices() const { return static_cast<std::int32_t>(devices.size()); }
+  std::size_t num_actions() const;
+
+  friend bool operator==(const Schedule&, const Schedule&) = default;
+};
+
+// Checks the metadata alone (counts positive, placement in range and of size P, every device
+// used); throws InputError naming the first problem. Actions are checked by validate().
+void check_metadata(const Schedule& schedule);
+
+}  // namespace paci

@@ -1,0 +1,47 @@
+// Runs the paci binary in a shell and captures its exit status, stdout and stderr.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace paci::testing {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "paci_" + std::to_string(::getpid()) + "_" + name;
+}
+
+inline void write_text(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+// `args` is appended to the binary path; it may contain pipes and redirections of its own.
+inline Result run_paci(const std::string& args, const std::string& stdin_text = "") {
+  const std::string in = temp_path("stdin"), out = temp_path("stdout"), err = temp_path("stderr");
+  write_text(in, stdin_text);
+  const std::string cmd = std::string("cd ") + ::testing::TempDir() + " && ( " + PACI_BINARY + " " +
+                          args + " ) <" + in + " >" + out + " 2>" + err;
+  const int raw = std::system(cmd.c_str());
+  Result r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace paci::testing

@@ -1,0 +1,29 @@
+// The shared report schema (ARCHITECTURE.md): the pieces that `paci analyze`, `paci simulate` and
+// `paci train` all write — the schedule summary, per-stage figures and per-(stage, mb) versions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "schedules/analysis.hpp"
+#include "schedules/ir.hpp"
+
+namespace paci {
+
+using ordered_json = nlohmann::ordered_json;
+
+// {"kind", "stages", "devices", "microbatches", "steps", "total_microbatches", "weight_policy",
+//  "actions"}
+ordered_json schedule_summary_json(const Schedule& schedule);
+
+// {"stage", "device", "peak_activations", "peak_weight_versions", "max_staleness",
+//  "mean_staleness", "max_update_delay", "mean_update_delay", "updates"}
+ordered_json stage_analysis_json(const StageAnalysis& stage);
+
+// Serialises `head` (an object) with a trailing "versions" array of {"stage", "mb", "v_f", "v_b"}
+// records, streamed without building a JSON tree for them (millions of records stay cheap).
+std::string report_with_versions(const ordered_json& head,
+                                 const std::vector<VersionRecord>& versions);
+
+}  // namespace paci
