@@ -85,6 +85,7 @@ std::string render_grid(const Schedule& s, const std::vector<ActionPos>& marked)
     out += fmt::format("{:^{}}", c, cell);
     previous = c;
   }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
   out += '\n';
   for (std::int32_t d = 0; d < s.num_devices(); ++d) {
     const auto& list = s.devices[static_cast<std::size_t>(d)];

@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-PACI_WERROR=ON bash scripts/build.sh -DPACI_WERROR=ON
+bash scripts/build.sh -DPACI_WERROR=ON
 cd build
 ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600
