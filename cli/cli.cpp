@@ -17,6 +17,12 @@ const std::vector<Command>& commands() {
        run_validate},
       {"analyze", "static analysis: activations, weight versions, staleness, update delay",
        run_analyze},
+      {"simulate", "discrete-event simulation: makespan, bubble, memory, staleness, trace",
+       run_simulate},
+      {"compare", "simulate every schedule at one (P, M, N) and compare them", run_compare},
+      {"sweep", "simulate schedules over grids of P and M, writing CSV", run_sweep},
+      {"costmodel", "analytic cost model of a GPT split into stages, for paci simulate",
+       run_costmodel},
   };
   return table;
 }
@@ -44,7 +50,7 @@ bool parse_options(const std::string& command, const std::string& usage,
 namespace {
 
 void print_help() {
-  std::cout << "paci — pipeline schedules: generate, validate, analyse\n\n"
+  std::cout << "paci — pipeline-parallel schedules: generate, validate, analyse, simulate\n\n"
                "usage: paci <command> [options]   (paci <command> --help for its options)\n\n"
                "commands:\n";
   for (const auto& c : commands()) std::cout << fmt::format("  {:<10} {}\n", c.name, c.summary);

@@ -34,5 +34,9 @@ bool parse_options(const std::string& command, const std::string& usage,
 int run_schedule(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);
 int run_analyze(const std::vector<std::string>& args);
+int run_simulate(const std::vector<std::string>& args);
+int run_compare(const std::vector<std::string>& args);
+int run_sweep(const std::vector<std::string>& args);
+int run_costmodel(const std::vector<std::string>& args);
 
 }  // namespace paci::cli

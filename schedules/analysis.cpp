@@ -3,7 +3,6 @@
 #include "schedules/analysis.hpp"
 
 #include <algorithm>
-#include <map>
 
 #include "schedules/dependencies.hpp"
 
@@ -19,77 +18,90 @@ std::int32_t Analysis::max_staleness() const {
   return m;
 }
 
-namespace {
+StageVersionTracker::StageVersionTracker(std::int32_t stage, std::int32_t device,
+                                         WeightPolicy policy)
+    : stash_(policy != WeightPolicy::current) {
+  stats_.stage = stage;
+  stats_.device = device;
+  stats_.peak_weight_versions = 1;
+}
 
-struct StageState {
-  std::int32_t version = 0;  // current version = U actions so far
-  std::int64_t in_flight = 0;
-  std::map<std::int32_t, std::int64_t> stashed;  // version -> in-flight micro-batches needing it
-};
+std::int64_t StageVersionTracker::live_versions() const {
+  return static_cast<std::int64_t>(stashed_.size()) + (stashed_.count(version_) ? 0 : 1);
+}
 
-}  // namespace
+std::int32_t StageVersionTracker::on_forward() {
+  stats_.peak_activations = std::max(stats_.peak_activations, ++in_flight_);
+  if (stash_) {
+    ++stashed_[version_];
+    stats_.peak_weight_versions = std::max(stats_.peak_weight_versions, live_versions());
+  }
+  return version_;
+}
+
+std::int32_t StageVersionTracker::on_backward_read(std::int32_t v_f) {
+  if (!stash_) return version_;
+  auto it = stashed_.find(v_f);
+  if (it != stashed_.end() && --it->second == 0) stashed_.erase(it);
+  return v_f;
+}
+
+void StageVersionTracker::on_backward_end() {
+  --in_flight_;
+}
+
+void StageVersionTracker::on_update() {
+  ++version_;
+  ++stats_.updates;
+  if (stash_) stats_.peak_weight_versions = std::max(stats_.peak_weight_versions, live_versions());
+}
 
 Analysis analyze(const Schedule& s) {
   const DependencyRules rules(s);
   const std::int64_t T = s.total_microbatches();
-  const bool stash = s.weight_policy != WeightPolicy::current;
   Analysis out;
   out.total_microbatches = T;
   out.stages.resize(static_cast<std::size_t>(s.stages));
   out.versions.resize(static_cast<std::size_t>(s.stages * T));
+  std::vector<StageVersionTracker> trackers;
   for (std::int32_t st = 0; st < s.stages; ++st) {
-    auto& sa = out.stages[static_cast<std::size_t>(st)];
-    sa.stage = st;
-    sa.device = s.placement[static_cast<std::size_t>(st)];
-    sa.peak_weight_versions = 1;
+    trackers.emplace_back(st, s.placement[static_cast<std::size_t>(st)], s.weight_policy);
     for (std::int64_t m = 0; m < T; ++m) {
       auto& rec = out.versions[static_cast<std::size_t>(st * T + m)];
       rec.stage = st;
       rec.microbatch = static_cast<std::int32_t>(m);
     }
   }
-  std::vector<StageState> state(static_cast<std::size_t>(s.stages));
-  auto in_range = [&](const Action& a) {
-    return a.stage >= 0 && a.stage < s.stages &&
-           (a.kind == ActionKind::U || (a.microbatch >= 0 && a.microbatch < T));
-  };
-  auto live_versions = [](const StageState& ss) {
-    return static_cast<std::int64_t>(ss.stashed.size()) + (ss.stashed.count(ss.version) ? 0 : 1);
-  };
   for (const auto& list : s.devices) {
     for (const Action& a : list) {
-      if (!in_range(a)) continue;
-      auto& ss = state[static_cast<std::size_t>(a.stage)];
-      auto& sa = out.stages[static_cast<std::size_t>(a.stage)];
+      if (a.stage < 0 || a.stage >= s.stages) continue;
+      auto& tracker = trackers[static_cast<std::size_t>(a.stage)];
       if (a.kind == ActionKind::U) {
-        ++ss.version;
-        ++sa.updates;
-        if (stash) sa.peak_weight_versions = std::max(sa.peak_weight_versions, live_versions(ss));
+        tracker.on_update();
         continue;
       }
+      if (a.microbatch < 0 || a.microbatch >= T) continue;
       auto& rec = out.versions[static_cast<std::size_t>(a.stage * T + a.microbatch)];
-      if (a.kind == ActionKind::F) {
-        rec.v_f = ss.version;
-        sa.peak_activations = std::max(sa.peak_activations, ++ss.in_flight);
-        if (stash) {
-          ++ss.stashed[ss.version];
-          sa.peak_weight_versions = std::max(sa.peak_weight_versions, live_versions(ss));
-        }
-      }
-      if (a == rules.backward_read(a.stage, a.microbatch)) {
-        rec.v_b = stash ? rec.v_f : ss.version;
-        if (stash) {
-          auto it = ss.stashed.find(rec.v_f);
-          if (it != ss.stashed.end() && --it->second == 0) ss.stashed.erase(it);
-        }
-      }
+      if (a.kind == ActionKind::F) rec.v_f = tracker.on_forward();
+      if (a == rules.backward_read(a.stage, a.microbatch))
+        rec.v_b = tracker.on_backward_read(rec.v_f);
       if (a == rules.backward_end(a.stage, a.microbatch)) {
-        --ss.in_flight;
-        rec.update = ss.version;
+        tracker.on_backward_end();
+        rec.update = tracker.version();
       }
     }
   }
+  for (std::int32_t st = 0; st < s.stages; ++st)
+    out.stages[static_cast<std::size_t>(st)] = trackers[static_cast<std::size_t>(st)].peaks();
+  summarize_versions(out);
+  return out;
+}
+
+void summarize_versions(Analysis& out) {
+  const std::int64_t T = out.total_microbatches;
   for (auto& sa : out.stages) {
+    sa.max_staleness = 0;
+    sa.max_update_delay = 0;
     std::int64_t staleness_sum = 0, delay_sum = 0, counted = 0;
     for (std::int64_t m = 0; m < T; ++m) {
       const auto& rec = out.versions[static_cast<std::size_t>(sa.stage * T + m)];
@@ -105,7 +117,6 @@ Analysis analyze(const Schedule& s) {
       sa.mean_update_delay = static_cast<double>(delay_sum) / static_cast<double>(counted);
     }
   }
-  return out;
 }
 
 }  // namespace paci

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "schedules/ir.hpp"
@@ -42,6 +43,37 @@ struct Analysis {
   std::int32_t max_staleness() const;
   std::int64_t total_microbatches = 0;
 };
+
+// Version bookkeeping of one stage as its device runs its list: which version each F and B
+// reads, how many micro-batches are in flight, which weight versions must stay alive. analyze()
+// drives it in list order; the simulator drives it at event times (the same order per device).
+class StageVersionTracker {
+ public:
+  StageVersionTracker(std::int32_t stage, std::int32_t device, WeightPolicy policy);
+
+  std::int32_t on_forward();  // returns v_f
+  // The backward reads weights (B, or I when split); returns v_b. Under stash policies it reads
+  // v_f and the stashed copy may be released.
+  std::int32_t on_backward_read(std::int32_t v_f);
+  void on_backward_end();  // activations freed (B, or W when split)
+  void on_update();        // U: a new current version
+  std::int32_t version() const { return version_; }
+  std::int64_t in_flight() const { return in_flight_; }
+  std::int64_t live_versions() const;  // current included
+  const StageAnalysis& peaks() const { return stats_; }
+
+ private:
+  StageAnalysis stats_;
+  bool stash_;
+  std::int32_t version_ = 0;
+  std::int64_t in_flight_ = 0;
+  std::map<std::int32_t, std::int64_t> stashed_;  // version -> in-flight micro-batches needing it
+};
+
+// Fills each stage's max/mean staleness and update delay from `versions` (records with a
+// negative field are skipped). analyze() calls it; so do the simulator and the executor, which
+// record the versions their runs actually read.
+void summarize_versions(Analysis& analysis);
 
 // Analyses a schedule that passed validate(). On an unvalidated schedule the figures are
 // meaningless but nothing is read out of bounds.

@@ -15,29 +15,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-[[noreturn]] void parse_failure(std::string_view content, std::string_view source,
-                                const Json::parse_error& e) {
-  // e.byte counts the bytes read, the offending one included.
-  const std::size_t pos = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, content.size());
-  const std::string_view before = content.substr(0, pos);
-  const auto line = 1 + std::count(before.begin(), before.end(), '\n');
-  const std::size_t newline = before.rfind('\n');
-  const std::size_t column = pos - (newline == std::string_view::npos ? 0 : newline + 1) + 1;
-  // nlohmann's message: "[json.exception.parse_error.101] parse error at ...: DESCRIPTION".
-  std::string_view description = e.what();
-  const std::size_t at = description.find("parse error");
-  const std::size_t colon = description.find(": ", at == std::string_view::npos ? 0 : at);
-  if (colon != std::string_view::npos) description.remove_prefix(colon + 2);
-  // A parser that stopped past the last byte ran out of input: say the file is truncated.
-  std::string_view truncated = "";
-  if (e.byte > content.size())
-    truncated = description.find("unexpected end of input") == std::string_view::npos
-                    ? "truncated: unexpected end of input; "
-                    : "truncated: ";
-  fail(source, fmt::format("line {}, column {}: malformed JSON ({}{})", line, column, truncated,
-                           description));
-}
-
 const Json& member(const Json& object, const char* key, std::string_view source) {
   const auto it = object.find(key);
   if (it == object.end()) fail(source, fmt::format("missing key '{}'", key));
@@ -105,8 +82,8 @@ Schedule parse_json(std::string_view content, std::string_view source) {
   Json root;
   try {
     root = Json::parse(content.begin(), content.end());
-  } catch (const Json::parse_error& e) {
-    parse_failure(content, source, e);
+  } catch (const Json::exception& e) {
+    throw_json_error(content, source, e);
   }
   if (!root.is_object()) fail(source, "the top level must be a JSON object");
 

@@ -219,17 +219,45 @@ ScheduleFormat detect_schedule_format(std::string_view path, std::string_view co
   return ScheduleFormat::text;
 }
 
-Schedule read_schedule(const std::string& path) {
-  std::string content;
-  if (path == "-") {
-    content = read_all(stdin, "<stdin>", 0);
-    return parse_schedule(content, detect_schedule_format("", content), "<stdin>");
+void throw_json_error(std::string_view content, std::string_view source,
+                      const nlohmann::json::exception& error) {
+  const auto* parse = dynamic_cast<const nlohmann::json::parse_error*>(&error);
+  if (parse == nullptr) {  // e.g. out_of_range: "number overflow parsing '1e999'"
+    std::string_view what = error.what();
+    if (const std::size_t close = what.find("] "); close != std::string_view::npos)
+      what.remove_prefix(close + 2);
+    detail::fail(source, fmt::format("malformed JSON ({})", what));
   }
+  const auto& e = *parse;
+  // e.byte counts the bytes read, the offending one included.
+  const std::size_t pos = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, content.size());
+  const std::string_view before = content.substr(0, pos);
+  const auto line = 1 + std::count(before.begin(), before.end(), '\n');
+  const std::size_t newline = before.rfind('\n');
+  const std::size_t column = pos - (newline == std::string_view::npos ? 0 : newline + 1) + 1;
+  // nlohmann's message: "[json.exception.parse_error.101] parse error at ...: DESCRIPTION".
+  std::string_view description = e.what();
+  const std::size_t at = description.find("parse error");
+  const std::size_t colon = description.find(": ", at == std::string_view::npos ? 0 : at);
+  if (colon != std::string_view::npos) description.remove_prefix(colon + 2);
+  // A parser that stopped past the last byte ran out of input: say the file is truncated.
+  std::string_view truncated = "";
+  if (e.byte > content.size())
+    truncated = description.find("unexpected end of input") == std::string_view::npos
+                    ? "truncated: unexpected end of input; "
+                    : "truncated: ";
+  detail::fail(source, fmt::format("line {}, column {}: malformed JSON ({}{})", line, column,
+                                   truncated, description));
+}
+
+std::string read_input(const std::string& path) {
+  if (path == "-") return read_all(stdin, "<stdin>", 0);
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     const int err = errno;
     detail::fail(path, fmt::format("cannot open: {}", std::strerror(err)));
   }
+  std::string content;
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   try {
@@ -239,7 +267,13 @@ Schedule read_schedule(const std::string& path) {
     throw;
   }
   std::fclose(file);
-  return parse_schedule(content, detect_schedule_format(path, content), path);
+  return content;
+}
+
+Schedule read_schedule(const std::string& path) {
+  const std::string content = read_input(path);
+  const std::string source = path == "-" ? "<stdin>" : path;
+  return parse_schedule(content, detect_schedule_format(path == "-" ? "" : path, content), source);
 }
 
 void write_schedule_file(const Schedule& schedule, const std::string& path, ScheduleFormat format) {

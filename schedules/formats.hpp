@@ -3,6 +3,7 @@
 // Every reader throws InputError naming the source, the line or row, and the offending token.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,15 @@ Schedule read_schedule(const std::string& path);
 
 // Writes to path atomically (temporary file, then rename), or to standard output for "-".
 void write_schedule_file(const Schedule& schedule, const std::string& path, ScheduleFormat format);
+
+// Reads a whole file, or standard input when path is "-". Throws InputError naming the file when
+// it cannot be opened or read; checking the content is the caller's job.
+std::string read_input(const std::string& path);
+
+// Throws InputError "SOURCE: line L, column C: malformed JSON (...)" for an exception nlohmann
+// threw while parsing `content` (saying "truncated" when the input ended too early).
+[[noreturn]] void throw_json_error(std::string_view content, std::string_view source,
+                                   const nlohmann::json::exception& error);
 
 // Writes bytes to a file atomically: a temporary file in the same folder, then rename.
 void write_file_atomic(const std::string& path, std::string_view content);

@@ -2,6 +2,7 @@
 #include "traces/report.hpp"
 
 #include <fmt/format.h>
+#include <cmath>
 
 namespace paci {
 
@@ -29,6 +30,59 @@ ordered_json stage_analysis_json(const StageAnalysis& st) {
   j["max_update_delay"] = st.max_update_delay;
   j["mean_update_delay"] = st.mean_update_delay;
   j["updates"] = st.updates;
+  return j;
+}
+
+namespace {
+
+ordered_json number_or_null(double x) {
+  return std::isfinite(x) ? ordered_json(x) : ordered_json();
+}
+
+}  // namespace
+
+ordered_json run_report_head(const Schedule& s, const RunSummary& run) {
+  const TimingMetrics& t = run.timing;
+  ordered_json j;
+  j["source"] = run.source;
+  j["schedule"] = schedule_summary_json(s);
+  j["makespan_s"] = t.makespan_s;
+  j["bubble_ratio"] = t.bubble_ratio;
+  j["steady_bubble_ratio"] = number_or_null(t.steady_bubble_ratio);
+  j["steady_window_s"] = std::isfinite(t.steady_bubble_ratio)
+                             ? ordered_json::array({t.steady_start_s, t.steady_end_s})
+                             : ordered_json();
+  const double mb = static_cast<double>(s.total_microbatches());
+  j["throughput"]["microbatches_per_s"] = t.makespan_s > 0 ? mb / t.makespan_s : 0.0;
+  j["throughput"]["tokens_per_s"] =
+      t.makespan_s > 0 ? mb * static_cast<double>(run.tokens_per_microbatch) / t.makespan_s : 0.0;
+  j["stages"] = ordered_json::array();
+  for (const StageAnalysis& st : run.observed.stages) {
+    const auto device = static_cast<std::size_t>(st.device);
+    ordered_json row;
+    row["stage"] = st.stage;
+    row["device"] = st.device;
+    row["busy_s"] = t.stage_busy_s.at(static_cast<std::size_t>(st.stage));
+    row["utilization"] =
+        t.makespan_s > 0 ? t.stage_busy_s[static_cast<std::size_t>(st.stage)] / t.makespan_s : 0.0;
+    row["peak_memory_bytes"] = run.device_peak_memory_bytes.at(device);
+    row["peak_activations"] = st.peak_activations;
+    row["peak_weight_versions"] = st.peak_weight_versions;
+    row["max_staleness"] = st.max_staleness;
+    row["mean_staleness"] = st.mean_staleness;
+    row["max_update_delay"] = st.max_update_delay;
+    row["updates"] = st.updates;
+    j["stages"].push_back(row);
+  }
+  j["devices"] = ordered_json::array();
+  for (std::size_t d = 0; d < t.device_busy_s.size(); ++d) {
+    ordered_json row;
+    row["device"] = d;
+    row["busy_s"] = t.device_busy_s[d];
+    row["utilization"] = t.makespan_s > 0 ? t.device_busy_s[d] / t.makespan_s : 0.0;
+    row["peak_memory_bytes"] = run.device_peak_memory_bytes.at(d);
+    j["devices"].push_back(row);
+  }
   return j;
 }
 

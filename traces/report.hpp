@@ -8,6 +8,7 @@
 
 #include "schedules/analysis.hpp"
 #include "schedules/ir.hpp"
+#include "traces/metrics.hpp"
 
 namespace paci {
 
@@ -20,6 +21,20 @@ ordered_json schedule_summary_json(const Schedule& schedule);
 // {"stage", "device", "peak_activations", "peak_weight_versions", "max_staleness",
 //  "mean_staleness", "max_update_delay", "mean_update_delay", "updates"}
 ordered_json stage_analysis_json(const StageAnalysis& stage);
+
+// What a run (simulated or measured) yields, in the report's terms.
+struct RunSummary {
+  std::string source;  // "simulated" | "measured"
+  TimingMetrics timing;
+  Analysis observed;  // versions read and peaks seen during the run
+  std::vector<std::int64_t> device_peak_memory_bytes;
+  std::int64_t tokens_per_microbatch = 0;
+};
+
+// The shared report's top-level keys (ARCHITECTURE.md): source, schedule, makespan_s,
+// bubble_ratio, steady_bubble_ratio (null when there is no steady window), steady_window_s,
+// throughput, stages[], devices[]. Callers add their own keys, then report_with_versions().
+ordered_json run_report_head(const Schedule& schedule, const RunSummary& run);
 
 // Serialises `head` (an object) with a trailing "versions" array of {"stage", "mb", "v_f", "v_b"}
 // records, streamed without building a JSON tree for them (millions of records stay cheap).

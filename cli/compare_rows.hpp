@@ -1,0 +1,38 @@
+// One row of `paci compare` / `paci sweep`: a generated schedule simulated under a cost model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/cost_model.hpp"
+
+namespace paci::cli {
+
+struct CompareRow {
+  std::string kind;
+  std::int32_t stages = 0, microbatches = 0, steps = 0;
+  double makespan_s = 0.0;
+  double microbatches_per_s = 0.0;
+  double tokens_per_s = 0.0;
+  double bubble_ratio = 0.0;
+  double steady_bubble_ratio = 0.0;    // NaN without a steady window
+  std::int64_t peak_memory_bytes = 0;  // the largest device's
+  std::int32_t max_staleness = 0;
+  std::int32_t max_update_delay = 0;
+  double speedup_vs_1f1b = 0.0;  // 1f1b's makespan / this makespan (same micro-batches)
+};
+
+// Simulates `kind` at (P, M, N); the speed-up is filled in by the caller.
+CompareRow simulate_row(const std::string& kind, std::int32_t stages, std::int32_t microbatches,
+                        std::int32_t steps, const CostModel& costs);
+
+// Kinds from a comma-separated list ("all" or empty: every generator), validated.
+std::vector<std::string> parse_kinds(const std::string& text);
+
+// A grid: comma-separated items, each N, A:B or A:B:STEP (inclusive), e.g. "2,4,8" or "1:64".
+std::vector<std::int32_t> parse_grid(const std::string& text, const std::string& flag);
+
+std::string csv_header();
+std::string csv_row(const CompareRow& row);
+
+}  // namespace paci::cli

@@ -1,0 +1,122 @@
+// The cost model the simulator replays a schedule with (versioned JSON, "paci.costmodel/1"):
+// per stage the durations of F, B, I, W and U and the bytes it holds and sends; per link the
+// latency and bandwidth. Built from uniform flags, from a GPT shape and a device's speed
+// (analytic FLOPs and bytes, docs/costmodel.md), or measured by `paci calibrate`.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/ir.hpp"
+
+namespace paci {
+
+inline constexpr std::string_view kCostModelFormatTag = "paci.costmodel/1";
+
+struct StageCost {
+  double forward_s = 0.0;                     // F
+  double backward_s = 0.0;                    // B (full backward)
+  double input_grad_s = 0.0;                  // I (input-gradient half, zero-bubble schedules)
+  double weight_grad_s = 0.0;                 // W (weight-gradient half)
+  double update_s = 0.0;                      // U (optimizer step of the stage)
+  std::int64_t activation_bytes = 0;          // held per micro-batch between F and end of backward
+  std::int64_t activation_message_bytes = 0;  // sent forward to the next stage per micro-batch
+  std::int64_t gradient_message_bytes = 0;    // sent backward to the previous stage per mb
+  std::int64_t weight_bytes = 0;              // one copy of the stage's weights
+  std::int64_t gradient_bytes = 0;            // gradient accumulation buffer
+  std::int64_t optimizer_bytes = 0;           // optimizer state (AdamW: two moments)
+
+  std::int64_t static_bytes() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
+  double duration_s(ActionKind kind) const;
+  friend bool operator==(const StageCost&, const StageCost&) = default;
+};
+
+struct LinkCost {
+  double latency_s = 0.0;
+  double bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();  // inf: free
+  // latency + bytes / bandwidth (bytes / inf = 0, so a free link still costs its latency)
+  double transfer_s(std::int64_t bytes) const;
+  friend bool operator==(const LinkCost&, const LinkCost&) = default;
+};
+
+struct LinkOverride {
+  std::int32_t src_device = 0;
+  std::int32_t dst_device = 0;
+  LinkCost cost;
+  friend bool operator==(const LinkOverride&, const LinkOverride&) = default;
+};
+
+struct CostModel {
+  std::string description;  // free text: where the numbers come from
+  std::vector<StageCost> stages;
+  LinkCost default_link;                   // every device pair not overridden
+  std::vector<LinkOverride> links;         // per directed device pair
+  std::int64_t tokens_per_microbatch = 0;  // for tokens/s; 0 when unknown
+
+  const LinkCost& link(std::int32_t src_device, std::int32_t dst_device) const;
+  friend bool operator==(const CostModel&, const CostModel&) = default;
+};
+
+// Uniform costs for every stage, as given by the simulate/compare/sweep flags.
+struct UniformCosts {
+  double tf = 1.0;           // --tf
+  std::optional<double> tb;  // --tb, default 2·tf
+  std::optional<double> tw;  // --tw: W; then I = tb - tw. Default: I = W = tb/2
+  double tu = 0.0;           // --tu
+  double latency_s = 0.0;    // --latency
+  double bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();  // --bandwidth
+  std::int64_t message_bytes = 0;          // --message-bytes (both directions)
+  std::int64_t activation_bytes = 0;       // --activation-bytes
+  std::int64_t weight_bytes = 0;           // --weight-bytes (gradients the same; AdamW state twice)
+  std::int64_t tokens_per_microbatch = 0;  // --tokens-per-microbatch
+};
+
+// Every stage gets the same costs; throws InputError (naming the flag) for a negative or
+// non-finite value, a bandwidth <= 0, or tw > tb.
+CostModel uniform_cost_model(std::int32_t stages, const UniformCosts& costs);
+
+// Checks values (at least one stage; finite, non-negative durations, latencies and bytes;
+// positive bandwidth, inf allowed; no link overridden twice) and, when
+// `schedule` is given, that the model has exactly one entry per stage and that every link the
+// schedule uses names devices it has. Throws InputError naming the problem.
+void check_cost_model(const CostModel& model, const Schedule* schedule = nullptr);
+
+// Canonical JSON, exact round trip: parse(write(m)) == m (an infinite bandwidth is "inf").
+std::string write_cost_model(const CostModel& model);
+// Parses any layout, then runs check_cost_model(); InputError messages start with `source`.
+CostModel parse_cost_model(std::string_view json, std::string_view source);
+CostModel read_cost_model(const std::string& path);  // file, or "-" for stdin
+
+// Analytic cost model of a GPT-2 style decoder split into stages (docs/costmodel.md).
+struct GptShape {
+  std::int32_t layers = 12;
+  std::int32_t d_model = 768;
+  std::int32_t heads = 12;
+  std::int32_t seq_len = 1024;
+  std::int32_t vocab = 50257;
+  std::int32_t microbatch_size = 1;  // sequences per micro-batch
+  std::int32_t dtype_bytes = 2;      // 4 fp32, 2 bf16/fp16
+};
+
+struct DeviceSpeed {
+  double flops_per_s = 0.0;         // sustained matmul throughput
+  double memory_bytes_per_s = 0.0;  // memory bandwidth (bounds the optimizer step)
+  LinkCost link;                    // between neighbouring stages
+};
+
+// Layers per stage: `partition` when non-empty (one entry >= 1 per stage, summing to layers),
+// else balanced_partition(). Throws InputError for a bad shape, device or partition.
+CostModel gpt_cost_model(const GptShape& shape, const DeviceSpeed& device, std::int32_t stages,
+                         const std::vector<std::int32_t>& partition = {});
+
+// Contiguous layers per stage (each >= 1) minimising the largest stage forward time: the last
+// stage, which also runs the LM head, takes k layers with k chosen to minimise
+// max(ceil((L-k)/(P-1)) layers, k layers + head), ties to the larger k; the other stages share
+// L-k as evenly as possible, the remainder on the later ones (docs/costmodel.md).
+std::vector<std::int32_t> balanced_partition(const GptShape& shape, std::int32_t stages);
+
+}  // namespace paci

@@ -1,0 +1,347 @@
+// The discrete-event engine. Events are action completions, popped in time order from a binary
+// heap; a completion frees its device, and sends each output that another device needs over that
+// link (FIFO: a message starts when the link's previous send has left). A device starts its next
+// action as soon as the device is free and every dependency (from DependencyRules) has arrived.
+#include "sim/engine.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+
+#include "schedules/dependencies.hpp"
+#include "schedules/index.hpp"
+
+namespace paci {
+namespace {
+
+constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+
+struct Event {
+  double time_s;
+  std::uint64_t sequence;  // ties resolve in push order: deterministic
+  std::int32_t device;
+  bool operator>(const Event& o) const {
+    return time_s != o.time_s ? time_s > o.time_s : sequence > o.sequence;
+  }
+};
+
+class Engine {
+ public:
+  Engine(const Schedule& s, const CostModel& costs, const SimOptions& options)
+      : s_(s), costs_(costs), options_(options), index_(s), rules_(s) {}
+
+  SimResult run();
+
+ private:
+  struct Consumer {
+    std::uint32_t vertex;
+    DependencyKind kind;
+  };
+
+  std::int32_t device_of(std::int32_t stage) const {
+    return s_.placement[static_cast<std::size_t>(stage)];
+  }
+  const StageCost& cost(std::int32_t stage) const {
+    return costs_.stages[static_cast<std::size_t>(stage)];
+  }
+  void build_consumers();
+  void try_start(std::int32_t device);
+  void complete(std::int32_t device, double now);
+  void send(const Action& producer, std::int32_t src, std::uint32_t consumer_vertex,
+            DependencyKind kind, double now);
+  void sample_memory(std::int32_t device, double now);
+  std::int64_t device_memory(std::int32_t device) const;
+  CriticalPath critical_path() const;
+
+  const Schedule& s_;
+  const CostModel& costs_;
+  SimOptions options_;
+  ActionIndex index_;
+  DependencyRules rules_;
+  SimResult result_;
+
+  std::vector<std::int64_t> consumer_offsets_;
+  std::vector<Consumer> consumers_;
+  std::vector<double> done_s_;      // per vertex: end time, NaN until done
+  std::vector<double> arrival_s_;   // per vertex: arrival of its cross-device input, NaN until sent
+  std::vector<std::int32_t> pred_;  // per vertex: vertex whose completion released it, or -1
+  std::vector<std::uint8_t> pred_is_message_;
+  std::vector<std::size_t> pc_;  // per device: next action index
+  std::vector<std::uint8_t> busy_;
+  std::vector<double> free_at_s_;
+  std::vector<double> link_free_s_;  // per (src, dst) device pair
+  std::vector<StageVersionTracker> trackers_;
+  std::vector<std::int64_t> memory_now_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
+  std::uint64_t sequence_ = 0;
+};
+
+void Engine::build_consumers() {
+  const auto n = static_cast<std::size_t>(index_.size());
+  consumer_offsets_.assign(n + 1, 0);
+  DependencyRules::List deps;
+  for (const auto& list : s_.devices)
+    for (const Action& a : list) {
+      const int k = rules_.depends_on(a, deps);
+      for (int j = 0; j < k; ++j)
+        ++consumer_offsets_[static_cast<std::size_t>(
+                                index_.vertex(deps[static_cast<std::size_t>(j)].action)) +
+                            1];
+    }
+  for (std::size_t v = 0; v < n; ++v) consumer_offsets_[v + 1] += consumer_offsets_[v];
+  consumers_.resize(static_cast<std::size_t>(consumer_offsets_[n]));
+  std::vector<std::int64_t> fill(consumer_offsets_.begin(), consumer_offsets_.end() - 1);
+  for (std::int32_t d = 0; d < s_.num_devices(); ++d) {
+    const auto& list = s_.devices[static_cast<std::size_t>(d)];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const int k = rules_.depends_on(list[i], deps);
+      const auto v =
+          static_cast<std::uint32_t>(index_.vertex(ActionPos{d, static_cast<std::int64_t>(i)}));
+      for (int j = 0; j < k; ++j) {
+        const auto p =
+            static_cast<std::size_t>(index_.vertex(deps[static_cast<std::size_t>(j)].action));
+        consumers_[static_cast<std::size_t>(fill[p]++)] = {v,
+                                                           deps[static_cast<std::size_t>(j)].kind};
+      }
+    }
+  }
+}
+
+std::int64_t Engine::device_memory(std::int32_t device) const {
+  std::int64_t bytes = result_.device_static_bytes[static_cast<std::size_t>(device)];
+  for (std::int32_t st = 0; st < s_.stages; ++st) {
+    if (device_of(st) != device) continue;
+    const auto& t = trackers_[static_cast<std::size_t>(st)];
+    bytes +=
+        t.in_flight() * cost(st).activation_bytes + (t.live_versions() - 1) * cost(st).weight_bytes;
+  }
+  return bytes;
+}
+
+void Engine::sample_memory(std::int32_t device, double now) {
+  const std::int64_t bytes = device_memory(device);
+  auto& current = memory_now_[static_cast<std::size_t>(device)];
+  if (bytes == current) return;
+  current = bytes;
+  auto& peak = result_.device_peak_memory_bytes[static_cast<std::size_t>(device)];
+  peak = std::max(peak, bytes);
+  if (options_.record_timeline) result_.timeline.memory.push_back({device, now, bytes});
+}
+
+void Engine::try_start(std::int32_t d) {
+  const auto du = static_cast<std::size_t>(d);
+  const auto& list = s_.devices[du];
+  if (busy_[du] || pc_[du] >= list.size()) return;
+  const Action& a = list[pc_[du]];
+  const auto v =
+      static_cast<std::size_t>(index_.vertex(ActionPos{d, static_cast<std::int64_t>(pc_[du])}));
+  double ready = free_at_s_[du];
+  std::int32_t pred = pc_[du] > 0 ? static_cast<std::int32_t>(v - 1) : -1;
+  bool via_message = false;
+  DependencyRules::List deps;
+  const int k = rules_.depends_on(a, deps);
+  for (int j = 0; j < k; ++j) {
+    const Action& p = deps[static_cast<std::size_t>(j)].action;
+    const auto pv = static_cast<std::size_t>(index_.vertex(p));
+    const bool remote = device_of(p.stage) != d;
+    const double t = remote ? arrival_s_[v] : done_s_[pv];
+    if (std::isnan(t)) return;  // not arrived yet; its completion will call us again
+    if (t >= ready) {
+      ready = t;
+      pred = static_cast<std::int32_t>(pv);
+      via_message = remote;
+    }
+  }
+  busy_[du] = 1;
+  pred_[v] = pred;
+  pred_is_message_[v] = via_message;
+  const double duration = cost(a.stage).duration_s(a.kind);
+  result_.times[du][pc_[du]] = {ready, ready + duration};
+  auto& tracker = trackers_[static_cast<std::size_t>(a.stage)];
+  if (a.kind == ActionKind::F) {
+    auto& rec =
+        result_.observed
+            .versions[static_cast<std::size_t>(a.stage * s_.total_microbatches() + a.microbatch)];
+    rec.v_f = tracker.on_forward();
+    sample_memory(d, ready);
+  } else if (a.kind != ActionKind::U && a == rules_.backward_read(a.stage, a.microbatch)) {
+    auto& rec =
+        result_.observed
+            .versions[static_cast<std::size_t>(a.stage * s_.total_microbatches() + a.microbatch)];
+    rec.v_b = tracker.on_backward_read(rec.v_f);
+  }
+  queue_.push({ready + duration, sequence_++, d});
+}
+
+void Engine::send(const Action& producer, std::int32_t src, std::uint32_t consumer_vertex,
+                  DependencyKind kind, double now) {
+  const ActionPos where = index_.position(consumer_vertex);
+  const std::int32_t dst = where.device;
+  const Action& consumer =
+      s_.devices[static_cast<std::size_t>(dst)][static_cast<std::size_t>(where.index)];
+  const std::int64_t bytes = kind == DependencyKind::activation
+                                 ? cost(producer.stage).activation_message_bytes
+                                 : cost(producer.stage).gradient_message_bytes;
+  const LinkCost& link = costs_.link(src, dst);
+  auto& link_free = link_free_s_[static_cast<std::size_t>(src * s_.num_devices() + dst)];
+  const double start = std::max(now, link_free);
+  const double wire = std::isinf(link.bandwidth_bytes_per_s)
+                          ? 0.0
+                          : static_cast<double>(bytes) / link.bandwidth_bytes_per_s;
+  link_free = start + wire;
+  const double arrival = start + wire + link.latency_s;
+  arrival_s_[consumer_vertex] = arrival;
+  if (options_.record_timeline)
+    result_.timeline.messages.push_back({producer, consumer, kind, src, dst, bytes, start,
+                                         start + wire, start + link.latency_s, arrival});
+}
+
+void Engine::complete(std::int32_t d, double now) {
+  ++result_.events;
+  const auto du = static_cast<std::size_t>(d);
+  const std::size_t i = pc_[du]++;
+  const Action& a = s_.devices[du][i];
+  const auto v =
+      static_cast<std::size_t>(index_.vertex(ActionPos{d, static_cast<std::int64_t>(i)}));
+  done_s_[v] = now;
+  busy_[du] = 0;
+  free_at_s_[du] = now;
+  auto& tracker = trackers_[static_cast<std::size_t>(a.stage)];
+  std::int32_t version = tracker.version();
+  if (a.kind == ActionKind::U) {
+    tracker.on_update();
+    version = tracker.version();
+  } else {
+    auto& rec =
+        result_.observed
+            .versions[static_cast<std::size_t>(a.stage * s_.total_microbatches() + a.microbatch)];
+    if (a.kind == ActionKind::F) version = rec.v_f;
+    if (a == rules_.backward_read(a.stage, a.microbatch)) version = rec.v_b;
+    if (a == rules_.backward_end(a.stage, a.microbatch)) {
+      tracker.on_backward_end();
+      rec.update = tracker.version();
+    }
+  }
+  sample_memory(d, now);
+  if (options_.record_timeline) {
+    const ActionTime& t = result_.times[du][i];
+    result_.timeline.compute.push_back({a, d, t.start_s, t.end_s, version});
+  }
+  for (auto c = consumer_offsets_[v]; c < consumer_offsets_[v + 1]; ++c) {
+    const Consumer& consumer = consumers_[static_cast<std::size_t>(c)];
+    const std::int32_t dst = index_.position(consumer.vertex).device;
+    if (dst == d) continue;  // same device: the consumer reads done_s_
+    send(a, d, consumer.vertex, consumer.kind, now);
+    try_start(dst);
+  }
+  try_start(d);
+}
+
+CriticalPath Engine::critical_path() const {
+  CriticalPath path;
+  std::int64_t last = -1;
+  double last_end = -1.0;
+  for (std::size_t v = 0; v < done_s_.size(); ++v)
+    if (done_s_[v] > last_end) {
+      last_end = done_s_[v];
+      last = static_cast<std::int64_t>(v);
+    }
+  path.length_s = std::max(0.0, last_end);
+  for (std::int64_t v = last; v >= 0; v = pred_[static_cast<std::size_t>(v)]) {
+    const ActionPos p = index_.position(v);
+    const Action& a =
+        s_.devices[static_cast<std::size_t>(p.device)][static_cast<std::size_t>(p.index)];
+    const ActionTime& t =
+        result_.times[static_cast<std::size_t>(p.device)][static_cast<std::size_t>(p.index)];
+    path.actions.push_back(a);
+    path.compute_s += t.end_s - t.start_s;
+    const std::int32_t pred = pred_[static_cast<std::size_t>(v)];
+    if (pred >= 0 && pred_is_message_[static_cast<std::size_t>(v)])
+      path.communication_s += t.start_s - done_s_[static_cast<std::size_t>(pred)];
+  }
+  std::reverse(path.actions.begin(), path.actions.end());
+  return path;
+}
+
+SimResult Engine::run() {
+  check_cost_model(costs_, &s_);
+  const auto n = static_cast<std::size_t>(index_.size());
+  const auto D = static_cast<std::size_t>(s_.num_devices());
+  build_consumers();
+  done_s_.assign(n, kUnknown);
+  arrival_s_.assign(n, kUnknown);
+  pred_.assign(n, -1);
+  pred_is_message_.assign(n, 0);
+  pc_.assign(D, 0);
+  busy_.assign(D, 0);
+  free_at_s_.assign(D, 0.0);
+  link_free_s_.assign(D * D, 0.0);
+  result_.times.resize(D);
+  for (std::size_t d = 0; d < D; ++d) result_.times[d].resize(s_.devices[d].size());
+  result_.device_static_bytes.assign(D, 0);
+  for (std::int32_t st = 0; st < s_.stages; ++st) {
+    trackers_.emplace_back(st, device_of(st), s_.weight_policy);
+    result_.device_static_bytes[static_cast<std::size_t>(device_of(st))] += cost(st).static_bytes();
+  }
+  result_.device_peak_memory_bytes = result_.device_static_bytes;
+  memory_now_ = result_.device_static_bytes;
+  const std::int64_t T = s_.total_microbatches();
+  result_.observed.total_microbatches = T;
+  result_.observed.versions.resize(static_cast<std::size_t>(s_.stages * T));
+  for (std::int32_t st = 0; st < s_.stages; ++st)
+    for (std::int64_t m = 0; m < T; ++m) {
+      auto& rec = result_.observed.versions[static_cast<std::size_t>(st * T + m)];
+      rec.stage = st;
+      rec.microbatch = static_cast<std::int32_t>(m);
+    }
+  result_.timeline.source = "simulated";
+  result_.timeline.num_devices = s_.num_devices();
+  if (options_.record_timeline) {
+    result_.timeline.compute.reserve(n);
+    for (std::int32_t d = 0; d < s_.num_devices(); ++d)
+      result_.timeline.memory.push_back(
+          {d, 0.0, result_.device_static_bytes[static_cast<std::size_t>(d)]});
+  }
+
+  for (std::int32_t d = 0; d < s_.num_devices(); ++d) try_start(d);
+  while (!queue_.empty()) {
+    const Event e = queue_.top();
+    queue_.pop();
+    complete(e.device, e.time_s);
+  }
+  for (std::size_t d = 0; d < D; ++d)
+    if (pc_[d] < s_.devices[d].size())
+      throw std::runtime_error(fmt::format(
+          "simulation deadlocked: device {} waits at {} (validate the schedule to see the cycle)",
+          d, to_string(s_.devices[d][pc_[d]])));
+  for (std::int32_t st = 0; st < s_.stages; ++st)
+    result_.observed.stages.push_back(trackers_[static_cast<std::size_t>(st)].peaks());
+  summarize_versions(result_.observed);
+  result_.critical_path = critical_path();
+  return std::move(result_);
+}
+
+}  // namespace
+
+SimResult simulate(const Schedule& schedule, const CostModel& costs, const SimOptions& options) {
+  Engine engine(schedule, costs, options);
+  return engine.run();
+}
+
+}  // namespace paci
+
+namespace paci {
+
+RunSummary run_summary(const Schedule& schedule, const CostModel& costs, const SimResult& result) {
+  RunSummary run;
+  run.source = "simulated";
+  run.timing = timing_metrics(schedule, result.times);
+  run.observed = result.observed;
+  run.device_peak_memory_bytes = result.device_peak_memory_bytes;
+  run.tokens_per_microbatch = costs.tokens_per_microbatch;
+  return run;
+}
+
+}  // namespace paci

@@ -1,0 +1,769 @@
+// Chrome trace writer: streams a Timeline as Chrome's JSON Object Format (pid = device, tid =
+// compute / send / recv lane) with compiled fmt formats into one reserved string; and check_trace,
+// the structural checker that the writer's, the simulator's and the executor's tests share.
+#include "traces/chrome_trace.hpp"
+
+#include <fmt/compile.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+
+#include "schedules/formats.hpp"
+
+namespace paci {
+namespace {
+
+constexpr double kMaxAbsSeconds = 9.0e9;             // whole ns of ±9e9 s fit in int64
+constexpr std::int32_t kMaxDevices = 1 << 20;        // pid and tid must fit the sort key
+constexpr std::size_t kMaxProblems = 100;            // check_trace lists at most this many
+constexpr std::size_t kBytesPerEventEstimate = 120;  // for reserve()
+constexpr std::size_t kFlushBytes = 1 << 20;         // chunk size from the buffer to the string
+
+std::int64_t to_ns(double seconds, std::string_view what, std::size_t index) {
+  if (!std::isfinite(seconds) || std::fabs(seconds) > kMaxAbsSeconds)
+    throw std::invalid_argument(
+        fmt::format("chrome trace: {} #{} has time {} s; expected a finite time within ±9e9 s",
+                    what, index, seconds));
+  return std::llround(seconds * 1e9);
+}
+
+void check_device(std::int32_t device, std::string_view what, std::size_t index) {
+  if (device < 0 || device >= kMaxDevices)
+    throw std::invalid_argument(fmt::format("chrome trace: {} #{} has device {}; expected 0 … {}",
+                                            what, index, device, kMaxDevices - 1));
+}
+
+void check_order(std::int64_t start, std::int64_t end, std::string_view what, std::size_t index) {
+  if (end < start)
+    throw std::invalid_argument(fmt::format(
+        "chrome trace: {} #{} ends ({} ns) before it starts ({} ns)", what, index, end, start));
+}
+
+// A JSON string literal of arbitrary text (invalid UTF-8 replaced, never thrown on).
+std::string json_string(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Formats into a small buffer and moves it to the output string in large chunks: cheaper than
+// formatting through a back_insert_iterator of the string.
+class Sink {
+ public:
+  explicit Sink(std::string& out) : out_(out) {}
+  fmt::appender it() { return fmt::appender(buffer_); }
+  void text(std::string_view s) { buffer_.append(s.data(), s.data() + s.size()); }
+  void maybe_flush() {
+    if (buffer_.size() >= kFlushBytes) flush();
+  }
+  void flush() {
+    out_.append(buffer_.data(), buffer_.size());
+    buffer_.clear();
+  }
+
+ private:
+  std::string& out_;
+  fmt::memory_buffer buffer_;
+};
+
+// Microseconds with nanosecond resolution, shortest exact decimal: 250000, 1.5, 1234.568.
+void append_us(Sink& sink, std::int64_t ns) {
+  if (ns < 0) {
+    sink.text("-");
+    ns = -ns;  // |ns| <= 9e18: no overflow
+  }
+  const std::int64_t whole = ns / 1000;
+  const std::int64_t frac = ns % 1000;
+  if (frac == 0)
+    fmt::format_to(sink.it(), FMT_COMPILE("{}"), whole);
+  else if (frac % 100 == 0)
+    fmt::format_to(sink.it(), FMT_COMPILE("{}.{}"), whole, frac / 100);
+  else if (frac % 10 == 0)
+    fmt::format_to(sink.it(), FMT_COMPILE("{}.{:02}"), whole, frac / 10);
+  else
+    fmt::format_to(sink.it(), FMT_COMPILE("{}.{:03}"), whole, frac);
+}
+
+// The text form of paci::to_string(action), without a temporary string.
+void append_action(Sink& sink, const Action& action) {
+  if (action.kind == ActionKind::U)
+    fmt::format_to(sink.it(), FMT_COMPILE("{}U"), action.stage);
+  else
+    fmt::format_to(sink.it(), FMT_COMPILE("{}{}{}"), action.stage, kind_letter(action.kind),
+                   action.microbatch);
+}
+
+// "0F3 → 1F3": the producer, then the consumer that waits for it.
+void append_message_name(Sink& sink, const MessageSlice& message) {
+  append_action(sink, message.producer);
+  sink.text(" → ");
+  append_action(sink, message.consumer);
+}
+
+std::string_view message_category(DependencyKind kind) {
+  switch (kind) {
+    case DependencyKind::local:
+      return "local";
+    case DependencyKind::activation:
+      return "activation";
+    case DependencyKind::gradient:
+      return "gradient";
+  }
+  return "message";
+}
+
+enum class EventKind : std::uint8_t {
+  memory,           // "C" memory
+  initial_version,  // "C" weight version, initial value (index into the initial values)
+  version,          // "C" weight version after a U (index = compute slice)
+  update,           // "i" at the end of a U (index = compute slice)
+  compute,          // "X" compute lane
+  send,             // "X" send lane (index = message)
+  recv,             // "X" recv lane (index = message)
+  flow_start,       // "s" on the send lane
+  flow_end,         // "f" on the recv lane
+};
+
+// Sort ranks among events of one timestamp: counters, then instants (so an update marks the end
+// of its U before the next slice opens), then slices, then flows. A flow whose ts equals its
+// slice's start (a slice of 0 or 1 ns) sorts right after that slice instead, so that a viewer
+// binding it to "the slice open on the lane at ts" finds its own slice.
+constexpr std::uint64_t kRankCounter = 0;
+constexpr std::uint64_t kRankInstant = 1;
+constexpr std::uint64_t kRankSlice = 2;
+constexpr std::uint64_t kRankFlow = 3;
+
+// One output event, sorted by (ts, rank, pid, tid, kind, index, bound-flow bit), packed into two
+// words and an index so that sorting tens of millions of them stays cheap:
+//   time: ts in ns with the sign bit flipped (unsigned order = signed order)
+//   lane: rank [58,60) | pid [38,58) | tid [16,38) | sort kind [1,5) | bound-flow bit [0]
+struct Event {
+  std::uint64_t time = 0;
+  std::uint64_t lane = 0;
+  std::uint32_t index = 0;
+  EventKind kind = EventKind::memory;  // kind emitted (a bound flow sorts under its slice's)
+
+  std::int64_t ts() const { return static_cast<std::int64_t>(time ^ (1ULL << 63)); }
+  std::int32_t pid() const { return static_cast<std::int32_t>((lane >> 38) & 0xFFFFF); }
+  std::int32_t tid() const { return static_cast<std::int32_t>((lane >> 16) & 0x3FFFFF); }
+
+  friend bool operator<(const Event& a, const Event& b) {
+    if (a.time != b.time) return a.time < b.time;
+    if (a.lane != b.lane) return a.lane < b.lane;
+    return a.index < b.index;
+  }
+};
+
+Event make_event(EventKind kind, EventKind sort_kind, std::uint64_t rank, bool bound,
+                 std::int64_t ts, std::int32_t pid, std::int32_t tid, std::uint32_t index) {
+  Event e;
+  e.time = static_cast<std::uint64_t>(ts) ^ (1ULL << 63);
+  e.lane = rank << 58 | static_cast<std::uint64_t>(pid) << 38 |
+           static_cast<std::uint64_t>(tid) << 16 | static_cast<std::uint64_t>(sort_kind) << 1 |
+           static_cast<std::uint64_t>(bound);
+  e.index = index;
+  e.kind = kind;
+  return e;
+}
+
+Event simple_event(EventKind kind, std::uint64_t rank, std::int64_t ts, std::int32_t pid,
+                   std::int32_t tid, std::uint32_t index) {
+  return make_event(kind, kind, rank, false, ts, pid, tid, index);
+}
+
+struct Times {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+};
+
+struct MessageTimes {
+  Times send;
+  Times recv;
+};
+
+// A flow event in the middle of its slice: strictly inside when the slice lasts 2 ns or more.
+Event flow_event(EventKind flow_kind, EventKind slice_kind, std::int32_t pid, std::int32_t tid,
+                 std::uint32_t index, const Times& slice) {
+  const std::int64_t ts = slice.start + (slice.end - slice.start) / 2;
+  if (ts == slice.start)
+    return make_event(flow_kind, slice_kind, kRankSlice, true, ts, pid, tid, index);
+  return make_event(flow_kind, flow_kind, kRankFlow, false, ts, pid, tid, index);
+}
+
+// First slice (by start, then input order) of a stage on a device: where its weight-version
+// counter starts.
+struct FirstSlice {
+  std::int64_t start = 0;
+  std::size_t index = 0;
+  std::int32_t initial_version = 0;
+};
+
+struct InitialVersion {
+  std::int32_t stage = 0;
+  std::int32_t version = 0;
+};
+
+// "M" events: per device its name and sort index, then its lanes' names and sort indices.
+void append_metadata(Sink& sink, const Timeline& timeline, std::int32_t num_pids,
+                     const std::set<std::pair<std::int32_t, std::int32_t>>& peers) {
+  bool first = true;
+  auto open = [&]() {
+    if (!first) sink.text(",\n");
+    first = false;
+  };
+  auto peer_it = peers.begin();
+  for (std::int32_t pid = 0; pid < num_pids; ++pid) {
+    const auto slot = static_cast<std::size_t>(pid);
+    const std::string name =
+        slot < timeline.device_names.size() && !timeline.device_names[slot].empty()
+            ? timeline.device_names[slot]
+            : fmt::format("device {}", pid);
+    open();
+    fmt::format_to(sink.it(),
+                   R"({{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":{}}}}})",
+                   pid, json_string(name));
+    open();
+    fmt::format_to(
+        sink.it(),
+        R"({{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
+        pid, pid);
+    auto thread = [&](std::int32_t tid, std::string_view thread_name) {
+      open();
+      fmt::format_to(
+          sink.it(),
+          R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid, tid,
+          thread_name);
+      open();
+      fmt::format_to(
+          sink.it(),
+          R"({{"name":"thread_sort_index","ph":"M","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
+          pid, tid, tid);
+    };
+    thread(kComputeTid, "compute");
+    for (; peer_it != peers.end() && peer_it->first == pid; ++peer_it) {
+      const std::int32_t peer = peer_it->second;
+      thread(send_tid(peer), fmt::format("send → dev {}", peer));
+      thread(recv_tid(peer), fmt::format("recv ← dev {}", peer));
+    }
+  }
+}
+
+struct Sources {
+  const Timeline& timeline;
+  const std::vector<Times>& compute_times;
+  const std::vector<MessageTimes>& message_times;
+  const std::vector<InitialVersion>& initial_versions;
+};
+
+void append_event(Sink& sink, const Sources& src, const Event& e) {
+  const auto it = sink.it();
+  switch (e.kind) {
+    case EventKind::memory: {
+      const MemorySample& sample = src.timeline.memory[e.index];
+      fmt::format_to(it, FMT_COMPILE(R"({{"name":"memory","ph":"C","pid":{},"tid":0,"ts":)"),
+                     e.pid());
+      append_us(sink, e.ts());
+      fmt::format_to(sink.it(), FMT_COMPILE(R"(,"args":{{"bytes":{}}}}})"), sample.bytes);
+      return;
+    }
+    case EventKind::initial_version:
+    case EventKind::version: {
+      std::int32_t stage = 0;
+      std::int32_t version = 0;
+      if (e.kind == EventKind::initial_version) {
+        stage = src.initial_versions[e.index].stage;
+        version = src.initial_versions[e.index].version;
+      } else {
+        stage = src.timeline.compute[e.index].action.stage;
+        version = src.timeline.compute[e.index].version;
+      }
+      fmt::format_to(
+          it, FMT_COMPILE(R"({{"name":"weight version stage {}","ph":"C","pid":{},"tid":0,"ts":)"),
+          stage, e.pid());
+      append_us(sink, e.ts());
+      fmt::format_to(sink.it(), FMT_COMPILE(R"(,"args":{{"version":{}}}}})"), version);
+      return;
+    }
+    case EventKind::update: {
+      const ComputeSlice& slice = src.timeline.compute[e.index];
+      fmt::format_to(
+          it,
+          FMT_COMPILE(
+              R"({{"name":"update stage {} → v{}","cat":"update","ph":"i","s":"t","pid":{},"tid":{},"ts":)"),
+          slice.action.stage, slice.version, e.pid(), e.tid());
+      append_us(sink, e.ts());
+      fmt::format_to(sink.it(), FMT_COMPILE(R"(,"args":{{"stage":{},"version":{}}}}})"),
+                     slice.action.stage, slice.version);
+      return;
+    }
+    case EventKind::compute: {
+      const ComputeSlice& slice = src.timeline.compute[e.index];
+      const Times& t = src.compute_times[e.index];
+      sink.text(R"({"name":")");
+      append_action(sink, slice.action);
+      fmt::format_to(sink.it(), FMT_COMPILE(R"(","cat":"{}","ph":"X","pid":{},"tid":{},"ts":)"),
+                     kind_letter(slice.action.kind), e.pid(), e.tid());
+      append_us(sink, t.start);
+      sink.text(R"(,"dur":)");
+      append_us(sink, t.end - t.start);
+      if (slice.action.kind == ActionKind::U)
+        fmt::format_to(sink.it(), FMT_COMPILE(R"(,"args":{{"stage":{},"version":{}}}}})"),
+                       slice.action.stage, slice.version);
+      else
+        fmt::format_to(sink.it(), FMT_COMPILE(R"(,"args":{{"stage":{},"mb":{},"version":{}}}}})"),
+                       slice.action.stage, slice.action.microbatch, slice.version);
+      return;
+    }
+    case EventKind::send:
+    case EventKind::recv: {
+      const MessageSlice& message = src.timeline.messages[e.index];
+      const MessageTimes& mt = src.message_times[e.index];
+      const Times& t = e.kind == EventKind::send ? mt.send : mt.recv;
+      sink.text(R"({"name":")");
+      append_message_name(sink, message);
+      fmt::format_to(sink.it(), FMT_COMPILE(R"(","cat":"{}","ph":"X","pid":{},"tid":{},"ts":)"),
+                     message_category(message.kind), e.pid(), e.tid());
+      append_us(sink, t.start);
+      sink.text(R"(,"dur":)");
+      append_us(sink, t.end - t.start);
+      fmt::format_to(sink.it(), FMT_COMPILE(R"(,"args":{{"bytes":{}}}}})"), message.bytes);
+      return;
+    }
+    case EventKind::flow_start:
+    case EventKind::flow_end: {
+      const MessageSlice& message = src.timeline.messages[e.index];
+      sink.text(R"({"name":")");
+      append_message_name(sink, message);
+      if (e.kind == EventKind::flow_start)
+        sink.text(R"(","cat":"flow","ph":"s",)");
+      else
+        sink.text(R"(","cat":"flow","ph":"f","bp":"e",)");
+      fmt::format_to(sink.it(), FMT_COMPILE(R"("id":{},"pid":{},"tid":{},"ts":)"),
+                     static_cast<std::uint64_t>(e.index) + 1, e.pid(), e.tid());
+      append_us(sink, e.ts());
+      sink.text("}");
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::string chrome_trace_json(const Timeline& timeline) {
+  constexpr auto kMaxIndex = static_cast<std::size_t>(std::numeric_limits<std::uint32_t>::max());
+  if (timeline.compute.size() > kMaxIndex || timeline.messages.size() > kMaxIndex ||
+      timeline.memory.size() > kMaxIndex)
+    throw std::invalid_argument("chrome trace: more than 2^32-1 slices, messages or samples");
+  if (timeline.num_devices < 0 || timeline.num_devices > kMaxDevices)
+    throw std::invalid_argument(
+        fmt::format("chrome trace: num_devices {} out of range", timeline.num_devices));
+
+  std::int32_t num_pids = timeline.num_devices;
+  std::vector<Event> events;
+  std::size_t updates = 0;
+  for (const ComputeSlice& slice : timeline.compute)
+    if (slice.action.kind == ActionKind::U) ++updates;
+  events.reserve(timeline.compute.size() + 2 * updates + 4 * timeline.messages.size() +
+                 timeline.memory.size());
+
+  // Compute lane, updates, and the first slice of each (device, stage).
+  std::vector<Times> compute_times(timeline.compute.size());
+  std::map<std::pair<std::int32_t, std::int32_t>, FirstSlice> first_slices;
+  for (std::size_t i = 0; i < timeline.compute.size(); ++i) {
+    const ComputeSlice& slice = timeline.compute[i];
+    check_device(slice.device, "compute slice", i);
+    if (slice.action.stage < 0)
+      throw std::invalid_argument(
+          fmt::format("chrome trace: compute slice #{} has stage {}", i, slice.action.stage));
+    Times& t = compute_times[i];
+    t.start = to_ns(slice.start_s, "compute slice", i);
+    t.end = to_ns(slice.end_s, "compute slice", i);
+    check_order(t.start, t.end, "compute slice", i);
+    num_pids = std::max(num_pids, slice.device + 1);
+    const auto index = static_cast<std::uint32_t>(i);
+    events.push_back(
+        simple_event(EventKind::compute, kRankSlice, t.start, slice.device, kComputeTid, index));
+    const bool is_update = slice.action.kind == ActionKind::U;
+    if (is_update) {
+      events.push_back(
+          simple_event(EventKind::update, kRankInstant, t.end, slice.device, kComputeTid, index));
+      events.push_back(
+          simple_event(EventKind::version, kRankCounter, t.end, slice.device, kComputeTid, index));
+    }
+    // The version before the stage's first slice: what a first F/B/I/W read, or one less than
+    // what a first U made.
+    const std::int32_t before = is_update ? std::max(slice.version - 1, 0) : slice.version;
+    auto [pos, inserted] = first_slices.try_emplace({slice.device, slice.action.stage},
+                                                    FirstSlice{t.start, i, before});
+    if (!inserted && t.start < pos->second.start) pos->second = FirstSlice{t.start, i, before};
+  }
+  // Initial weight-version counters: at time 0 (or at the first slice, if that is earlier).
+  std::vector<InitialVersion> initial_versions;
+  initial_versions.reserve(first_slices.size());
+  for (const auto& [key, first] : first_slices) {
+    events.push_back(simple_event(EventKind::initial_version, kRankCounter,
+                                  std::min<std::int64_t>(0, first.start), key.first, kComputeTid,
+                                  static_cast<std::uint32_t>(initial_versions.size())));
+    initial_versions.push_back({key.second, first.initial_version});
+  }
+
+  // Send and receive lanes, and the flow between them.
+  std::vector<MessageTimes> message_times(timeline.messages.size());
+  std::set<std::pair<std::int32_t, std::int32_t>> peers;  // (device, peer) pairs with lanes
+  for (std::size_t i = 0; i < timeline.messages.size(); ++i) {
+    const MessageSlice& message = timeline.messages[i];
+    check_device(message.src_device, "message", i);
+    check_device(message.dst_device, "message", i);
+    MessageTimes& mt = message_times[i];
+    mt.send = {to_ns(message.send_start_s, "message", i), to_ns(message.send_end_s, "message", i)};
+    mt.recv = {to_ns(message.recv_start_s, "message", i), to_ns(message.recv_end_s, "message", i)};
+    check_order(mt.send.start, mt.send.end, "message (send)", i);
+    check_order(mt.recv.start, mt.recv.end, "message (recv)", i);
+    num_pids = std::max({num_pids, message.src_device + 1, message.dst_device + 1});
+    peers.emplace(message.src_device, message.dst_device);
+    peers.emplace(message.dst_device, message.src_device);
+    const auto index = static_cast<std::uint32_t>(i);
+    const std::int32_t stid = send_tid(message.dst_device);
+    const std::int32_t rtid = recv_tid(message.src_device);
+    events.push_back(
+        simple_event(EventKind::send, kRankSlice, mt.send.start, message.src_device, stid, index));
+    events.push_back(flow_event(EventKind::flow_start, EventKind::send, message.src_device, stid,
+                                index, mt.send));
+    events.push_back(
+        simple_event(EventKind::recv, kRankSlice, mt.recv.start, message.dst_device, rtid, index));
+    events.push_back(
+        flow_event(EventKind::flow_end, EventKind::recv, message.dst_device, rtid, index, mt.recv));
+  }
+
+  for (std::size_t i = 0; i < timeline.memory.size(); ++i) {
+    const MemorySample& sample = timeline.memory[i];
+    check_device(sample.device, "memory sample", i);
+    num_pids = std::max(num_pids, sample.device + 1);
+    events.push_back(simple_event(EventKind::memory, kRankCounter,
+                                  to_ns(sample.time_s, "memory sample", i), sample.device,
+                                  kComputeTid, static_cast<std::uint32_t>(i)));
+  }
+
+  // Timelines arrive nearly in time order; merge sort handles that far better than introsort.
+  std::stable_sort(events.begin(), events.end());
+
+  std::string out;
+  out.reserve(1024 + (events.size() + 4 * static_cast<std::size_t>(num_pids) + 4 * peers.size()) *
+                         kBytesPerEventEstimate);
+  Sink sink(out);
+  sink.text("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  append_metadata(sink, timeline, num_pids, peers);
+  const Sources sources{timeline, compute_times, message_times, initial_versions};
+  bool first = num_pids == 0;  // otherwise the metadata wrote at least one event
+  for (const Event& e : events) {
+    if (!first) sink.text(",\n");
+    first = false;
+    append_event(sink, sources, e);
+    sink.maybe_flush();
+  }
+  fmt::format_to(sink.it(), "\n],\"otherData\":{{\"source\":{},\"format\":\"{}\"}}}}\n",
+                 json_string(timeline.source), kChromeTraceFormatTag);
+  sink.flush();
+  return out;
+}
+
+void write_chrome_trace(const Timeline& timeline, const std::string& path) {
+  const std::string content = chrome_trace_json(timeline);
+  if (path != "-") {
+    write_file_atomic(path, content);
+    return;
+  }
+  if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() ||
+      std::fflush(stdout) != 0) {
+    const int err = errno;
+    throw std::runtime_error(
+        fmt::format("cannot write to standard output: {}", std::strerror(err)));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// check_trace
+
+namespace {
+
+class Problems {
+ public:
+  template <typename... Args>
+  void add(fmt::format_string<Args...> format, Args&&... args) {
+    ++count_;
+    if (list_.size() < kMaxProblems)
+      list_.push_back(fmt::format(format, std::forward<Args>(args)...));
+  }
+  std::vector<std::string> take() {
+    if (count_ > list_.size())
+      list_.push_back(fmt::format("... and {} more problems", count_ - list_.size()));
+    return std::move(list_);
+  }
+
+ private:
+  std::vector<std::string> list_;
+  std::size_t count_ = 0;
+};
+
+// µs (JSON number) to whole ns, the resolution Perfetto keeps.
+std::optional<std::int64_t> json_ns(const nlohmann::json& value) {
+  if (!value.is_number()) return std::nullopt;
+  const double us = value.get<double>();
+  if (!std::isfinite(us) || std::fabs(us) > kMaxAbsSeconds * 1e6) return std::nullopt;
+  return std::llround(us * 1000.0);
+}
+
+std::string json_name(const nlohmann::json& event) {
+  const auto it = event.find("name");
+  return it != event.end() && it->is_string() ? it->get<std::string>() : std::string("?");
+}
+
+struct Slice {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::size_t event = 0;
+};
+
+struct Lane {
+  std::vector<Slice> slices;          // sorted by (start, -end) after the first pass
+  std::vector<std::int64_t> max_end;  // running maximum of end over slices[0..i]
+
+  // True when some slice of the lane has start <= ts <= end.
+  bool contains(std::int64_t ts) const {
+    auto it = std::upper_bound(slices.begin(), slices.end(), ts,
+                               [](std::int64_t t, const Slice& s) { return t < s.start; });
+    for (auto i = static_cast<std::ptrdiff_t>(it - slices.begin()) - 1;
+         i >= 0 && max_end[static_cast<std::size_t>(i)] >= ts; --i)
+      if (slices[static_cast<std::size_t>(i)].end >= ts) return true;
+    return false;
+  }
+};
+
+struct FlowEnd {
+  std::size_t event = 0;
+  std::int64_t pid = 0;
+  std::int64_t tid = 0;
+  std::int64_t ts = 0;
+  std::string name;
+  std::string cat;
+};
+
+struct Flow {
+  std::vector<FlowEnd> starts;
+  std::vector<FlowEnd> ends;
+};
+
+using LaneKey = std::pair<std::int64_t, std::int64_t>;  // (pid, tid)
+
+}  // namespace
+
+std::vector<std::string> check_trace(const nlohmann::json& trace) {
+  Problems problems;
+  if (!trace.is_object()) {
+    problems.add("trace is not a JSON object");
+    return problems.take();
+  }
+  const auto unit = trace.find("displayTimeUnit");
+  if (unit == trace.end() || !unit->is_string() || (*unit != "ms" && *unit != "ns"))
+    problems.add("displayTimeUnit missing or not \"ms\"/\"ns\"");
+  const auto other = trace.find("otherData");
+  if (other == trace.end() || !other->is_object() || !other->contains("format") ||
+      (*other)["format"] != kChromeTraceFormatTag)
+    problems.add("otherData.format is not \"{}\"", kChromeTraceFormatTag);
+  const auto events_it = trace.find("traceEvents");
+  if (events_it == trace.end() || !events_it->is_array()) {
+    problems.add("traceEvents missing or not an array");
+    return problems.take();
+  }
+  const nlohmann::json& events = *events_it;
+
+  std::map<LaneKey, Lane> lanes;
+  std::map<std::string, Flow> flows;  // by id, dumped
+  std::set<std::int64_t> named_pids;
+  std::set<LaneKey> named_lanes;
+  std::set<std::int64_t> used_pids;
+  std::set<LaneKey> used_lanes;
+  bool seen_non_metadata = false;
+  std::int64_t previous_ts = std::numeric_limits<std::int64_t>::min();
+
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const nlohmann::json& e = events[i];
+    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) {
+      problems.add("event {}: not an object with a string \"ph\"", i);
+      continue;
+    }
+    const std::string ph = e["ph"].get<std::string>();
+    const std::string name = json_name(e);
+    const auto pid_it = e.find("pid");
+    const auto tid_it = e.find("tid");
+    const bool has_pid = pid_it != e.end() && pid_it->is_number_integer();
+    const bool has_tid = tid_it != e.end() && tid_it->is_number_integer();
+    const std::int64_t pid = has_pid ? pid_it->get<std::int64_t>() : 0;
+    const std::int64_t tid = has_tid ? tid_it->get<std::int64_t>() : 0;
+
+    if (ph == "M") {
+      if (seen_non_metadata) problems.add("event {}: metadata \"{}\" after other events", i, name);
+      if (!has_pid) problems.add("event {}: metadata \"{}\" without an integer pid", i, name);
+      const auto args = e.find("args");
+      const bool named = args != e.end() && args->is_object() && args->contains("name") &&
+                         (*args)["name"].is_string();
+      if (name == "process_name") {
+        if (named)
+          named_pids.insert(pid);
+        else
+          problems.add("event {}: process_name without args.name", i);
+      } else if (name == "thread_name") {
+        if (named && has_tid)
+          named_lanes.emplace(pid, tid);
+        else
+          problems.add("event {}: thread_name without tid or args.name", i);
+      }
+      continue;
+    }
+    seen_non_metadata = true;
+
+    const auto ts = e.contains("ts") ? json_ns(e["ts"]) : std::nullopt;
+    if (!ts) {
+      problems.add("event {} (\"{}\", ph {}): missing or bad ts", i, name, ph);
+      continue;
+    }
+    if (*ts < previous_ts)
+      problems.add("event {} (\"{}\", ph {}): ts {} ns before the previous event's {} ns", i, name,
+                   ph, *ts, previous_ts);
+    previous_ts = std::max(previous_ts, *ts);
+    if (!has_pid || (ph != "C" && !has_tid)) {
+      problems.add("event {} (\"{}\", ph {}): missing integer pid or tid", i, name, ph);
+      continue;
+    }
+    used_pids.insert(pid);
+
+    if (ph == "X") {
+      const auto dur = e.contains("dur") ? json_ns(e["dur"]) : std::nullopt;
+      if (!dur || *dur < 0) {
+        problems.add("event {} (\"{}\"): X without a non-negative dur", i, name);
+        continue;
+      }
+      lanes[{pid, tid}].slices.push_back({*ts, *ts + *dur, i});
+      used_lanes.emplace(pid, tid);
+    } else if (ph == "s" || ph == "f") {
+      if (!e.contains("id") || !(e["id"].is_number_integer() || e["id"].is_string())) {
+        problems.add("event {} (\"{}\", ph {}): flow without an integer or string id", i, name, ph);
+        continue;
+      }
+      if (ph == "f" && (!e.contains("bp") || e["bp"] != "e"))
+        problems.add("event {} (\"{}\"): flow end without \"bp\":\"e\"", i, name);
+      const auto cat_it = e.find("cat");
+      FlowEnd end{i,    pid,
+                  tid,  *ts,
+                  name, cat_it != e.end() && cat_it->is_string() ? cat_it->get<std::string>() : ""};
+      Flow& flow = flows[e["id"].dump()];
+      (ph == "s" ? flow.starts : flow.ends).push_back(std::move(end));
+      used_lanes.emplace(pid, tid);
+    } else if (ph == "C") {
+      const auto args = e.find("args");
+      bool numeric = args != e.end() && args->is_object() && !args->empty();
+      if (numeric)
+        for (const auto& value : *args) numeric = numeric && value.is_number();
+      if (!numeric) problems.add("event {} (\"{}\"): counter without numeric args", i, name);
+    } else if (ph == "i" || ph == "I") {
+      const auto scope = e.find("s");
+      if (scope == e.end() || !scope->is_string() ||
+          (*scope != "t" && *scope != "p" && *scope != "g"))
+        problems.add("event {} (\"{}\"): instant without scope \"t\", \"p\" or \"g\"", i, name);
+      else if (*scope == "t")
+        used_lanes.emplace(pid, tid);
+    } else {
+      problems.add("event {} (\"{}\"): unexpected phase \"{}\"", i, name, ph);
+    }
+  }
+
+  // Nesting: on each lane, a slice either starts at or after the open one ends, or lies inside it.
+  for (auto& [key, lane] : lanes) {
+    std::sort(lane.slices.begin(), lane.slices.end(), [](const Slice& a, const Slice& b) {
+      return std::tie(a.start, b.end, a.event) < std::tie(b.start, a.end, b.event);
+    });
+    std::vector<const Slice*> open;
+    lane.max_end.reserve(lane.slices.size());
+    std::int64_t max_end = std::numeric_limits<std::int64_t>::min();
+    for (const Slice& slice : lane.slices) {
+      max_end = std::max(max_end, slice.end);
+      lane.max_end.push_back(max_end);
+      while (!open.empty() && open.back()->end <= slice.start) open.pop_back();
+      if (!open.empty() && slice.end > open.back()->end) {
+        const Slice& outer = *open.back();
+        problems.add(
+            "pid {} tid {}: slice \"{}\" [{}, {}] ns partially overlaps \"{}\" [{}, {}] ns",
+            key.first, key.second, json_name(events[slice.event]), slice.start, slice.end,
+            json_name(events[outer.event]), outer.start, outer.end);
+        continue;  // keep the outer one open; the overlapping one is reported
+      }
+      open.push_back(&slice);
+    }
+  }
+
+  // Flows: exactly one start and one end per id, matching, inside slices, on the lane scheme.
+  auto inside_slice = [&](const FlowEnd& end) {
+    const auto lane = lanes.find({end.pid, end.tid});
+    return lane != lanes.end() && lane->second.contains(end.ts);
+  };
+  for (const auto& [id, flow] : flows) {
+    if (flow.starts.size() != 1 || flow.ends.size() != 1) {
+      problems.add("flow id {}: {} \"s\" and {} \"f\" events (expected one each)", id,
+                   flow.starts.size(), flow.ends.size());
+      continue;
+    }
+    const FlowEnd& s = flow.starts.front();
+    const FlowEnd& f = flow.ends.front();
+    if (s.name != f.name || s.cat != f.cat)
+      problems.add("flow id {}: \"s\" is \"{}\" ({}) but \"f\" is \"{}\" ({})", id, s.name, s.cat,
+                   f.name, f.cat);
+    if (!inside_slice(s))
+      problems.add("flow id {} (\"{}\"): \"s\" at {} ns is inside no slice of pid {} tid {}", id,
+                   s.name, s.ts, s.pid, s.tid);
+    if (!inside_slice(f))
+      problems.add("flow id {} (\"{}\"): \"f\" at {} ns is inside no slice of pid {} tid {}", id,
+                   f.name, f.ts, f.pid, f.tid);
+    if (s.tid != 1 + 2 * f.pid || f.tid != 2 + 2 * s.pid)
+      problems.add(
+          "flow id {} (\"{}\"): from pid {} tid {} to pid {} tid {}; expected the send lane "
+          "tid {} and the recv lane tid {}",
+          id, s.name, s.pid, s.tid, f.pid, f.tid, 1 + 2 * f.pid, 2 + 2 * s.pid);
+  }
+
+  for (const std::int64_t pid : used_pids)
+    if (!named_pids.contains(pid)) problems.add("pid {} has no process_name", pid);
+  for (const LaneKey& lane : used_lanes)
+    if (!named_lanes.contains(lane))
+      problems.add("pid {} tid {} has no thread_name", lane.first, lane.second);
+  return problems.take();
+}
+
+std::vector<std::string> check_trace_text(std::string_view text) {
+  std::vector<std::string> problems;
+  std::size_t pos = text.find_first_not_of(" \t\r\n");
+  if (pos != std::string_view::npos && text[pos] == '{')
+    pos = text.find_first_not_of(" \t\r\n", pos + 1);
+  else
+    pos = std::string_view::npos;
+  constexpr std::string_view kFirstKey = "\"displayTimeUnit\"";
+  if (pos == std::string_view::npos || text.substr(pos, kFirstKey.size()) != kFirstKey)
+    problems.emplace_back("the first key of the trace object is not \"displayTimeUnit\"");
+  const nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (trace.is_discarded()) {
+    problems.emplace_back("the trace is not valid JSON");
+    return problems;
+  }
+  for (std::string& problem : check_trace(trace)) problems.push_back(std::move(problem));
+  return problems;
+}
+
+}  // namespace paci
