@@ -21,8 +21,11 @@ const std::vector<Command>& commands() {
        run_simulate},
       {"compare", "simulate every schedule at one (P, M, N) and compare them", run_compare},
       {"sweep", "simulate schedules over grids of P and M, writing CSV", run_sweep},
+      {"train", "train the GPT on a schedule with one worker thread per stage", run_train},
+      {"calibrate", "measure F, B, U and the transport here; write a cost model", run_calibrate},
       {"costmodel", "analytic cost model of a GPT split into stages, for paci simulate",
        run_costmodel},
+      {"data", "tokenize text into llm.c token shards, inspect shards", run_data},
   };
   return table;
 }

@@ -16,15 +16,15 @@ int run_schedule(const std::vector<std::string>& args) {
   std::string kind, output = "-", format;
   std::int32_t stages = 0, microbatches = 0, steps = 1;
   po::options_description options("options");
-  options.add_options()("kind,k", po::value(&kind)->required(),
-                        "gpipe | 1f1b | pipedream | 2bw | paci")(
-      "stages,p", po::value(&stages)->required(), "pipeline stages P (one per device)")(
-      "microbatches,m", po::value(&microbatches)->required(),
-      "micro-batches per optimizer step M (the accumulation factor)")(
-      "steps,n", po::value(&steps)->default_value(1),
-      "optimizer steps N; N·M micro-batches in all")(
-      "output,o", po::value(&output)->default_value("-"), "output file, - for standard output")(
-      "format,f", po::value(&format),
+  auto add = options.add_options();
+  add("kind,k", po::value(&kind)->required(), "gpipe | 1f1b | pipedream | 2bw | paci");
+  add("stages,p", po::value(&stages)->required(), "pipeline stages P (one per device)");
+  add("microbatches,m", po::value(&microbatches)->required(),
+      "micro-batches per optimizer step M (the accumulation factor)");
+  add("steps,n", po::value(&steps)->default_value(1),
+      "optimizer steps N; N·M micro-batches in all");
+  add("output,o", po::value(&output)->default_value("-"), "output file, - for standard output");
+  add("format,f", po::value(&format),
       "json | csv | text (default: from the output's extension, else json)");
   po::variables_map vm;
   if (!parse_options("schedule", "--kind K --stages P --microbatches M [--steps N] [-o FILE]",
@@ -44,9 +44,10 @@ int run_validate(const std::vector<std::string>& args) {
   std::vector<std::string> files;
   bool quiet = false;
   po::options_description options("options");
-  options.add_options()("file", po::value(&files)->required()->multitoken(),
-                        "schedule files (json, csv, text; - for stdin)")(
-      "quiet,q", po::bool_switch(&quiet), "print nothing on success");
+  auto add = options.add_options();
+  add("file", po::value(&files)->required()->multitoken(),
+      "schedule files (json, csv, text; - for stdin)");
+  add("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
@@ -128,10 +129,10 @@ int run_analyze(const std::vector<std::string>& args) {
   std::vector<std::string> files;
   std::string json_path;
   po::options_description options("options");
-  options.add_options()(
-      "file", po::value(&files)->required()->multitoken(),
-      "schedule files (json, csv, text; - for stdin); several print side by side")(
-      "json", po::value(&json_path),
+  auto add = options.add_options();
+  add("file", po::value(&files)->required()->multitoken(),
+      "schedule files (json, csv, text; - for stdin); several print side by side");
+  add("json", po::value(&json_path),
       "write the analysis as report JSON (one file only; - for stdout)");
   po::positional_options_description positional;
   positional.add("file", -1);

@@ -85,11 +85,11 @@ int run_simulate(const std::vector<std::string>& args) {
   bool quiet = false;
   CostFlags cost;
   po::options_description options("options");
-  options.add_options()("file", po::value(&file)->required(),
-                        "schedule file (json, csv, text; - for stdin)")(
-      "json", po::value(&json_path), "write the report JSON (- for stdout)")(
-      "trace", po::value(&trace_path), "write a Chrome trace (Perfetto, chrome://tracing)")(
-      "quiet,q", po::bool_switch(&quiet), "no table on stdout");
+  auto add = options.add_options();
+  add("file", po::value(&file)->required(), "schedule file (json, csv, text; - for stdin)");
+  add("json", po::value(&json_path), "write the report JSON (- for stdout)");
+  add("trace", po::value(&trace_path), "write a Chrome trace (Perfetto, chrome://tracing)");
+  add("quiet,q", po::bool_switch(&quiet), "no table on stdout");
   add_cost_options(options, cost);
   po::positional_options_description positional;
   positional.add("file", 1);
@@ -143,12 +143,13 @@ int run_compare(const std::vector<std::string>& args) {
   std::string kinds_text, format = "table";
   CostFlags cost;
   po::options_description options("options");
-  options.add_options()("stages,p", po::value(&P)->required(), "pipeline stages P")(
-      "microbatches,m", po::value(&M)->required(), "micro-batches per optimizer step M")(
-      "steps,n", po::value(&N)->default_value(1), "optimizer steps N")(
-      "kinds", po::value(&kinds_text)->default_value("all"),
-      "comma-separated schedules (gpipe,1f1b,pipedream,2bw,paci)")(
-      "format,f", po::value(&format)->default_value("table"), "table | csv | json");
+  auto add = options.add_options();
+  add("stages,p", po::value(&P)->required(), "pipeline stages P");
+  add("microbatches,m", po::value(&M)->required(), "micro-batches per optimizer step M");
+  add("steps,n", po::value(&N)->default_value(1), "optimizer steps N");
+  add("kinds", po::value(&kinds_text)->default_value("all"),
+      "comma-separated schedules (gpipe,1f1b,pipedream,2bw,paci)");
+  add("format,f", po::value(&format)->default_value("table"), "table | csv | json");
   add_cost_options(options, cost);
   po::variables_map vm;
   if (!parse_options("compare", "--stages P --microbatches M --steps N [cost flags]", options, {},
@@ -218,13 +219,13 @@ int run_sweep(const std::vector<std::string>& args) {
   bool quiet = false;
   CostFlags cost;
   po::options_description options("options");
-  options.add_options()("stages,p", po::value(&stages_text)->required(),
-                        "grid of P, e.g. 2,4,8 or 2:16")(
-      "microbatches,m", po::value(&microbatches_text)->required(), "grid of M, e.g. 1:64:1")(
-      "steps,n", po::value(&N)->default_value(8), "optimizer steps N")(
-      "kinds", po::value(&kinds_text)->default_value("all"), "comma-separated schedules")(
-      "output,o", po::value(&output)->default_value("-"), "CSV output (- for stdout)")(
-      "quiet,q", po::bool_switch(&quiet), "no progress on a terminal");
+  auto add = options.add_options();
+  add("stages,p", po::value(&stages_text)->required(), "grid of P, e.g. 2,4,8 or 2:16");
+  add("microbatches,m", po::value(&microbatches_text)->required(), "grid of M, e.g. 1:64:1");
+  add("steps,n", po::value(&N)->default_value(8), "optimizer steps N");
+  add("kinds", po::value(&kinds_text)->default_value("all"), "comma-separated schedules");
+  add("output,o", po::value(&output)->default_value("-"), "CSV output (- for stdout)");
+  add("quiet,q", po::bool_switch(&quiet), "no progress on a terminal");
   add_cost_options(options, cost);
   po::variables_map vm;
   if (!parse_options("sweep", "--stages GRID --microbatches GRID [--steps N] [-o FILE.csv]",

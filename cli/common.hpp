@@ -37,6 +37,9 @@ int run_analyze(const std::vector<std::string>& args);
 int run_simulate(const std::vector<std::string>& args);
 int run_compare(const std::vector<std::string>& args);
 int run_sweep(const std::vector<std::string>& args);
+int run_train(const std::vector<std::string>& args);
+int run_calibrate(const std::vector<std::string>& args);
 int run_costmodel(const std::vector<std::string>& args);
+int run_data(const std::vector<std::string>& args);
 
 }  // namespace paci::cli

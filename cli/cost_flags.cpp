@@ -21,23 +21,24 @@ const char* const kUniformFlags[] = {"tf",
 
 void add_cost_options(po::options_description& options, CostFlags& f) {
   po::options_description costs("cost model (a --cost file, or uniform costs for every stage)");
-  costs.add_options()("cost,c", po::value(&f.cost_path),
-                      "cost model JSON (paci costmodel, paci calibrate)")(
-      "tf", po::value(&f.uniform.tf)->default_value(1.0, "1"), "forward duration F, seconds")(
-      "tb", po::value<double>(), "backward duration B, seconds (default 2·tf)")(
-      "tw", po::value<double>(),
-      "weight-gradient half W, seconds; then I = tb - tw (default I = W = tb/2)")(
-      "tu", po::value(&f.uniform.tu)->default_value(0.0, "0"), "optimizer step U, seconds")(
-      "latency", po::value(&f.uniform.latency_s)->default_value(0.0, "0"), "link latency, seconds")(
-      "bandwidth", po::value<double>(), "link bandwidth, bytes/s (default: infinite)")(
-      "message-bytes", po::value(&f.uniform.message_bytes)->default_value(0),
-      "bytes of each activation and gradient message")(
-      "activation-bytes", po::value(&f.uniform.activation_bytes)->default_value(0),
-      "bytes a stage holds per micro-batch in flight")(
-      "weight-bytes", po::value(&f.uniform.weight_bytes)->default_value(0),
-      "bytes of one copy of a stage's weights (gradients the same, AdamW state twice)")(
-      "tokens-per-microbatch", po::value(&f.uniform.tokens_per_microbatch)->default_value(0),
-      "tokens in a micro-batch, for tokens/s");
+  auto add_costs = costs.add_options();
+  add_costs("cost,c", po::value(&f.cost_path), "cost model JSON (paci costmodel, paci calibrate)");
+  add_costs("tf", po::value(&f.uniform.tf)->default_value(1.0, "1"), "forward duration F, seconds");
+  add_costs("tb", po::value<double>(), "backward duration B, seconds (default 2·tf)");
+  add_costs("tw", po::value<double>(),
+            "weight-gradient half W, seconds; then I = tb - tw (default I = W = tb/2)");
+  add_costs("tu", po::value(&f.uniform.tu)->default_value(0.0, "0"), "optimizer step U, seconds");
+  add_costs("latency", po::value(&f.uniform.latency_s)->default_value(0.0, "0"),
+            "link latency, seconds");
+  add_costs("bandwidth", po::value<double>(), "link bandwidth, bytes/s (default: infinite)");
+  add_costs("message-bytes", po::value(&f.uniform.message_bytes)->default_value(0),
+            "bytes of each activation and gradient message");
+  add_costs("activation-bytes", po::value(&f.uniform.activation_bytes)->default_value(0),
+            "bytes a stage holds per micro-batch in flight");
+  add_costs("weight-bytes", po::value(&f.uniform.weight_bytes)->default_value(0),
+            "bytes of one copy of a stage's weights (gradients the same, AdamW state twice)");
+  add_costs("tokens-per-microbatch", po::value(&f.uniform.tokens_per_microbatch)->default_value(0),
+            "tokens in a micro-batch, for tokens/s");
   options.add(costs);
 }
 

@@ -8,7 +8,7 @@ packages=(
   libboost-graph-dev libboost-program-options-dev
   nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev
+  libopenblas-dev zlib1g-dev
 )
 
 missing=()

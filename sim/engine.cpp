@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <queue>
 
+#include "schedules/consumers.hpp"
 #include "schedules/dependencies.hpp"
 #include "schedules/index.hpp"
 
@@ -35,18 +37,12 @@ class Engine {
   SimResult run();
 
  private:
-  struct Consumer {
-    std::uint32_t vertex;
-    DependencyKind kind;
-  };
-
   std::int32_t device_of(std::int32_t stage) const {
     return s_.placement[static_cast<std::size_t>(stage)];
   }
   const StageCost& cost(std::int32_t stage) const {
     return costs_.stages[static_cast<std::size_t>(stage)];
   }
-  void build_consumers();
   void try_start(std::int32_t device);
   void complete(std::int32_t device, double now);
   void send(const Action& producer, std::int32_t src, std::uint32_t consumer_vertex,
@@ -62,8 +58,7 @@ class Engine {
   DependencyRules rules_;
   SimResult result_;
 
-  std::vector<std::int64_t> consumer_offsets_;
-  std::vector<Consumer> consumers_;
+  std::optional<ConsumerIndex> consumers_;
   std::vector<double> done_s_;      // per vertex: end time, NaN until done
   std::vector<double> arrival_s_;   // per vertex: arrival of its cross-device input, NaN until sent
   std::vector<std::int32_t> pred_;  // per vertex: vertex whose completion released it, or -1
@@ -77,37 +72,6 @@ class Engine {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   std::uint64_t sequence_ = 0;
 };
-
-void Engine::build_consumers() {
-  const auto n = static_cast<std::size_t>(index_.size());
-  consumer_offsets_.assign(n + 1, 0);
-  DependencyRules::List deps;
-  for (const auto& list : s_.devices)
-    for (const Action& a : list) {
-      const int k = rules_.depends_on(a, deps);
-      for (int j = 0; j < k; ++j)
-        ++consumer_offsets_[static_cast<std::size_t>(
-                                index_.vertex(deps[static_cast<std::size_t>(j)].action)) +
-                            1];
-    }
-  for (std::size_t v = 0; v < n; ++v) consumer_offsets_[v + 1] += consumer_offsets_[v];
-  consumers_.resize(static_cast<std::size_t>(consumer_offsets_[n]));
-  std::vector<std::int64_t> fill(consumer_offsets_.begin(), consumer_offsets_.end() - 1);
-  for (std::int32_t d = 0; d < s_.num_devices(); ++d) {
-    const auto& list = s_.devices[static_cast<std::size_t>(d)];
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const int k = rules_.depends_on(list[i], deps);
-      const auto v =
-          static_cast<std::uint32_t>(index_.vertex(ActionPos{d, static_cast<std::int64_t>(i)}));
-      for (int j = 0; j < k; ++j) {
-        const auto p =
-            static_cast<std::size_t>(index_.vertex(deps[static_cast<std::size_t>(j)].action));
-        consumers_[static_cast<std::size_t>(fill[p]++)] = {v,
-                                                           deps[static_cast<std::size_t>(j)].kind};
-      }
-    }
-  }
-}
 
 std::int64_t Engine::device_memory(std::int32_t device) const {
   std::int64_t bytes = result_.device_static_bytes[static_cast<std::size_t>(device)];
@@ -229,8 +193,7 @@ void Engine::complete(std::int32_t d, double now) {
     const ActionTime& t = result_.times[du][i];
     result_.timeline.compute.push_back({a, d, t.start_s, t.end_s, version});
   }
-  for (auto c = consumer_offsets_[v]; c < consumer_offsets_[v + 1]; ++c) {
-    const Consumer& consumer = consumers_[static_cast<std::size_t>(c)];
+  for (const Consumer& consumer : consumers_->of(static_cast<std::int64_t>(v))) {
     const std::int32_t dst = index_.position(consumer.vertex).device;
     if (dst == d) continue;  // same device: the consumer reads done_s_
     send(a, d, consumer.vertex, consumer.kind, now);
@@ -269,7 +232,7 @@ SimResult Engine::run() {
   check_cost_model(costs_, &s_);
   const auto n = static_cast<std::size_t>(index_.size());
   const auto D = static_cast<std::size_t>(s_.num_devices());
-  build_consumers();
+  consumers_.emplace(s_, index_, rules_);
   done_s_.assign(n, kUnknown);
   arrival_s_.assign(n, kUnknown);
   pred_.assign(n, -1);

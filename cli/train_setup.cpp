@@ -1,0 +1,249 @@
+// Resolution of paci train's flags: schedule, shape (flags, --init, --resume), data, optimizer.
+#include "cli/train_setup.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "cli/load.hpp"
+#include "exec/partition.hpp"
+#include "model/checkpoint_io.hpp"
+#include "model/checkpoint_llmc.hpp"
+#include "model/checkpoint_state.hpp"
+#include "model/shards.hpp"
+#include "schedules/generators.hpp"
+
+namespace paci::cli {
+
+void add_train_options(po::options_description& options, TrainFlags& f) {
+  po::options_description schedule("schedule");
+  auto add_schedule = schedule.add_options();
+  add_schedule("kind,k", po::value(&f.kind)->default_value(f.kind),
+               "gpipe | 1f1b | pipedream | 2bw | paci");
+  add_schedule("stages,p", po::value(&f.stages)->default_value(f.stages),
+               "pipeline stages P (one thread each)");
+  add_schedule("microbatches,m", po::value(&f.microbatches)->default_value(f.microbatches),
+               "micro-batches per optimizer step M");
+  add_schedule("steps,n", po::value(&f.steps)->default_value(f.steps),
+               "optimizer steps N of the whole training (the LR schedule's length)");
+  add_schedule("stop-after", po::value(&f.stop_after),
+               "stop after this many steps (with --save, to --resume later)");
+  add_schedule("schedule", po::value(&f.schedule_path), "run this schedule file instead of --kind");
+  add_schedule("partition", po::value(&f.partition),
+               "blocks per stage, e.g. 3,3,2,2 (default: balanced)");
+  add_schedule("sequential", po::bool_switch(&f.sequential), "replay all devices in one thread");
+  po::options_description model("model (ignored with --init or --resume, which carry a shape)");
+  auto add_model = model.add_options();
+  add_model("layers", po::value(&f.layers)->default_value(f.layers), "transformer blocks L");
+  add_model("heads", po::value(&f.heads)->default_value(f.heads), "attention heads");
+  add_model("d-model", po::value(&f.d_model)->default_value(f.d_model), "channels C");
+  add_model("seq-len", po::value(&f.seq_len)->default_value(f.seq_len), "tokens per sequence T");
+  add_model("vocab", po::value(&f.vocab)->default_value(f.vocab), "vocabulary V (256: bytes)");
+  add_model("batch", po::value(&f.batch)->default_value(f.batch), "sequences per micro-batch B");
+  add_model("init", po::value(&f.init_path), "start from an llm.c GPT-2 fp32 model file");
+  add_model("seed", po::value(&f.seed)->default_value(f.seed),
+            "initialisation and data-order seed");
+  add_model("threads", po::value(&f.threads)->default_value(0, "auto"),
+            "compute threads per stage (auto: cores / stages, at least 1)");
+  po::options_description optim("optimizer");
+  auto add_optim = optim.add_options();
+  add_optim("lr", po::value(&f.lr)->default_value(f.lr), "peak learning rate");
+  add_optim("min-lr", po::value(&f.min_lr), "floor of the cosine decay (default lr/10)");
+  add_optim("warmup-steps", po::value(&f.warmup_steps),
+            "linear warm-up steps (default 1% of --steps)");
+  add_optim("lr-decay", po::value(&f.lr_decay)->default_value(f.lr_decay), "cosine | constant");
+  add_optim("weight-decay", po::value(&f.weight_decay)->default_value(f.weight_decay),
+            "AdamW decay");
+  add_optim("beta1", po::value(&f.beta1)->default_value(f.beta1), "AdamW beta1");
+  add_optim("beta2", po::value(&f.beta2)->default_value(f.beta2), "AdamW beta2");
+  add_optim("eps", po::value(&f.eps)->default_value(f.eps), "AdamW epsilon");
+  add_optim("clip", po::value(&f.clip)->default_value(f.clip),
+            "clip each stage's gradient norm to this (0: off)");
+  po::options_description data("data");
+  auto add_data = data.add_options();
+  add_data("data", po::value(&f.data)->default_value(f.data), "training token shards (comma list)");
+  add_data("val-data", po::value(&f.val_data)->default_value(f.val_data),
+           "validation shards, or 'none'");
+  add_data("data-order", po::value(&f.data_order)->default_value(f.data_order),
+           "shuffled | sequential");
+  add_data("val-every", po::value(&f.val_every)->default_value(0),
+           "validation loss every K steps (0: at the end only)");
+  add_data("val-microbatches", po::value(&f.val_microbatches)->default_value(f.val_microbatches),
+           "micro-batches per validation pass");
+  po::options_description out("output");
+  auto add_out = out.add_options();
+  add_out("metrics", po::value(&f.metrics_path), "JSONL: one line per step, plus val_loss lines");
+  add_out("report", po::value(&f.report_path), "the shared report JSON (source: measured)");
+  add_out("trace", po::value(&f.trace_path), "Chrome trace of the measured run");
+  add_out("save", po::value(&f.save_path), "training-state checkpoint at the end");
+  add_out("resume", po::value(&f.resume_path), "continue from a training-state checkpoint");
+  add_out("export-llmc", po::value(&f.export_path), "write the model as an llm.c fp32 file");
+  add_out("quiet,q", po::bool_switch(&f.quiet), "no progress display, no summary");
+  add_out("fail-at", po::value(&f.fail_at),
+          "testing: fail when about to run this action (e.g. 1B3)");
+  options.add(schedule).add(model).add(optim).add(data).add(out);
+}
+
+namespace {
+
+bool given(const po::variables_map& vm, const char* name) {
+  return vm.count(name) && !vm[name].defaulted();
+}
+
+model::ShapeRequest requested_shape(const TrainFlags& f, const po::variables_map& vm) {
+  model::ShapeRequest r;
+  if (given(vm, "layers")) r.layers = f.layers;
+  if (given(vm, "heads")) r.heads = f.heads;
+  if (given(vm, "d-model")) r.d_model = f.d_model;
+  if (given(vm, "vocab")) r.vocab = f.vocab;
+  return r;
+}
+
+void check_shape(const model::GptConfig& c, const model::ShapeRequest& r,
+                 const std::string& source) {
+  auto differs = [](const std::optional<std::size_t>& want, std::size_t have) {
+    return want && *want != have;
+  };
+  if (differs(r.layers, c.layers) || differs(r.heads, c.heads) || differs(r.d_model, c.d_model) ||
+      differs(r.vocab, c.vocab))
+    throw InputError(
+        fmt::format("{}: the checkpoint's shape is {}, the flags ask for another "
+                    "(drop the shape flags to use the checkpoint's)",
+                    source, model::describe_shape(c)));
+}
+
+}  // namespace
+
+TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
+  TrainSetup t;
+  if (f.steps <= 0 || f.microbatches <= 0 || f.stages <= 0)
+    throw InputError(
+        fmt::format("--stages, --microbatches and --steps must be positive (got P={}, "
+                    "M={}, N={})",
+                    f.stages, f.microbatches, f.steps));
+  if (f.batch == 0 || f.seq_len == 0) throw InputError("--batch and --seq-len must be positive");
+  std::optional<model::TrainingState> state;
+  model::GptConfig config;
+  config.layers = f.layers;
+  config.heads = f.heads;
+  config.d_model = f.d_model;
+  config.max_seq_len = f.seq_len;
+  config.vocab = f.vocab;
+  if (!f.resume_path.empty()) {
+    if (!f.init_path.empty()) throw UsageError("--init and --resume cannot be combined");
+    state = model::load_state(f.resume_path);
+    config = state->metadata.config;
+    check_shape(config, requested_shape(f, vm), f.resume_path);
+    t.first_step = state->metadata.step;
+  } else if (!f.init_path.empty()) {
+    config = model::read_llmc_config(f.init_path, requested_shape(f, vm));
+  }
+  if (f.seq_len > config.max_seq_len)
+    throw InputError(fmt::format("--seq-len {} is longer than the model's {} positions", f.seq_len,
+                                 config.max_seq_len));
+  try {
+    config.validate();
+  } catch (const std::exception& e) {
+    throw InputError(e.what());
+  }
+  if (t.first_step >= static_cast<std::size_t>(f.steps))
+    throw InputError(fmt::format("{} already holds {} steps; --steps {} leaves none to run",
+                                 f.resume_path, t.first_step, f.steps));
+  if (f.stop_after < 0 ||
+      (f.stop_after > 0 && static_cast<std::size_t>(f.stop_after) <= t.first_step))
+    throw InputError(fmt::format("--stop-after {} must lie after step {} (where this run starts)",
+                                 f.stop_after, t.first_step));
+  const std::int32_t end = f.stop_after > 0 ? std::min(f.stop_after, f.steps) : f.steps;
+  const auto remaining = static_cast<std::int32_t>(static_cast<std::size_t>(end) - t.first_step);
+  if (!f.schedule_path.empty()) {
+    if (state) throw UsageError("--resume works with --kind, not --schedule");
+    if (f.stop_after > 0) throw UsageError("--stop-after works with --kind, not --schedule");
+    t.schedule = load_valid_schedule(f.schedule_path);
+  } else {
+    t.schedule = generate_schedule(f.kind, f.stages, f.microbatches, remaining);
+  }
+  t.last_step = t.first_step + static_cast<std::size_t>(t.schedule.steps);
+  t.total_steps = std::max(t.last_step, static_cast<std::size_t>(f.steps));
+
+  exec::ExecConfig& e = t.exec;
+  e.config = config;
+  e.batch = f.batch;
+  e.seq_len = f.seq_len;
+  const auto P = static_cast<std::size_t>(t.schedule.stages);
+  e.ranges = f.partition.empty() ? exec::balanced_partition(config, P, f.batch, f.seq_len)
+                                 : exec::explicit_partition(config, P, f.partition);
+  e.adamw = {f.beta1, f.beta2, f.eps, f.weight_decay};
+  e.lr.max_lr = f.lr;
+  e.lr.min_lr = f.min_lr >= 0 ? f.min_lr : f.lr / 10;
+  e.lr.warmup_steps =
+      f.warmup_steps >= 0
+          ? static_cast<std::size_t>(f.warmup_steps)
+          : static_cast<std::size_t>(std::ceil(0.01 * static_cast<double>(t.total_steps)));
+  if (f.lr_decay != "cosine" && f.lr_decay != "constant")
+    throw UsageError(fmt::format("--lr-decay must be cosine or constant, got '{}'", f.lr_decay));
+  e.lr.decay = f.lr_decay == "cosine" ? model::LrDecay::cosine : model::LrDecay::constant;
+  e.lr.total_steps = t.total_steps;
+  try {
+    e.lr.validate();
+  } catch (const std::exception& err) {
+    throw InputError(err.what());
+  }
+  if (f.clip < 0) throw InputError("--clip must be non-negative");
+  e.clip = f.clip;
+  e.seed = f.seed;
+  e.first_step = t.first_step;
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  e.threads_per_device =
+      f.threads > 0
+          ? f.threads
+          : std::max<std::size_t>(1, cores / static_cast<std::size_t>(t.schedule.num_devices()));
+  e.sequential = f.sequential;
+  e.record_timeline = !f.trace_path.empty();
+  if (f.val_every < 0) throw InputError("--val-every must be non-negative");
+  e.snapshot_every = f.val_every;
+  if (!f.fail_at.empty()) e.fail_at = parse_action(f.fail_at);
+
+  t.data_seed = state ? state->metadata.data_seed : f.seed;
+  t.data_order = state ? model::parse_data_order(state->metadata.data_order)
+                       : model::parse_data_order(f.data_order);
+  auto read = [&](const std::string& list) {
+    try {
+      return model::read_shards(list, config.vocab);
+    } catch (const InputError& e) {
+      if (list != TrainFlags().data && list != TrainFlags().val_data) throw;
+      throw InputError(
+          fmt::format("{} (scripts/prepare_data.sh makes the default corpus)", e.what()));
+    }
+  };
+  t.train = std::make_shared<model::TokenData>(read(f.data), t.data_order, t.data_seed, f.data);
+  t.train->windows(f.batch, f.seq_len);  // throws when the data is too small
+  if (f.val_data != "none" && !f.val_data.empty()) {
+    t.val = std::make_shared<model::TokenData>(read(f.val_data), model::DataOrder::sequential, 0,
+                                               f.val_data);
+    t.val->windows(f.batch, f.seq_len);
+  }
+  const std::uint64_t offset = state ? state->metadata.next_microbatch : 0;
+  e.data = [train = t.train, offset, B = f.batch, T = f.seq_len](
+               std::uint64_t i, std::span<std::int32_t> in, std::span<std::int32_t> out) {
+    train->microbatch(offset + i, B, T, in, out);
+  };
+  if (state) {
+    e.init_stage = [state, path = f.resume_path](std::int32_t, exec::StageRuntime& rt) {
+      const model::StageState s = model::stage_state(*state, rt.layout().range());
+      std::copy(s.weights.begin(), s.weights.end(), rt.params().begin());
+      auto m = rt.optimizer().first_moment();
+      auto v = rt.optimizer().second_moment();
+      std::copy(s.first_moment.begin(), s.first_moment.end(), m.begin());
+      std::copy(s.second_moment.begin(), s.second_moment.end(), v.begin());
+      rt.optimizer().set_steps(s.optimizer_steps);
+    };
+  } else if (!f.init_path.empty()) {
+    e.init_stage = [path = f.init_path](std::int32_t, exec::StageRuntime& rt) {
+      model::import_llmc(path, rt.layout(), rt.params());
+    };
+  }
+  return t;
+}
+
+}  // namespace paci::cli

@@ -1,0 +1,49 @@
+// paci train's flags and their resolution into a schedule, a model shape, data and an executor
+// configuration (from flags, an llm.c model file, or a training-state checkpoint to resume).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/common.hpp"
+#include "exec/executor.hpp"
+#include "model/data.hpp"
+
+namespace paci::cli {
+
+struct TrainFlags {
+  std::string kind = "paci", schedule_path, partition;
+  std::int32_t stages = 1, microbatches = 1, steps = 1, stop_after = 0;
+  std::size_t layers = 4, heads = 4, d_model = 128, seq_len = 128, vocab = 256, batch = 16;
+  double lr = 1e-3, min_lr = -1, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8,
+         clip = 0.0;
+  std::int64_t warmup_steps = -1;
+  std::string lr_decay = "cosine";
+  std::uint64_t seed = 1;
+  std::size_t threads = 0;
+  std::string data = "data/kjv_train.bin", val_data = "data/kjv_val.bin", data_order = "shuffled";
+  std::int32_t val_every = 0;
+  std::size_t val_microbatches = 16;
+  std::string init_path, save_path, resume_path, export_path, metrics_path, report_path, trace_path,
+      fail_at;
+  bool quiet = false, sequential = false;
+};
+
+void add_train_options(po::options_description& options, TrainFlags& flags);
+
+struct TrainSetup {
+  Schedule schedule;  // what this run executes (the remaining steps when resuming)
+  exec::ExecConfig exec;
+  std::size_t first_step = 0;   // optimizer steps done before this run
+  std::size_t last_step = 0;    // steps done after it: first_step + schedule.steps
+  std::size_t total_steps = 0;  // --steps: the length of the whole training (LR schedule)
+  std::shared_ptr<model::TokenData> train, val;  // val may be empty
+  std::uint64_t data_seed = 0;
+  model::DataOrder data_order = model::DataOrder::shuffled;
+};
+
+// Throws UsageError / InputError with one clear line for every bad combination.
+TrainSetup make_train_setup(const TrainFlags& flags, const po::variables_map& vm);
+
+}  // namespace paci::cli

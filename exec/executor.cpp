@@ -1,0 +1,369 @@
+// Executor: allocation of the stage runtimes, the per-device worker, threaded and sequential runs,
+// failure propagation, and the measured timeline and versions.
+#include "exec/executor.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "exec/transport.hpp"
+#include "schedules/consumers.hpp"
+#include "schedules/dependencies.hpp"
+#include "schedules/index.hpp"
+#include "schedules/validate.hpp"
+#include "traces/metrics.hpp"
+
+namespace paci::exec {
+
+// Shared by the workers of one run; each field is written by one device only, or under `mutex`.
+struct RunState {
+  const Schedule& schedule;
+  const ExecConfig& config;
+  ActionIndex index;
+  DependencyRules rules;
+  ConsumerIndex consumers;
+  RunClock clock;
+  InProcessTransport transport;
+  std::vector<float> losses;  // per micro-batch, written by the last stage's device
+  std::mutex mutex;
+  std::string error;  // first failure
+  RunState(const Schedule& s, const ExecConfig& c)
+      : schedule(s),
+        config(c),
+        index(s),
+        rules(s),
+        consumers(s, index, rules),
+        transport(s.num_devices(), c.transport_capacity, &clock),
+        losses(static_cast<std::size_t>(s.total_microbatches()), 0.0f) {}
+};
+
+class Executor::Device {
+ public:
+  Device(Executor& ex, RunState& run, std::int32_t device) : ex_(ex), run_(run), device_(device) {
+    const std::size_t rows = ex.config_.batch * ex.config_.seq_len;
+    const std::size_t width = rows * ex.config_.config.d_model;
+    buffers_.resize(static_cast<std::size_t>(run.schedule.stages));
+    for (std::int32_t s = 0; s < run.schedule.stages; ++s) {
+      if (run.schedule.placement[static_cast<std::size_t>(s)] != device) continue;
+      auto& b = buffers_[static_cast<std::size_t>(s)];
+      b.tokens.resize(rows);
+      b.targets.resize(rows);
+      b.input.resize(width);
+      b.d_output.resize(width);
+      b.d_input.resize(width);
+    }
+    const auto& list = run.schedule.devices[static_cast<std::size_t>(device)];
+    times_.resize(list.size());
+    if (ex.config_.record_timeline) compute_.reserve(list.size());
+  }
+
+  bool done() const { return next_ >= list().size(); }
+
+  // Runs the next action. Blocking: waits for its inputs; otherwise returns false if they have
+  // not all arrived yet.
+  bool step(bool blocking) {
+    const Action& a = list()[next_];
+    DependencyRules::List deps;
+    const int n = run_.rules.depends_on(a, deps);
+    if (!blocking)
+      for (int j = 0; j < n; ++j) {
+        const Dependency& d = deps[static_cast<std::size_t>(j)];
+        if (d.kind != DependencyKind::local &&
+            !run_.transport.ready(device_, device_of(d.action.stage), key(d, a)))
+          return false;
+      }
+    if (run_.config.fail_at && *run_.config.fail_at == a)
+      throw std::runtime_error("injected failure (--fail-at)");
+    for (int j = 0; j < n; ++j) receive(a, deps[static_cast<std::size_t>(j)]);
+    StageRuntime& rt = ex_.stage(a.stage);
+    auto& b = buffers_[static_cast<std::size_t>(a.stage)];
+    const double start = run_.clock.now_s();
+    std::int32_t version = rt.version();
+    switch (a.kind) {
+      case ActionKind::F:
+        forward(rt, b, a.microbatch);
+        version = rt.v_f(a.microbatch);
+        break;
+      case ActionKind::B:
+        rt.backward(a.microbatch,
+                    rt.model_stage().is_last() ? std::span<const float>() : b.d_output,
+                    rt.model_stage().is_first() ? std::span<float>() : std::span<float>(b.d_input));
+        version = rt.v_b(a.microbatch);
+        break;
+      case ActionKind::U:
+        rt.update();
+        version = rt.version();
+        break;
+      case ActionKind::I:
+      case ActionKind::W:
+        throw std::logic_error("split backward reached the executor");
+    }
+    const double end = run_.clock.now_s();
+    times_[next_] = {start, end};
+    if (run_.config.record_timeline) compute_.push_back({a, device_, start, end, version});
+    sample_memory(end);
+    send_outputs(a, rt, b);
+    ++next_;
+    return true;
+  }
+
+  // Appends what this device recorded to the run's results.
+  void collect(ExecResult& result) {
+    result.times[static_cast<std::size_t>(device_)] = std::move(times_);
+    auto& t = result.timeline;
+    t.compute.insert(t.compute.end(), compute_.begin(), compute_.end());
+    t.messages.insert(t.messages.end(), messages_.begin(), messages_.end());
+    t.memory.insert(t.memory.end(), memory_.begin(), memory_.end());
+    result.device_peak_memory_bytes[static_cast<std::size_t>(device_)] = peak_memory_;
+  }
+
+  std::int32_t device() const { return device_; }
+  const Action& current() const { return list()[std::min(next_, list().size() - 1)]; }
+
+  void start_memory() { sample_memory(0.0); }
+
+ private:
+  struct Buffers {
+    std::vector<std::int32_t> tokens, targets;
+    std::vector<float> input, d_output, d_input;
+  };
+
+  const std::vector<Action>& list() const {
+    return run_.schedule.devices[static_cast<std::size_t>(device_)];
+  }
+  std::int32_t device_of(std::int32_t stage) const {
+    return run_.schedule.placement[static_cast<std::size_t>(stage)];
+  }
+  static MessageKey key(const Dependency& d, const Action& consumer) {
+    return {d.kind, d.action.stage, consumer.microbatch};
+  }
+
+  void receive(const Action& a, const Dependency& d) {
+    if (d.kind == DependencyKind::local) return;
+    auto& b = buffers_[static_cast<std::size_t>(a.stage)];
+    const std::span<float> into = d.kind == DependencyKind::activation
+                                      ? std::span<float>(b.input)
+                                      : std::span<float>(b.d_output);
+    const std::int32_t src = device_of(d.action.stage);
+    const double wait_start = run_.clock.now_s();
+    const SendTimes sent = run_.transport.receive(device_, src, key(d, a), into);
+    const double got = run_.clock.now_s();
+    if (run_.config.record_timeline && src != device_)
+      messages_.push_back({d.action, a, d.kind, src, device_,
+                           static_cast<std::int64_t>(into.size() * sizeof(float)), sent.start_s,
+                           sent.end_s, std::max(wait_start, sent.end_s), got});
+  }
+
+  void forward(StageRuntime& rt, Buffers& b, std::int32_t mb) {
+    const model::Stage& st = rt.model_stage();
+    if (st.is_first() || st.is_last())
+      run_.config.data(static_cast<std::uint64_t>(mb), b.tokens, b.targets);
+    const model::StageInput input = st.is_first() ? model::StageInput::tokens(b.tokens)
+                                                  : model::StageInput::activations(b.input);
+    const float loss = rt.forward(mb, input, b.targets);
+    if (st.is_last()) record_loss(mb, loss);
+  }
+
+  void record_loss(std::int32_t mb, float loss) {
+    run_.losses[static_cast<std::size_t>(mb)] = loss;
+    const std::int32_t M = run_.schedule.microbatches;
+    if ((mb + 1) % M != 0 || !run_.config.on_step) return;
+    const std::int32_t step = mb / M;
+    double sum = 0.0;
+    for (std::int32_t i = step * M; i <= mb; ++i) sum += run_.losses[static_cast<std::size_t>(i)];
+    run_.config.on_step({step, sum / M, run_.clock.now_s(), static_cast<std::int64_t>(mb) + 1});
+  }
+
+  void send_outputs(const Action& a, StageRuntime& rt, Buffers& b) {
+    const std::int64_t v = run_.index.vertex(ActionPos{device_, static_cast<std::int64_t>(next_)});
+    for (const Consumer& c : run_.consumers.of(v)) {
+      if (c.kind == DependencyKind::local) continue;
+      const std::int32_t dst = run_.index.position(c.vertex).device;
+      const std::span<const float> data = c.kind == DependencyKind::activation
+                                              ? rt.output(a.microbatch)
+                                              : std::span<const float>(b.d_input);
+      const double start = run_.clock.now_s();
+      run_.transport.send(device_, dst, {c.kind, a.stage, a.microbatch}, data, {start, start});
+    }
+  }
+
+  void sample_memory(double now) {
+    std::int64_t bytes = 0;
+    for (std::int32_t s = 0; s < run_.schedule.stages; ++s)
+      if (device_of(s) == device_) bytes += ex_.stage(s).memory_bytes();
+    peak_memory_ = std::max(peak_memory_, bytes);
+    if (run_.config.record_timeline && (memory_.empty() || memory_.back().bytes != bytes))
+      memory_.push_back({device_, now, bytes});
+  }
+
+  Executor& ex_;
+  RunState& run_;
+  std::int32_t device_;
+  std::size_t next_ = 0;
+  std::vector<Buffers> buffers_;
+  std::vector<ActionTime> times_;
+  std::vector<ComputeSlice> compute_;
+  std::vector<MessageSlice> messages_;
+  std::vector<MemorySample> memory_;
+  std::int64_t peak_memory_ = 0;
+};
+
+Executor::Executor(const Schedule& schedule, const ExecConfig& config)
+    : schedule_(schedule), config_(config) {
+  validate(schedule);
+  for (const auto& list : schedule.devices)
+    for (const Action& a : list)
+      if (a.kind == ActionKind::I || a.kind == ActionKind::W)
+        throw InputError(
+            fmt::format("the executor does not split backwards into I and W yet "
+                        "(found {})",
+                        to_string(a)));
+  if (config.ranges.size() != static_cast<std::size_t>(schedule.stages))
+    throw InputError(fmt::format("the partition has {} stages, the schedule {}",
+                                 config.ranges.size(), schedule.stages));
+  if (!config.data) throw std::invalid_argument("ExecConfig::data is not set");
+  analysis_ = analyze(schedule);
+  config_.lr.total_steps = std::max(config_.lr.total_steps,
+                                    config.first_step + static_cast<std::size_t>(schedule.steps));
+  for (std::int32_t s = 0; s < schedule.stages; ++s) {
+    const auto& sa = analysis_.stages[static_cast<std::size_t>(s)];
+    StageRuntimeConfig rc;
+    rc.shape = {config.config, config.ranges[static_cast<std::size_t>(s)], config.batch,
+                config.seq_len};
+    rc.stage = s;
+    rc.policy = schedule.weight_policy;
+    rc.activation_capacity = static_cast<std::size_t>(sa.peak_activations);
+    rc.stash_capacity = static_cast<std::size_t>(sa.peak_weight_versions - 1);
+    rc.threads = config.threads_per_device;
+    rc.adamw = config.adamw;
+    rc.lr = config_.lr;
+    rc.clip = config.clip;
+    rc.loss_scale = 1.0f / static_cast<float>(schedule.microbatches);
+    rc.total_microbatches = schedule.total_microbatches();
+    rc.updates = schedule.steps;
+    rc.lr_step_offset = config.first_step;
+    rc.snapshot_every = config.snapshot_every;
+    stages_.push_back(std::make_unique<StageRuntime>(rc));
+    auto& rt = *stages_.back();
+    if (config.init_stage)
+      config.init_stage(s, rt);
+    else
+      model::init_gpt2(rt.layout(), rt.params(), config.seed);
+  }
+}
+
+Executor::~Executor() = default;
+
+ExecResult Executor::run() {
+  RunState run(schedule_, config_);
+  std::vector<std::unique_ptr<Device>> devices;
+  for (std::int32_t d = 0; d < schedule_.num_devices(); ++d) {
+    devices.push_back(std::make_unique<Device>(*this, run, d));
+    devices.back()->start_memory();
+  }
+  auto fail = [&](const Device& device, const std::exception& e) {
+    std::lock_guard lock(run.mutex);
+    if (run.error.empty())
+      run.error = fmt::format("device {}, stage {}, action {}: {}", device.device(),
+                              device.current().stage, to_string(device.current()), e.what());
+    run.transport.abort();
+  };
+  if (config_.sequential) {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (auto& d : devices) {
+        try {
+          while (!d->done() && d->step(false)) progress = true;
+        } catch (const std::exception& e) {
+          fail(*d, e);
+          throw std::runtime_error(run.error);
+        }
+      }
+    }
+    for (auto& d : devices)
+      if (!d->done())
+        throw std::runtime_error(
+            fmt::format("deadlock: device {} waits at {}", d->device(), to_string(d->current())));
+  } else {
+    std::vector<std::thread> threads;
+    for (auto& d : devices)
+      threads.emplace_back([&, device = d.get()] {
+        try {
+          while (!device->done()) device->step(true);
+        } catch (const Aborted&) {
+        } catch (const std::exception& e) {
+          fail(*device, e);
+        }
+      });
+    for (auto& t : threads) t.join();
+    if (!run.error.empty()) throw std::runtime_error(run.error);
+  }
+  ExecResult result;
+  result.wall_s = run.clock.now_s();
+  result.times.resize(devices.size());
+  result.device_peak_memory_bytes.assign(devices.size(), 0);
+  result.timeline.source = "measured";
+  result.timeline.num_devices = schedule_.num_devices();
+  for (auto& d : devices) d->collect(result);
+  result.microbatch_losses = run.losses;
+  const std::int32_t M = schedule_.microbatches;
+  for (std::int32_t k = 0; k < schedule_.steps; ++k) {
+    double sum = 0.0;
+    for (std::int32_t i = 0; i < M; ++i) sum += run.losses[static_cast<std::size_t>(k * M + i)];
+    result.step_losses.push_back(sum / M);
+  }
+  Analysis& obs = result.observed;
+  obs.total_microbatches = schedule_.total_microbatches();
+  for (std::int32_t s = 0; s < schedule_.stages; ++s) {
+    const StageRuntime& rt = stage(s);
+    StageAnalysis sa;
+    sa.stage = s;
+    sa.device = schedule_.placement[static_cast<std::size_t>(s)];
+    sa.peak_activations = static_cast<std::int64_t>(rt.peak_activations());
+    sa.peak_weight_versions = static_cast<std::int64_t>(rt.peak_weight_versions());
+    sa.updates = rt.version();
+    obs.stages.push_back(sa);
+    for (std::int64_t m = 0; m < obs.total_microbatches; ++m)
+      obs.versions.push_back(
+          {s, static_cast<std::int32_t>(m), rt.v_f(m), rt.v_b(m), rt.update_of(m)});
+  }
+  summarize_versions(obs);
+  return result;
+}
+
+double Executor::evaluate(const std::vector<std::span<const float>>& params, const DataFn& data,
+                          std::uint64_t first, std::uint64_t count) {
+  const std::size_t rows = config_.batch * config_.seq_len;
+  std::vector<std::int32_t> tokens(rows), targets(rows);
+  std::vector<model::ActivationSlot> slots;
+  for (auto& rt : stages_) slots.push_back(rt->model_stage().make_slot());
+  double sum = 0.0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    data(first + i, tokens, targets);
+    std::span<const float> x;
+    for (std::size_t s = 0; s < stages_.size(); ++s) {
+      model::Stage& st = stages_[s]->model_stage();
+      const model::StageInput input =
+          s == 0 ? model::StageInput::tokens(tokens) : model::StageInput::activations(x);
+      if (st.is_last())
+        sum += st.forward_loss(params[s], input, targets, 1.0f, slots[s]);
+      else
+        x = st.forward(params[s], input, slots[s]);
+    }
+  }
+  return count ? sum / static_cast<double>(count) : 0.0;
+}
+
+RunSummary Executor::summary(const ExecResult& result) const {
+  RunSummary run;
+  run.source = "measured";
+  run.timing = timing_metrics(schedule_, result.times);
+  run.observed = result.observed;
+  run.device_peak_memory_bytes = result.device_peak_memory_bytes;
+  run.tokens_per_microbatch = static_cast<std::int64_t>(config_.batch * config_.seq_len);
+  return run;
+}
+
+}  // namespace paci::exec

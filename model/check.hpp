@@ -1,0 +1,30 @@
+// The model library's one error type and check macro: a failed check throws ModelError whose
+// message names the file, the line, the failing expression and a formatted explanation.
+// Everything in paci::model reports bad shapes, ranges and states this way (never asserts).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace paci::model {
+
+struct ModelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void fail_check(const char* file, int line, const char* expression,
+                                    const std::string& message) {
+  throw ModelError(fmt::format("{}:{}: check failed: {}: {}", file, line, expression, message));
+}
+
+}  // namespace paci::model
+
+// PACI_MODEL_CHECK(n > 0, "batch must be positive, got {}", n);
+#define PACI_MODEL_CHECK(condition, ...)                                                     \
+  do {                                                                                       \
+    if (!(condition)) {                                                                      \
+      ::paci::model::fail_check(__FILE__, __LINE__, #condition, ::fmt::format(__VA_ARGS__)); \
+    }                                                                                        \
+  } while (false)

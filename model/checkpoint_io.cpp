@@ -1,0 +1,135 @@
+// BinaryReader and AtomicWriter over stdio and POSIX (mkstemp, fsync, rename), and zlib's CRC-32.
+// A checkpoint is durable once commit() returns: data and the folder entry are both fsynced.
+#include "model/checkpoint_io.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+#include "schedules/ir.hpp"  // InputError
+
+namespace paci::model {
+
+std::string describe_shape(const GptConfig& config) {
+  return fmt::format("layers {}, heads {}, d_model {}, max_seq_len {}, vocab {}", config.layers,
+                     config.heads, config.d_model, config.max_seq_len, config.vocab);
+}
+
+std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes) {
+  return static_cast<std::uint32_t>(
+      ::crc32_z(crc, static_cast<const Bytef*>(data), static_cast<z_size_t>(bytes)));
+}
+
+// ---- BinaryReader -------------------------------------------------------------------------------
+
+BinaryReader::BinaryReader(std::string path) : path_(std::move(path)) {
+  file_ = std::fopen(path_.c_str(), "rb");
+  if (file_ == nullptr) {
+    throw InputError(fmt::format("cannot open {}: {}", path_, std::strerror(errno)));
+  }
+  struct stat info {};
+  if (::fstat(::fileno(file_), &info) != 0 || !S_ISREG(info.st_mode)) {
+    std::fclose(file_);
+    throw InputError(fmt::format("cannot open {}: not a regular file", path_));
+  }
+  size_bytes_ = static_cast<std::size_t>(info.st_size);
+}
+
+BinaryReader::~BinaryReader() {
+  std::fclose(file_);
+}
+
+void BinaryReader::read(void* data, std::size_t bytes, std::string_view what) {
+  if (bytes > size_bytes_ - position_ ||
+      std::fread(data, 1, bytes, file_) != bytes) {  // the size check makes fread's a read error
+    throw InputError(fmt::format("{}: truncated: {} needs {} bytes at offset {}, the file has {}",
+                                 path_, what, bytes, position_, size_bytes_));
+  }
+  position_ += bytes;
+}
+
+void BinaryReader::seek(std::size_t offset) {
+  if (offset > size_bytes_ || ::fseeko(file_, static_cast<off_t>(offset), SEEK_SET) != 0) {
+    throw InputError(
+        fmt::format("{}: cannot seek to offset {} of {} bytes", path_, offset, size_bytes_));
+  }
+  position_ = offset;
+}
+
+// ---- AtomicWriter -------------------------------------------------------------------------------
+
+AtomicWriter::AtomicWriter(std::string path) : path_(std::move(path)) {
+  std::vector<char> name(path_.begin(), path_.end());
+  const std::string_view suffix = ".tmp.XXXXXX";
+  name.insert(name.end(), suffix.begin(), suffix.end());
+  name.push_back('\0');
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) fail(errno);
+  temp_path_ = name.data();
+  ::fchmod(fd, 0644);  // mkstemp creates 0600; a checkpoint is as readable as any output file
+  file_ = ::fdopen(fd, "wb");
+  if (file_ == nullptr) {
+    const int error_number = errno;
+    ::close(fd);
+    fail(error_number);
+  }
+}
+
+AtomicWriter::~AtomicWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+  if (!temp_path_.empty()) std::remove(temp_path_.c_str());
+}
+
+void AtomicWriter::fail(int error_number) {
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+  if (!temp_path_.empty()) std::remove(temp_path_.c_str());
+  temp_path_.clear();
+  throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(error_number)));
+}
+
+void AtomicWriter::write(const void* data, std::size_t bytes) {
+  if (file_ == nullptr) fail(EBADF);
+  if (std::fwrite(data, 1, bytes, file_) != bytes) fail(errno);
+  crc_ = crc32_update(crc_, data, bytes);
+  bytes_written_ += bytes;
+}
+
+void AtomicWriter::write_zeros(std::size_t bytes) {
+  static constexpr std::array<char, 4096> kZeros{};
+  while (bytes > 0) {
+    const std::size_t n = std::min(bytes, kZeros.size());
+    write(kZeros.data(), n);
+    bytes -= n;
+  }
+}
+
+void AtomicWriter::commit() {
+  if (file_ == nullptr) fail(EBADF);
+  if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0) fail(errno);
+  const int closed = std::fclose(file_);
+  file_ = nullptr;
+  if (closed != 0) fail(errno);
+  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) fail(errno);
+  temp_path_.clear();
+  // Make the rename itself durable; a folder that cannot be opened only loses that guarantee.
+  std::string folder = std::filesystem::path(path_).parent_path().string();
+  if (folder.empty()) folder = ".";
+  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+}  // namespace paci::model

@@ -1,0 +1,311 @@
+// paci.state/1 files: 16 bytes of header, the JSON metadata, each stage section's weights and AdamW
+// moments as raw little-endian floats, and a CRC-32 of everything before it (docs/checkpoints.md).
+// Loading checks the CRC in a first streaming pass, so a corrupt file is never half-parsed.
+#include "model/checkpoint_state.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "model/check.hpp"
+#include "model/checkpoint_io.hpp"
+#include "model/layout.hpp"
+#include "schedules/ir.hpp"  // InputError
+
+namespace paci::model {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "paci.state/1 is little-endian");
+
+using nlohmann::json;
+
+constexpr std::size_t kFixedHeaderBytes = 16;  // magic[8], version u32, metadata bytes u32
+constexpr std::size_t kChecksumBytes = 4;
+constexpr std::size_t kBuffersPerSection = 3;  // weights, AdamW m, AdamW v
+
+using Interval = std::pair<std::size_t, std::size_t>;  // [begin, end) in the whole model's buffer
+
+Interval model_interval(const ParamLayout& layout) {
+  return {layout.model_offset(), layout.model_offset() + layout.size()};
+}
+
+// Two overlapping intervals' indices, or nullopt when all are disjoint.
+std::optional<std::pair<std::size_t, std::size_t>> overlap(const std::vector<Interval>& spans) {
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    for (std::size_t j = i + 1; j < spans.size(); ++j) {
+      if (spans[i].first < spans[j].second && spans[j].first < spans[i].second) {
+        return std::pair{i, j};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::string blocks(StageRange range) {
+  return fmt::format("blocks [{}, {})", range.first_layer, range.end_layer());
+}
+
+json metadata_json(const StateMetadata& m, json sections) {
+  const GptConfig& c = m.config;
+  const LrSchedule& lr = m.lr_schedule;
+  return {
+      {"format", std::string(kStateFormatTag)},
+      {"config",
+       {{"layers", c.layers},
+        {"heads", c.heads},
+        {"d_model", c.d_model},
+        {"max_seq_len", c.max_seq_len},
+        {"vocab", c.vocab}}},
+      {"step", m.step},
+      {"data",
+       {{"next_microbatch", m.next_microbatch}, {"seed", m.data_seed}, {"order", m.data_order}}},
+      {"rng", m.rng_state},
+      {"lr_schedule",
+       {{"max_lr", lr.max_lr},
+        {"min_lr", lr.min_lr},
+        {"warmup_steps", lr.warmup_steps},
+        {"total_steps", lr.total_steps},
+        {"decay", lr.decay == LrDecay::cosine ? "cosine" : "constant"}}},
+      {"adamw",
+       {{"beta1", m.adamw.beta1},
+        {"beta2", m.adamw.beta2},
+        {"eps", m.adamw.eps},
+        {"weight_decay", m.adamw.weight_decay}}},
+      {"stages", std::move(sections)},
+      {"extra", m.extra},
+  };
+}
+
+// Throws nlohmann exceptions (type, missing key) and InputError; the caller adds the file name.
+StateMetadata parse_metadata(const json& j) {
+  StateMetadata m;
+  const std::string format = j.at("format").get<std::string>();
+  if (format != kStateFormatTag) {
+    throw InputError(fmt::format("format \"{}\", expected \"{}\"", format, kStateFormatTag));
+  }
+  const json& c = j.at("config");
+  m.config = {.layers = c.at("layers").get<std::size_t>(),
+              .heads = c.at("heads").get<std::size_t>(),
+              .d_model = c.at("d_model").get<std::size_t>(),
+              .max_seq_len = c.at("max_seq_len").get<std::size_t>(),
+              .vocab = c.at("vocab").get<std::size_t>()};
+  m.step = j.at("step").get<std::size_t>();
+  const json& data = j.at("data");
+  m.next_microbatch = data.at("next_microbatch").get<std::size_t>();
+  m.data_seed = data.at("seed").get<std::uint64_t>();
+  m.data_order = data.at("order").get<std::string>();
+  m.rng_state = j.at("rng").get<std::vector<std::uint64_t>>();
+  const json& lr = j.at("lr_schedule");
+  m.lr_schedule.max_lr = lr.at("max_lr").get<double>();
+  m.lr_schedule.min_lr = lr.at("min_lr").get<double>();
+  m.lr_schedule.warmup_steps = lr.at("warmup_steps").get<std::size_t>();
+  m.lr_schedule.total_steps = lr.at("total_steps").get<std::size_t>();
+  const std::string decay = lr.at("decay").get<std::string>();
+  if (decay != "cosine" && decay != "constant") {
+    throw InputError(fmt::format("lr_schedule.decay \"{}\", expected cosine or constant", decay));
+  }
+  m.lr_schedule.decay = decay == "cosine" ? LrDecay::cosine : LrDecay::constant;
+  const json& adamw = j.at("adamw");
+  m.adamw = {.beta1 = adamw.at("beta1").get<double>(),
+             .beta2 = adamw.at("beta2").get<double>(),
+             .eps = adamw.at("eps").get<double>(),
+             .weight_decay = adamw.at("weight_decay").get<double>()};
+  m.extra = j.at("extra");
+  return m;
+}
+
+// First pass: the CRC-32 of every byte but the last four must equal those four.
+void verify_checksum(BinaryReader& reader) {
+  const std::size_t covered = reader.size_bytes() - kChecksumBytes;
+  std::vector<unsigned char> chunk(std::size_t{1} << 20);
+  std::uint32_t crc = 0;
+  reader.seek(0);
+  for (std::size_t done = 0; done < covered;) {
+    const std::size_t n = std::min(chunk.size(), covered - done);
+    reader.read(chunk.data(), n, "the checksummed bytes");
+    crc = crc32_update(crc, chunk.data(), n);
+    done += n;
+  }
+  std::uint32_t stored = 0;
+  reader.read(&stored, sizeof stored, "the checksum");
+  if (crc != stored) {
+    throw InputError(
+        fmt::format("{}: checksum mismatch: file is corrupt or truncated", reader.path()));
+  }
+}
+
+}  // namespace
+
+void save_state(const std::string& path, const StateMetadata& metadata,
+                std::span<const StageStateView> stages) {
+  metadata.config.validate();
+  PACI_MODEL_CHECK(!stages.empty(), "a checkpoint needs at least one stage section");
+  json sections = json::array();
+  std::vector<Interval> spans;
+  for (const StageStateView& s : stages) {
+    const ParamLayout layout(metadata.config, s.range);
+    PACI_MODEL_CHECK(s.weights.size() == layout.size() && s.first_moment.size() == layout.size() &&
+                         s.second_moment.size() == layout.size(),
+                     "{}: buffers of {}, {} and {} floats, the layout has {}", blocks(s.range),
+                     s.weights.size(), s.first_moment.size(), s.second_moment.size(),
+                     layout.size());
+    spans.push_back(model_interval(layout));
+    sections.push_back({{"first_layer", s.range.first_layer},
+                        {"num_layers", s.range.num_layers},
+                        {"floats", layout.size()},
+                        {"optimizer_steps", s.optimizer_steps}});
+  }
+  const auto clash = overlap(spans);
+  PACI_MODEL_CHECK(!clash, "stage sections {} and {} overlap", blocks(stages[clash->first].range),
+                   blocks(stages[clash->second].range));
+  const std::string text = metadata_json(metadata, std::move(sections)).dump();
+  PACI_MODEL_CHECK(text.size() <= std::numeric_limits<std::uint32_t>::max(),
+                   "metadata of {} bytes exceeds 4 GiB", text.size());
+
+  AtomicWriter writer(path);
+  const std::uint32_t version = kStateVersion;
+  const auto metadata_bytes = static_cast<std::uint32_t>(text.size());
+  writer.write(kStateMagic.data(), kStateMagic.size());
+  writer.write(&version, sizeof version);
+  writer.write(&metadata_bytes, sizeof metadata_bytes);
+  writer.write(text.data(), text.size());
+  for (const StageStateView& s : stages) {
+    for (std::span<const float> buffer : {s.weights, s.first_moment, s.second_moment}) {
+      writer.write(buffer.data(), buffer.size_bytes());
+    }
+  }
+  const std::uint32_t crc = writer.crc32();
+  writer.write(&crc, sizeof crc);
+  writer.commit();
+}
+
+TrainingState load_state(const std::string& path) {
+  BinaryReader reader(path);
+  if (reader.size_bytes() < kFixedHeaderBytes + kChecksumBytes) {
+    throw InputError(fmt::format("{}: {} bytes, too short for a {} checkpoint (truncated?)", path,
+                                 reader.size_bytes(), kStateFormatTag));
+  }
+  char magic[8];
+  reader.read(magic, sizeof magic, "the magic");
+  if (std::string_view(magic, sizeof magic) != kStateMagic) {
+    std::string hex;
+    for (char ch : magic) hex += fmt::format("{:02x}", static_cast<unsigned char>(ch));
+    throw InputError(fmt::format("{}: not a {} checkpoint: magic 0x{}, expected \"{}\"", path,
+                                 kStateFormatTag, hex, kStateMagic));
+  }
+  std::uint32_t version = 0, metadata_bytes = 0;
+  reader.read(&version, sizeof version, "the version");
+  if (version != kStateVersion) {
+    throw InputError(fmt::format("{}: version {}, expected {} ({})", path, version, kStateVersion,
+                                 kStateFormatTag));
+  }
+  verify_checksum(reader);
+
+  reader.seek(kFixedHeaderBytes - sizeof metadata_bytes);
+  reader.read(&metadata_bytes, sizeof metadata_bytes, "the metadata length");
+  std::string text(metadata_bytes, '\0');
+  reader.read(text.data(), text.size(), "the metadata");
+  TrainingState state;
+  state.source = path;
+  std::vector<std::size_t> floats;
+  std::size_t body_bytes = 0;
+  std::vector<Interval> spans;
+  try {
+    const json j = json::parse(text);
+    state.metadata = parse_metadata(j);
+    state.metadata.config.validate();
+    for (const json& s : j.at("stages")) {
+      StageState stage;
+      stage.range = {s.at("first_layer").get<std::size_t>(), s.at("num_layers").get<std::size_t>()};
+      stage.optimizer_steps = s.at("optimizer_steps").get<std::size_t>();
+      const ParamLayout layout(state.metadata.config, stage.range);
+      if (s.at("floats").get<std::size_t>() != layout.size()) {
+        throw InputError(fmt::format("section {} holds {} floats, its layout has {}",
+                                     blocks(stage.range), s.at("floats").get<std::size_t>(),
+                                     layout.size()));
+      }
+      floats.push_back(layout.size());
+      body_bytes += kBuffersPerSection * layout.bytes();
+      spans.push_back(model_interval(layout));
+      state.stages.push_back(std::move(stage));
+    }
+  } catch (const std::exception& e) {  // nlohmann's, InputError, ModelError from a bad range
+    throw InputError(fmt::format("{}: bad metadata: {}", path, e.what()));
+  }
+  if (state.stages.empty()) throw InputError(fmt::format("{}: no stage sections", path));
+  if (const auto clash = overlap(spans)) {
+    throw InputError(fmt::format("{}: stage sections {} and {} overlap", path,
+                                 blocks(state.stages[clash->first].range),
+                                 blocks(state.stages[clash->second].range)));
+  }
+  const std::size_t have = reader.size_bytes() - reader.position() - kChecksumBytes;
+  if (have != body_bytes) {
+    throw InputError(fmt::format("{}: body is {} bytes, the metadata's stage sections need {}",
+                                 path, have, body_bytes));
+  }
+  for (std::size_t i = 0; i < state.stages.size(); ++i) {
+    StageState& stage = state.stages[i];
+    for (std::vector<float>* buffer : {&stage.weights, &stage.first_moment, &stage.second_moment}) {
+      buffer->resize(floats[i]);
+      reader.read(buffer->data(), floats[i] * sizeof(float), "a stage buffer");
+    }
+  }
+  return state;
+}
+
+TrainingState load_state(const std::string& path, const GptConfig& expected) {
+  TrainingState state = load_state(path);
+  if (state.metadata.config != expected) {
+    throw InputError(fmt::format("{}: the checkpoint's model ({}) does not match this run's ({})",
+                                 path, describe_shape(state.metadata.config),
+                                 describe_shape(expected)));
+  }
+  return state;
+}
+
+StageState stage_state(const TrainingState& state, StageRange range) {
+  const GptConfig& config = state.metadata.config;
+  const ParamLayout target(config, range);
+  const Interval want = model_interval(target);
+  StageState out{range, 0, std::vector<float>(target.size()), std::vector<float>(target.size()),
+                 std::vector<float>(target.size())};
+  std::size_t covered = 0;
+  std::optional<std::size_t> steps;
+  std::string have;
+  for (const StageState& section : state.stages) {
+    const Interval span = model_interval(ParamLayout(config, section.range));
+    have += fmt::format("{}{}", have.empty() ? "" : ", ", blocks(section.range));
+    const std::size_t begin = std::max(want.first, span.first);
+    const std::size_t end = std::min(want.second, span.second);
+    if (begin >= end) continue;
+    if (steps && *steps != section.optimizer_steps) {
+      throw InputError(
+          fmt::format("{}: stage sections disagree on the optimizer step count ({} "
+                      "and {})",
+                      state.source, *steps, section.optimizer_steps));
+    }
+    steps = section.optimizer_steps;
+    const auto copy = [&](const std::vector<float>& from, std::vector<float>& to) {
+      std::copy(from.begin() + static_cast<std::ptrdiff_t>(begin - span.first),
+                from.begin() + static_cast<std::ptrdiff_t>(end - span.first),
+                to.begin() + static_cast<std::ptrdiff_t>(begin - want.first));
+    };
+    copy(section.weights, out.weights);
+    copy(section.first_moment, out.first_moment);
+    copy(section.second_moment, out.second_moment);
+    covered += end - begin;
+  }
+  if (covered != target.size()) {
+    throw InputError(fmt::format("{}: the checkpoint's stage sections ({}) do not cover {}",
+                                 state.source, have, blocks(range)));
+  }
+  out.optimizer_steps = steps.value_or(0);
+  return out;
+}
+
+}  // namespace paci::model

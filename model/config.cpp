@@ -1,0 +1,43 @@
+// Validation of GptConfig and StageRange, and the analytic FLOP count of a stage (the formula
+// documented in config.hpp and used by the benchmark and the simulator's cost model).
+#include "model/config.hpp"
+
+#include "model/check.hpp"
+
+namespace paci::model {
+
+void GptConfig::validate() const {
+  PACI_MODEL_CHECK(heads > 0, "heads must be positive");
+  PACI_MODEL_CHECK(d_model > 0, "d_model must be positive");
+  PACI_MODEL_CHECK(d_model % heads == 0, "d_model {} is not a multiple of heads {}", d_model,
+                   heads);
+  PACI_MODEL_CHECK(max_seq_len > 0, "max_seq_len must be positive");
+  PACI_MODEL_CHECK(vocab > 0, "vocab must be positive");
+}
+
+void validate(const GptConfig& config, StageRange range) {
+  config.validate();
+  PACI_MODEL_CHECK(range.end_layer() <= config.layers,
+                   "stage blocks [{}, {}) leave a model of {} layers", range.first_layer,
+                   range.end_layer(), config.layers);
+  PACI_MODEL_CHECK(range.num_layers > 0 || range.is_first() || range.is_last(config),
+                   "a middle stage must own at least one block (first_layer {})",
+                   range.first_layer);
+}
+
+StageFlops stage_flops(const GptConfig& config, StageRange range, std::size_t batch,
+                       std::size_t seq_len) {
+  const double R = static_cast<double>(batch * seq_len);
+  const double C = static_cast<double>(config.d_model);
+  const double T = static_cast<double>(seq_len);
+  const double blocks = static_cast<double>(range.num_layers);
+  StageFlops flops;
+  // qkv C→3C, attention projection C→C, fc C→4C, projection 4C→C: 12·C² weights per block.
+  flops.matmul_forward = blocks * 2 * R * 12 * C * C;
+  if (range.is_last(config)) flops.matmul_forward += 2 * R * C * static_cast<double>(config.vocab);
+  // Per block: Q·Kᵀ and P·V, each 2·T·T·HS per (sequence, head), i.e. 2·R·T·C over the heads.
+  flops.attention_forward = blocks * 2 * (2 * R * T * C);
+  return flops;
+}
+
+}  // namespace paci::model

@@ -1,0 +1,63 @@
+// The GPT-2 layers on the CPU, each forward followed by its backward (shape letters in
+// config.hpp). Forwards overwrite their outputs; backwards overwrite activation gradients unless
+// marked "+=" and add (+=) each parameter gradient once per call. Same bits for any thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "model/blas.hpp"
+
+namespace paci::model {
+
+inline constexpr float kLayerNormEps = 1e-5f;
+
+// out(B,T,C) = wte[tokens(B,T)] + wpe[t]. Tokens must be < V (checked by the caller).
+void encoder_forward(const OpContext& ctx, float* out, const std::int32_t* tokens, const float* wte,
+                     const float* wpe, std::size_t B, std::size_t T, std::size_t C);
+// dwte[tokens(b,t)] += dout(b,t); dwpe[t] += Σ_b dout(b,t).
+void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const float* dout,
+                      const std::int32_t* tokens, std::size_t B, std::size_t T, std::size_t C);
+
+// out(R,C) = (inp − mean)·rstd·weight + bias per row; saves mean(R) and rstd(R) (eps 1e-5).
+void layernorm_forward(const OpContext& ctx, float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, std::size_t R, std::size_t C);
+// dinp(R,C) += ..., dweight(C) += ..., dbias(C) += ...
+void layernorm_backward(const OpContext& ctx, float* dinp, float* dweight, float* dbias,
+                        const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, std::size_t R, std::size_t C);
+
+// out(R,OC) = inp(R,C)·weight(OC,C)ᵀ + bias(OC) [+ residual(R,OC)]; bias, residual may be null.
+void matmul_forward(const OpContext& ctx, float* out, const float* inp, const float* weight,
+                    const float* bias, const float* residual, std::size_t R, std::size_t C,
+                    std::size_t OC);
+// dinp(R,C) = dout·weight (if dinp is not null); dweight(OC,C) += doutᵀ·inp; dbias(OC) += Σ_r dout
+// (if dbias is not null). The residual's gradient is dout itself, handled by the caller.
+void matmul_backward(const OpContext& ctx, float* dinp, float* dweight, float* dbias,
+                     const float* dout, const float* inp, const float* weight, std::size_t R,
+                     std::size_t C, std::size_t OC);
+
+// Causal multi-head attention. qkv(B,T,3C) holds Q | K | V, head h at columns h·HS of each.
+// att(B,NH,T,T) saves softmax(Q·Kᵀ/√HS) with zeros above the diagonal; out(B,T,C) = att·V.
+void attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv,
+                       std::size_t B, std::size_t T, std::size_t C, std::size_t NH);
+// dqkv(B,T,3C) = ...; datt(B,NH,T,T) is scratch.
+void attention_backward(const OpContext& ctx, float* dqkv, float* datt, const float* dout,
+                        const float* qkv, const float* att, std::size_t B, std::size_t T,
+                        std::size_t C, std::size_t NH);
+
+// out(N) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's tanh approximation.
+void gelu_forward(const OpContext& ctx, float* out, const float* inp, std::size_t N);
+// dinp(N) = gelu'(inp)·dout; dinp may alias dout.
+void gelu_backward(const OpContext& ctx, float* dinp, const float* inp, const float* dout,
+                   std::size_t N);
+
+// Fused softmax + cross-entropy over V classes per row: probs(R,V), losses(R) = −log p[target].
+// Targets must be < V (checked by the caller). Returns the mean loss over the R rows.
+float crossentropy_forward(const OpContext& ctx, float* probs, float* losses, const float* logits,
+                           const std::int32_t* targets, std::size_t R, std::size_t V);
+// dlogits(R,V) = (probs − onehot(target))·dloss, where dloss = d(loss)/d(each row's loss).
+void crossentropy_backward(const OpContext& ctx, float* dlogits, const float* probs,
+                           const std::int32_t* targets, float dloss, std::size_t R, std::size_t V);
+
+}  // namespace paci::model

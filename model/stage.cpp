@@ -1,0 +1,226 @@
+// Stage forward/backward: the encoder, the pre-LN blocks x + attn(ln1(x)), then + mlp(ln2(.)),
+// and the head with the fused loss, built from model/ops.hpp. Each backward mirrors its forward.
+#include "model/stage.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/check.hpp"
+#include "model/ops.hpp"
+
+namespace paci::model {
+namespace {
+
+void check_ids(std::span<const std::int32_t> ids, std::size_t V, const char* what) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    PACI_MODEL_CHECK(ids[i] >= 0 && static_cast<std::size_t>(ids[i]) < V,
+                     "{} id {} at position {} is outside the vocabulary [0, {})", what, ids[i], i,
+                     V);
+  }
+}
+
+}  // namespace
+
+Stage::Stage(const StageShape& shape, std::size_t threads)
+    : shape_(shape), layout_(shape.config, shape.range) {
+  shape_.validate();
+  set_threads(threads);
+  if (blas_threads() != 1) set_blas_threads(1);
+  const std::size_t R = shape.rows(), C = shape.config.d_model, V = shape.config.vocab;
+  if (is_last()) {
+    logits_.resize(R * V);
+    dlogits_.resize(R * V);
+  }
+  dres_a_.resize(R * C);
+  dres_b_.resize(R * C);
+  if (shape.range.num_layers > 0) {
+    dres2_.resize(R * C);
+    datty_.resize(R * C);
+    dqkv_.resize(3 * R * C);
+    dfch_.resize(4 * R * C);
+    datt_.resize(shape.batch * shape.config.heads * shape.seq_len * shape.seq_len);
+  }
+  if (shape.range.num_layers > 0 || is_last()) dln_.resize(R * C);
+}
+
+void Stage::set_threads(std::size_t threads) {
+  PACI_MODEL_CHECK(threads > 0, "a stage needs at least one thread");
+  threads_ = threads;
+}
+
+void Stage::check_params(std::span<const float> params) const {
+  PACI_MODEL_CHECK(params.size() == layout_.size(),
+                   "parameter buffer has {} floats, stage needs {}", params.size(), layout_.size());
+}
+
+void Stage::check_slot(const ActivationSlot& slot) const {
+  PACI_MODEL_CHECK(slot.shape() == shape_, "activation slot was made for another stage shape");
+}
+
+std::span<const float> Stage::logits() const {
+  PACI_MODEL_CHECK(is_last(), "only the last stage computes logits");
+  return logits_;
+}
+
+const float* Stage::run_forward(const float* p, const StageInput& input, ActivationSlot& slot) {
+  check_slot(slot);
+  const std::size_t B = shape_.batch, T = shape_.seq_len, C = shape_.config.d_model;
+  float* x = slot.data(slot.input_);  // (R,C)
+  if (is_first()) {
+    PACI_MODEL_CHECK(input.is_tokens() && input.token_ids().size() == B * T,
+                     "first stage needs {} token ids (B={}, T={})", B * T, B, T);
+    check_ids(input.token_ids(), shape_.config.vocab, "token");
+    std::copy(input.token_ids().begin(), input.token_ids().end(), slot.tokens_.begin());
+    encoder_forward(ctx(), x, slot.tokens_.data(), p + layout_.wte(), p + layout_.wpe(), B, T, C);
+  } else {
+    PACI_MODEL_CHECK(!input.is_tokens() && input.values().size() == B * T * C,
+                     "stage needs {} input activations (B={}, T={}, C={}), got {}", B * T * C, B, T,
+                     C, input.values().size());
+    std::memcpy(x, input.values().data(), B * T * C * sizeof(float));
+  }
+  for (std::size_t l = 0; l < shape_.range.num_layers; ++l) {
+    const BlockActivations& a = slot.blocks_[l];
+    block_forward(p, layout_.block(l), x, slot, a);
+    x = slot.data(a.out);
+  }
+  slot.filled_ = true;
+  return x;
+}
+
+std::span<const float> Stage::forward(std::span<const float> params, const StageInput& input,
+                                      ActivationSlot& slot) {
+  PACI_MODEL_CHECK(!is_last(), "the last stage's forward needs targets: call forward_loss");
+  check_params(params);
+  slot.filled_ = false;
+  run_forward(params.data(), input, slot);
+  return slot.output();
+}
+
+float Stage::forward_loss(std::span<const float> params, const StageInput& input,
+                          std::span<const std::int32_t> targets, float loss_scale,
+                          ActivationSlot& slot) {
+  PACI_MODEL_CHECK(is_last(), "only the last stage computes the loss: call forward");
+  check_params(params);
+  const std::size_t R = shape_.rows(), C = shape_.config.d_model, V = shape_.config.vocab;
+  PACI_MODEL_CHECK(targets.size() == R, "loss needs {} targets, got {}", R, targets.size());
+  check_ids(targets, V, "target");
+  slot.filled_ = false;
+  const float* p = params.data();
+  const float* x = run_forward(p, input, slot);
+  std::copy(targets.begin(), targets.end(), slot.targets_.begin());
+  float* lnf = slot.data(slot.lnf_);
+  layernorm_forward(ctx(), lnf, slot.data(slot.lnf_mean_), slot.data(slot.lnf_rstd_), x,
+                    p + layout_.ln_f_w(), p + layout_.ln_f_b(), R, C);  // (H1)
+  matmul_forward(ctx(), logits_.data(), lnf, p + layout_.lm_head(), nullptr, nullptr, R, C,
+                 V);  // (H2) untied head, no bias
+  slot.loss_scale_ = loss_scale;
+  return crossentropy_forward(ctx(), slot.data(slot.probs_), slot.data(slot.losses_),
+                              logits_.data(), slot.targets_.data(), R, V);  // (H3)
+}
+
+void Stage::block_forward(const float* p, const BlockOffsets& w, const float* x,
+                          ActivationSlot& slot, const BlockActivations& a) {
+  const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
+  const std::size_t C = shape_.config.d_model, NH = shape_.config.heads;
+  float* ln1 = slot.data(a.ln1);
+  float* qkv = slot.data(a.qkv);
+  float* atty = slot.data(a.atty);
+  float* res2 = slot.data(a.residual2);
+  float* ln2 = slot.data(a.ln2);
+  float* fch = slot.data(a.fch);
+  float* fch_gelu = slot.data(a.fch_gelu);
+  layernorm_forward(ctx(), ln1, slot.data(a.ln1_mean), slot.data(a.ln1_rstd), x, p + w.ln1_w,
+                    p + w.ln1_b, R, C);                                             // (B1)
+  matmul_forward(ctx(), qkv, ln1, p + w.qkv_w, p + w.qkv_b, nullptr, R, C, 3 * C);  // (B2)
+  attention_forward(ctx(), atty, slot.data(a.att), qkv, B, T, C, NH);               // (B3)
+  matmul_forward(ctx(), res2, atty, p + w.attproj_w, p + w.attproj_b, x, R, C, C);  // (B4)
+  layernorm_forward(ctx(), ln2, slot.data(a.ln2_mean), slot.data(a.ln2_rstd), res2, p + w.ln2_w,
+                    p + w.ln2_b, R, C);                                           // (B5)
+  matmul_forward(ctx(), fch, ln2, p + w.fc_w, p + w.fc_b, nullptr, R, C, 4 * C);  // (B6)
+  gelu_forward(ctx(), fch_gelu, fch, R * 4 * C);                                  // (B7)
+  matmul_forward(ctx(), slot.data(a.out), fch_gelu, p + w.fcproj_w, p + w.fcproj_b, res2, R, 4 * C,
+                 C);  // (B8)
+}
+
+void Stage::block_backward(const float* p, float* g, const BlockOffsets& w, const float* x,
+                           const ActivationSlot& slot, const BlockActivations& a, const float* dy,
+                           float* dx) {
+  const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
+  const std::size_t C = shape_.config.d_model, NH = shape_.config.heads;
+  // (B8) out = res2 + fch_gelu·Wᵀ + b: the residual passes dy through to dres2 below.
+  matmul_backward(ctx(), dfch_.data(), g + w.fcproj_w, g + w.fcproj_b, dy, slot.data(a.fch_gelu),
+                  p + w.fcproj_w, R, 4 * C, C);
+  gelu_backward(ctx(), dfch_.data(), slot.data(a.fch), dfch_.data(), R * 4 * C);  // (B7)
+  matmul_backward(ctx(), dln_.data(), g + w.fc_w, g + w.fc_b, dfch_.data(), slot.data(a.ln2),
+                  p + w.fc_w, R, C, 4 * C);  // (B6)
+  std::memcpy(dres2_.data(), dy, R * C * sizeof(float));
+  layernorm_backward(ctx(), dres2_.data(), g + w.ln2_w, g + w.ln2_b, dln_.data(),
+                     slot.data(a.residual2), p + w.ln2_w, slot.data(a.ln2_mean),
+                     slot.data(a.ln2_rstd), R, C);  // (B5)
+  // (B4) res2 = x + atty·Wᵀ + b: the residual passes dres2 through to dx below.
+  matmul_backward(ctx(), datty_.data(), g + w.attproj_w, g + w.attproj_b, dres2_.data(),
+                  slot.data(a.atty), p + w.attproj_w, R, C, C);
+  attention_backward(ctx(), dqkv_.data(), datt_.data(), datty_.data(), slot.data(a.qkv),
+                     slot.data(a.att), B, T, C, NH);  // (B3)
+  matmul_backward(ctx(), dln_.data(), g + w.qkv_w, g + w.qkv_b, dqkv_.data(), slot.data(a.ln1),
+                  p + w.qkv_w, R, C, 3 * C);  // (B2)
+  std::memcpy(dx, dres2_.data(), R * C * sizeof(float));
+  layernorm_backward(ctx(), dx, g + w.ln1_w, g + w.ln1_b, dln_.data(), x, p + w.ln1_w,
+                     slot.data(a.ln1_mean), slot.data(a.ln1_rstd), R, C);  // (B1)
+}
+
+void Stage::backward(std::span<const float> params, std::span<float> grads,
+                     const ActivationSlot& slot, std::span<const float> d_output,
+                     std::span<float> d_input) {
+  check_params(params);
+  PACI_MODEL_CHECK(grads.size() == layout_.size(), "gradient buffer has {} floats, stage needs {}",
+                   grads.size(), layout_.size());
+  check_slot(slot);
+  PACI_MODEL_CHECK(slot.filled(), "backward of a slot that holds no forward");
+  const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
+  const std::size_t C = shape_.config.d_model, V = shape_.config.vocab;
+  const float* p = params.data();
+  float* g = grads.data();
+  const std::size_t n = shape_.range.num_layers;
+  const float* top = n == 0 ? slot.data(slot.input_) : slot.data(slot.blocks_.back().out);
+  const float* dy = nullptr;
+  if (is_last()) {
+    PACI_MODEL_CHECK(d_output.empty(), "the last stage's backward starts from its loss");
+    // (H3) loss = mean over R rows of −log softmax, scaled: d(row loss) = loss_scale / R.
+    crossentropy_backward(ctx(), dlogits_.data(), slot.data(slot.probs_), slot.targets_.data(),
+                          slot.loss_scale_ / static_cast<float>(R), R, V);
+    matmul_backward(ctx(), dln_.data(), g + layout_.lm_head(), nullptr, dlogits_.data(),
+                    slot.data(slot.lnf_), p + layout_.lm_head(), R, C, V);  // (H2)
+    std::fill(dres_a_.begin(), dres_a_.end(), 0.0f);
+    layernorm_backward(ctx(), dres_a_.data(), g + layout_.ln_f_w(), g + layout_.ln_f_b(),
+                       dln_.data(), top, p + layout_.ln_f_w(), slot.data(slot.lnf_mean_),
+                       slot.data(slot.lnf_rstd_), R, C);  // (H1)
+    dy = dres_a_.data();
+  } else {
+    PACI_MODEL_CHECK(d_output.size() == R * C,
+                     "d_output needs {} floats (B={}, T={}, C={}), got {}", R * C, B, T, C,
+                     d_output.size());
+    dy = d_output.data();
+  }
+  if (is_first()) {
+    PACI_MODEL_CHECK(d_input.empty(), "the first stage has no input gradient to return");
+  } else {
+    PACI_MODEL_CHECK(d_input.size() == R * C, "d_input needs {} floats, got {}", R * C,
+                     d_input.size());
+  }
+  for (std::size_t l = n; l-- > 0;) {
+    const float* x = l == 0 ? slot.data(slot.input_) : slot.data(slot.blocks_[l - 1].out);
+    float* dx = dy == dres_a_.data() ? dres_b_.data() : dres_a_.data();
+    if (l == 0 && !is_first()) dx = d_input.data();  // the first block writes straight out
+    block_backward(p, g, layout_.block(l), x, slot, slot.blocks_[l], dy, dx);
+    dy = dx;
+  }
+  if (is_first()) {
+    encoder_backward(ctx(), g + layout_.wte(), g + layout_.wpe(), dy, slot.tokens_.data(), B, T,
+                     C);  // (E1)
+  } else if (n == 0) {
+    std::memcpy(d_input.data(), dy, R * C * sizeof(float));
+  }
+}
+
+}  // namespace paci::model

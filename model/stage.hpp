@@ -1,0 +1,110 @@
+// A pipeline stage of the GPT-2 model: forward and backward over its blocks (plus the embeddings
+// on the first stage, the final LayerNorm, untied head and loss on the last). The whole model is
+// the one stage {0, L}: the same code, so chained stages give bitwise the one-stage results.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/activations.hpp"
+#include "model/blas.hpp"
+#include "model/layout.hpp"
+
+namespace paci::model {
+
+// What a stage's forward consumes: token ids (B,T) on the first stage, the previous stage's
+// output activations (B,T,C) on every other.
+class StageInput {
+ public:
+  static StageInput tokens(std::span<const std::int32_t> ids) { return StageInput(ids, {}); }
+  static StageInput activations(std::span<const float> x) { return StageInput({}, x); }
+  bool is_tokens() const { return is_tokens_; }
+  std::span<const std::int32_t> token_ids() const { return tokens_; }
+  std::span<const float> values() const { return activations_; }
+
+ private:
+  StageInput(std::span<const std::int32_t> t, std::span<const float> a)
+      : tokens_(t), activations_(a), is_tokens_(a.empty() && !t.empty()) {}
+  std::span<const std::int32_t> tokens_;
+  std::span<const float> activations_;
+  bool is_tokens_ = false;
+};
+
+// One stage's compute. Parameters and gradients are passed in (ParamLayout buffers), so a caller
+// chooses which weight version each call reads. Owns only scratch: calls must not overlap.
+// Every buffer is allocated in the constructor; forward and backward allocate nothing.
+class Stage {
+ public:
+  // threads: OpenMP threads for this stage's loops and GEMM chunks. Sets OpenBLAS (process-wide)
+  // to one thread if it is not already (model/blas.hpp says why).
+  explicit Stage(const StageShape& shape, std::size_t threads = 1);
+
+  const StageShape& shape() const { return shape_; }
+  const ParamLayout& layout() const { return layout_; }
+  bool is_first() const { return shape_.range.is_first(); }
+  bool is_last() const { return shape_.range.is_last(shape_.config); }
+
+  std::size_t threads() const { return threads_; }
+  void set_threads(std::size_t threads);
+
+  // A slot sized for this stage (allocates; do it before training).
+  ActivationSlot make_slot() const { return ActivationSlot(shape_); }
+
+  // Forward of a non-last stage. Fills slot and returns the output (B,T,C), a view into the slot
+  // valid until the slot is reused. Token ids must be in [0, V).
+  std::span<const float> forward(std::span<const float> params, const StageInput& input,
+                                 ActivationSlot& slot);
+  // Forward of the last stage through the loss. targets (B,T) in [0, V). The backward will
+  // produce the gradient of loss_scale · mean loss (1/M to average over M accumulated
+  // micro-batches). Returns the unscaled mean cross-entropy over the B·T positions.
+  float forward_loss(std::span<const float> params, const StageInput& input,
+                     std::span<const std::int32_t> targets, float loss_scale, ActivationSlot& slot);
+
+  // Backward of the micro-batch whose forward filled slot, reading params (the current weights
+  // for PACI, the stashed ones for PipeDream: the caller chooses). grads += this micro-batch's
+  // parameter gradients. d_output: dL/d(output) (B,T,C) on a non-last stage, empty on the last.
+  // d_input: receives dL/d(input) (B,T,C) on a non-first stage, empty on the first.
+  void backward(std::span<const float> params, std::span<float> grads, const ActivationSlot& slot,
+                std::span<const float> d_output, std::span<float> d_input);
+
+  // Logits (B,T,V) of the last forward_loss on this stage.
+  std::span<const float> logits() const;
+
+  // GEMM time and FLOPs of this stage's calls since the last reset (enable_gemm_timing(true)).
+  void enable_gemm_timing(bool on) { time_gemms_ = on; }
+  const GemmStats& gemm_stats() const { return gemm_stats_; }
+  void reset_gemm_stats() { gemm_stats_ = {}; }
+
+ private:
+  void check_params(std::span<const float> params) const;
+  void check_slot(const ActivationSlot& slot) const;
+  const float* run_forward(const float* p, const StageInput& input, ActivationSlot& slot);
+  void block_forward(const float* p, const BlockOffsets& w, const float* x, ActivationSlot& slot,
+                     const BlockActivations& a);
+  void block_backward(const float* p, float* g, const BlockOffsets& w, const float* x,
+                      const ActivationSlot& slot, const BlockActivations& a, const float* dy,
+                      float* dx);
+
+  // Built per call, so that a moved Stage never points at another one's statistics.
+  OpContext ctx() { return {threads_, time_gemms_ ? &gemm_stats_ : nullptr}; }
+
+  StageShape shape_;
+  ParamLayout layout_;
+  std::size_t threads_ = 1;
+  bool time_gemms_ = false;
+  GemmStats gemm_stats_;
+  // Scratch, one micro-batch at a time (shapes with R = B·T).
+  std::vector<float> logits_;           // (R,V) last stage
+  std::vector<float> dlogits_;          // (R,V) last stage
+  std::vector<float> dres_a_, dres_b_;  // (R,C) residual-stream gradients, ping-pong
+  std::vector<float> dres2_;            // (R,C) gradient at a block's mid residual
+  std::vector<float> dln_;              // (R,C) gradient at a LayerNorm output
+  std::vector<float> datty_;            // (R,C)
+  std::vector<float> dqkv_;             // (R,3C)
+  std::vector<float> dfch_;             // (R,4C)
+  std::vector<float> datt_;             // (B,NH,T,T)
+};
+
+}  // namespace paci::model

@@ -1,0 +1,167 @@
+// paci train and paci calibrate end to end on a small corpus: the report's versions equal
+// paci analyze's, the measured trace lines up with the simulated one, resuming is bitwise, and
+// bad input or a failing worker gives one clear line and the right exit status.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <sstream>
+
+#include "tests/cli/run.hpp"
+#include "traces/chrome_trace.hpp"
+
+namespace paci {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_paci;
+using testing::slurp;
+using testing::temp_path;
+using testing::write_text;
+
+const char* const kTiny = " --layers 4 --heads 2 --d-model 32 --seq-len 16 --batch 2 ";
+
+// A small corpus, tokenized once per test binary into train and val shards.
+const std::string& data_flags() {
+  static const std::string flags = [] {
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+      text += "In the beginning God created the heaven and the earth. Verse " + std::to_string(i) +
+              ".\n";
+    const std::string txt = temp_path("corpus.txt"), train = temp_path("corpus_train.bin"),
+                      val = temp_path("corpus_val.bin");
+    write_text(txt, text);
+    const auto r = run_paci("data tokenize " + txt + " --train " + train + " --val " + val);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return " --data " + train + " --val-data " + val + " ";
+  }();
+  return flags;
+}
+
+std::vector<nlohmann::json> jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(slurp(path));
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(CliTrain, ReportVersionsEqualAnalysisAndTracesLineUp) {
+  const std::string schedule = temp_path("train_paci.json");
+  ASSERT_EQ(run_paci("schedule -k paci -p 4 -m 2 -n 3 -o " + schedule).status, 0);
+  const std::string report = temp_path("train_report.json"), trace = temp_path("train_trace.json");
+  const auto r = run_paci("train --schedule " + schedule + kTiny + data_flags() +
+                          "--quiet --report " + report + " --trace " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto measured = nlohmann::json::parse(slurp(report));
+  EXPECT_EQ(measured["source"], "measured");
+  EXPECT_EQ(measured["loss"].size(), 3u);
+  const auto analysis = nlohmann::json::parse(run_paci("analyze " + schedule + " --json -").out);
+  EXPECT_EQ(measured["versions"], analysis["versions"]);
+  for (std::size_t s = 0; s < 4; ++s) {
+    EXPECT_EQ(measured["stages"][s]["max_staleness"], analysis["stages"][s]["max_staleness"]);
+    EXPECT_EQ(measured["stages"][s]["peak_activations"], analysis["stages"][s]["peak_activations"]);
+  }
+  // The simulated trace of the same file has the same lanes with the same slices in order.
+  const std::string sim_trace = temp_path("train_sim_trace.json");
+  ASSERT_EQ(run_paci("simulate " + schedule + " --quiet --trace " + sim_trace).status, 0);
+  auto lanes = [](const std::string& text) {
+    EXPECT_EQ(check_trace_text(text), std::vector<std::string>{});
+    std::map<std::pair<int, int>, std::vector<std::string>> by_lane;
+    for (const auto& e : nlohmann::json::parse(text)["traceEvents"])
+      if (e["ph"] == "X" && e["tid"] == 0) by_lane[{e["pid"], e["tid"]}].push_back(e["name"]);
+    return by_lane;
+  };
+  EXPECT_EQ(lanes(slurp(trace)), lanes(slurp(sim_trace)));
+}
+
+TEST(CliTrain, ResumeContinuesBitwise) {
+  const std::string common = std::string(" -k 1f1b -p 2 -m 2") + kTiny + data_flags() + " --quiet ";
+  const std::string full = temp_path("full.jsonl"), first = temp_path("first.jsonl"),
+                    second = temp_path("second.jsonl"), state = temp_path("ckpt.state");
+  ASSERT_EQ(run_paci("train" + common + "--steps 4 --metrics " + full).status, 0);
+  auto r = run_paci("train" + common + "--steps 4 --stop-after 2 --metrics " + first + " --save " +
+                    state);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_paci("train" + common + "--steps 4 --resume " + state + " --metrics " + second);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto losses = [](const std::vector<nlohmann::json>& lines) {
+    std::vector<double> out;
+    for (const auto& j : lines)
+      if (j.contains("loss")) out.push_back(j["loss"].get<double>());
+    return out;
+  };
+  std::vector<double> resumed = losses(jsonl(first));
+  const std::vector<double> rest = losses(jsonl(second));
+  resumed.insert(resumed.end(), rest.begin(), rest.end());
+  EXPECT_EQ(resumed, losses(jsonl(full)));  // bitwise: the same doubles
+  ASSERT_EQ(jsonl(second).front()["step"], 3);
+}
+
+TEST(CliTrain, CalibrateWritesACostModelThatSimulates) {
+  const std::string cost = temp_path("calibrated.json");
+  auto r =
+      run_paci("calibrate -p 2 --repeats 2" + std::string(kTiny) + data_flags() + "-o " + cost);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(cost));
+  EXPECT_EQ(j["stages"].size(), 2u);
+  EXPECT_GT(j["stages"][0]["forward_s"].get<double>(), 0.0);
+  EXPECT_GT(j["stages"][1]["backward_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["stages"][1]["activation_message_bytes"], 0);
+  EXPECT_EQ(j["stages"][0]["gradient_message_bytes"], 0);
+  EXPECT_EQ(j["stages"][0]["activation_message_bytes"], 2 * 16 * 32 * 4);
+  r = run_paci("compare -p 2 -m 4 -n 4 --cost " + cost);
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+TEST(CliTrain, BadInputIsOneLineExitTwo) {
+  const std::string shape = " --heads 2 --d-model 32 --batch 2 ";
+  const std::string base = "train -k 1f1b -m 2 -n 1 --quiet" + shape;
+  const std::string sized = " -p 2 --layers 4 --seq-len 16 ";
+  auto expect_bad = [&](const std::string& args, const std::string& fragment) {
+    const auto r = run_paci(base + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(fragment)) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  };
+  expect_bad(sized + " --data " + temp_path("nope.bin"), "cannot open");
+  const std::string empty = temp_path("empty.bin");
+  write_text(empty, "");
+  expect_bad(sized + " --val-data none --data " + empty, "empty.bin");
+  const std::string magic = temp_path("magic.bin");
+  write_text(magic, std::string(1024 + 64, '\x01'));
+  expect_bad(sized + " --val-data none --data " + magic, "magic");
+  expect_bad(data_flags() + " -p 5 --layers 4 --seq-len 16", "5 stages but only 4");
+  expect_bad(data_flags() + sized + " --partition 3,3", "adds up to 6");
+  expect_bad(data_flags() + sized + " --lr-decay linear", "--lr-decay");
+  // An llm.c model file: exported from a run, then a sequence length beyond its positions.
+  const std::string model = temp_path("model.llmc.bin");
+  ASSERT_EQ(run_paci(base + sized + data_flags() + " --export-llmc " + model).status, 0);
+  expect_bad(data_flags() + " -p 2 --init " + model + " --seq-len 32", "longer than the model");
+  expect_bad(data_flags() + " -p 2 --seq-len 16 --init " + model + " --layers 2", "4");
+  std::string bytes = slurp(model);
+  bytes[4] = 5;  // version 5
+  const std::string wrong = temp_path("model_v5.bin");
+  write_text(wrong, bytes);
+  expect_bad(data_flags() + " -p 2 --seq-len 16 --init " + wrong, "version");
+  const auto ok = run_paci(base + " -p 2 --seq-len 16" + data_flags() + " --init " + model);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+}
+
+TEST(CliTrain, FailuresExitOneNamingStageAndAction) {
+  auto r = run_paci(std::string("train -k paci -p 2 -m 2 -n 2 --quiet") + kTiny + data_flags() +
+                    "--fail-at 1B2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("stage 1, action 1B2"));
+  const std::string state = temp_path("nan.state");
+  write_text(state, "previous");
+  r = run_paci(std::string("train -k 1f1b -p 2 -m 2 -n 6 --quiet --lr 1e30 --warmup-steps 0") +
+               kTiny + data_flags() + "--save " + state);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("loss is"));
+  EXPECT_THAT(r.err, HasSubstr("optimizer step"));
+  EXPECT_EQ(slurp(state), "previous");  // no half-written or new checkpoint
+}
+
+}  // namespace
+}  // namespace paci

@@ -1,0 +1,247 @@
+// The executor's promises: flushed schedules equal one device accumulating the same micro-batches
+// (bitwise on the CPU backend), async versions equal the static analysis exactly, runs are
+// deterministic (threaded = sequential replay), PACI's backward really reads updated weights, and
+// a failing worker stops the run promptly with the stage and action named.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "exec/executor.hpp"
+#include "exec/partition.hpp"
+#include "schedules/analysis.hpp"
+#include "schedules/generators.hpp"
+
+namespace paci::exec {
+namespace {
+
+model::GptConfig tiny() {
+  model::GptConfig c;
+  c.layers = 4;
+  c.heads = 2;
+  c.d_model = 16;
+  c.max_seq_len = 8;
+  c.vocab = 64;
+  return c;
+}
+
+constexpr std::size_t kBatch = 2, kSeq = 8;
+
+// Deterministic synthetic tokens: a function of the micro-batch index only.
+void synthetic(std::uint64_t index, std::span<std::int32_t> inputs,
+               std::span<std::int32_t> targets) {
+  std::uint64_t state = 1000 + index;
+  std::vector<std::int32_t> window(inputs.size() + 1);
+  for (auto& t : window) {  // SplitMix64
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    t = static_cast<std::int32_t>((z ^ (z >> 31)) % 64);
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    inputs[i] = window[i];
+    targets[i] = window[i + 1];
+  }
+}
+
+ExecConfig config_for(std::int32_t stages) {
+  ExecConfig c;
+  c.config = tiny();
+  c.ranges = balanced_partition(c.config, static_cast<std::size_t>(stages), kBatch, kSeq);
+  c.batch = kBatch;
+  c.seq_len = kSeq;
+  c.lr.max_lr = 1e-2;
+  c.lr.min_lr = 1e-3;
+  c.lr.warmup_steps = 1;
+  c.seed = 7;
+  c.data = synthetic;
+  return c;
+}
+
+struct Reference {
+  std::vector<double> step_losses;
+  std::vector<float> params;
+};
+
+// One device, the whole model, accumulating M micro-batches per step: the definition the
+// pipelines must reproduce.
+Reference single_device(std::int32_t M, std::int32_t N) {
+  const ExecConfig c = config_for(1);
+  model::Stage stage({c.config, model::whole_model(c.config), kBatch, kSeq});
+  Reference ref;
+  ref.params.resize(stage.layout().size());
+  model::init_gpt2(stage.layout(), ref.params, c.seed);
+  std::vector<float> grads(ref.params.size(), 0.0f);
+  model::AdamW adamw(stage.layout(), c.adamw);
+  model::LrSchedule lr = c.lr;
+  lr.total_steps = static_cast<std::size_t>(N);
+  model::ActivationSlot slot = stage.make_slot();
+  std::vector<std::int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
+  for (std::int32_t step = 0; step < N; ++step) {
+    double sum = 0.0;
+    for (std::int32_t i = 0; i < M; ++i) {
+      synthetic(static_cast<std::uint64_t>(step * M + i), inputs, targets);
+      sum += stage.forward_loss(ref.params, model::StageInput::tokens(inputs), targets,
+                                1.0f / static_cast<float>(M), slot);
+      stage.backward(ref.params, grads, slot, {}, {});
+    }
+    ref.step_losses.push_back(sum / M);
+    adamw.step(ref.params, grads, lr.at(static_cast<std::size_t>(step)));
+    model::zero(grads);
+  }
+  return ref;
+}
+
+std::vector<float> whole_params(const Executor& ex, std::int32_t stages) {
+  std::vector<float> all;
+  for (std::int32_t s = 0; s < stages; ++s) {
+    const auto p = ex.stage(s).params();
+    all.insert(all.end(), p.begin(), p.end());
+  }
+  return all;
+}
+
+TEST(Executor, FlushedSchedulesEqualOneDeviceBitwise) {
+  for (const char* kind : {"gpipe", "1f1b"})
+    for (std::int32_t P : {1, 2, 4})
+      for (std::int32_t M : {1, 2, P, 2 * P + 1}) {
+        const Reference ref = single_device(M, 3);
+        const Schedule s = generate_schedule(kind, P, M, 3);
+        Executor ex(s, config_for(P));
+        const ExecResult r = ex.run();
+        // Bitwise: the same ops in the same order on the same data, with GEMMs whose chunking
+        // depends on the shape only (model/blas.hpp).
+        EXPECT_EQ(r.step_losses, ref.step_losses) << kind << " P=" << P << " M=" << M;
+        EXPECT_EQ(whole_params(ex, P), ref.params) << kind << " P=" << P << " M=" << M;
+      }
+}
+
+TEST(Executor, AsyncVersionsEqualTheStaticAnalysis) {
+  for (const char* kind : {"pipedream", "2bw", "paci"})
+    for (std::int32_t M : {1, 2, 3, 4, 8}) {
+      if (std::string(kind) == "2bw" && M < 4) continue;
+      const Schedule s = generate_schedule(kind, 4, M, 3);
+      const Analysis expected = analyze(s);
+      Executor ex(s, config_for(4));
+      const ExecResult r = ex.run();
+      ASSERT_EQ(r.observed.versions.size(), expected.versions.size());
+      for (std::size_t i = 0; i < expected.versions.size(); ++i) {
+        const auto& got = r.observed.versions[i];
+        const auto& want = expected.versions[i];
+        ASSERT_EQ(got.v_f, want.v_f)
+            << kind << " M=" << M << " stage " << want.stage << " mb " << want.microbatch;
+        ASSERT_EQ(got.v_b, want.v_b) << kind << " M=" << M << " stage " << want.stage;
+        ASSERT_EQ(got.update, want.update) << kind << " M=" << M;
+        if (std::string(kind) == "pipedream") {
+          EXPECT_EQ(got.v_f, got.v_b);  // the backward reads the stashed version
+        }
+      }
+      for (std::int32_t st = 0; st < 4; ++st) {
+        const auto& got = r.observed.stages[static_cast<std::size_t>(st)];
+        const auto& want = expected.stages[static_cast<std::size_t>(st)];
+        EXPECT_EQ(got.peak_activations, want.peak_activations) << kind << " M=" << M;
+        EXPECT_EQ(got.peak_weight_versions, want.peak_weight_versions) << kind << " M=" << M;
+        EXPECT_EQ(got.max_staleness, want.max_staleness) << kind << " M=" << M;
+        if (std::string(kind) == "2bw") {
+          EXPECT_LE(got.peak_weight_versions, 2);
+        }
+      }
+    }
+}
+
+TEST(Executor, DeterministicAndThreadedEqualsSequential) {
+  for (const char* kind : {"paci", "1f1b", "pipedream"}) {
+    const Schedule s = generate_schedule(kind, 4, 3, 3);
+    Executor a(s, config_for(4));
+    const ExecResult ra = a.run();
+    Executor b(s, config_for(4));
+    const ExecResult rb = b.run();
+    ExecConfig sequential = config_for(4);
+    sequential.sequential = true;
+    Executor c(s, sequential);
+    const ExecResult rc = c.run();
+    EXPECT_EQ(ra.microbatch_losses, rb.microbatch_losses) << kind;
+    EXPECT_EQ(ra.microbatch_losses, rc.microbatch_losses) << kind;
+    EXPECT_EQ(whole_params(a, 4), whole_params(b, 4)) << kind;
+    EXPECT_EQ(whole_params(a, 4), whole_params(c, 4)) << kind;
+  }
+}
+
+// With P=2, M=1, stage 0 runs 0F0 0F1 0B0 0U 0F2 0B1 ...: 0B1 comes after the update that 0B0's
+// gradient made, so under PACI it reads version 1 while 0F1 read version 0. Stashing would make it
+// read version 0 and change every later number.
+TEST(Executor, PaciBackwardReadsTheUpdatedWeights) {
+  Schedule s = generate_schedule("paci", 2, 1, 4);
+  Executor current(s, config_for(2));
+  const ExecResult rc = current.run();
+  EXPECT_EQ(rc.observed.version(0, 1).v_f, 0);
+  EXPECT_EQ(rc.observed.version(0, 1).v_b, 1);
+  s.weight_policy = WeightPolicy::stash;
+  Executor stash(s, config_for(2));
+  const ExecResult rs = stash.run();
+  EXPECT_EQ(rs.observed.version(0, 1).v_b, 0);
+  // Micro-batch 1's loss comes from forwards only: equal. Later losses see different weights.
+  EXPECT_EQ(rc.microbatch_losses[1], rs.microbatch_losses[1]);
+  EXPECT_NE(rc.microbatch_losses[3], rs.microbatch_losses[3]);
+  EXPECT_NE(whole_params(current, 2), whole_params(stash, 2));
+}
+
+TEST(Executor, AFailingWorkerStopsTheRunPromptly) {
+  const Schedule s = generate_schedule("1f1b", 4, 4, 2);
+  for (bool sequential : {false, true}) {
+    ExecConfig c = config_for(4);
+    c.sequential = sequential;
+    c.fail_at = Action{ActionKind::B, 2, 3};
+    Executor ex(s, c);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      ex.run();
+      ADD_FAILURE() << "the run did not fail";
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("stage 2, action 2B3"));
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("injected failure"));
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  }
+}
+
+TEST(Executor, MeasuredTimelineIsComplete) {
+  const Schedule s = generate_schedule("paci", 3, 2, 2);
+  Executor ex(s, config_for(3));
+  const ExecResult r = ex.run();
+  EXPECT_EQ(r.timeline.compute.size(), s.num_actions());
+  EXPECT_EQ(r.timeline.messages.size(), 2u * 2u * 4u);  // 2 links each way, 4 micro-batches
+  for (const auto& m : r.timeline.messages) {
+    EXPECT_LE(m.send_start_s, m.send_end_s);
+    EXPECT_LE(m.recv_start_s, m.recv_end_s);
+    EXPECT_EQ(m.bytes, static_cast<std::int64_t>(kBatch * kSeq * 16 * sizeof(float)));
+  }
+  for (std::size_t d = 0; d < r.times.size(); ++d)
+    for (std::size_t i = 1; i < r.times[d].size(); ++i)
+      EXPECT_LE(r.times[d][i - 1].end_s, r.times[d][i].start_s);
+  const RunSummary summary = ex.summary(r);
+  EXPECT_GT(summary.timing.makespan_s, 0.0);
+  EXPECT_GT(r.device_peak_memory_bytes[0], ex.stage(0).static_bytes());
+}
+
+TEST(Partition, BalancedAndExplicit) {
+  const model::GptConfig c = tiny();
+  const auto ranges = balanced_partition(c, 4, kBatch, kSeq);
+  ASSERT_EQ(ranges.size(), 4u);
+  std::size_t next = 0;
+  for (const auto& r : ranges) {
+    EXPECT_EQ(r.first_layer, next);
+    EXPECT_GE(r.num_layers, 1u);
+    next = r.end_layer();
+  }
+  EXPECT_EQ(next, c.layers);
+  EXPECT_THROW(balanced_partition(c, 5, kBatch, kSeq), InputError);
+  EXPECT_EQ(explicit_partition(c, 2, "3,1")[1].first_layer, 3u);
+  EXPECT_THROW(explicit_partition(c, 2, "3,2"), InputError);
+  EXPECT_THROW(explicit_partition(c, 3, "3,1"), InputError);
+  EXPECT_THROW(explicit_partition(c, 2, "4,0"), InputError);
+  EXPECT_THROW(explicit_partition(c, 2, "x,1"), InputError);
+}
+
+}  // namespace
+}  // namespace paci::exec

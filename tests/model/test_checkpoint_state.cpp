@@ -1,0 +1,216 @@
+// Tests of model/checkpoint_state.hpp: bitwise round trips of buffers and metadata, the byte layout
+// of docs/checkpoints.md against a golden file, corruption and truncation caught by the CRC, atomic
+// writes, stage sections re-sliced to another partition, and AdamW resumed bitwise.
+#include "model/checkpoint_state.hpp"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "model/check.hpp"
+#include "model/checkpoint_io.hpp"
+#include "tests/model/checkpoint_test_util.hpp"
+
+namespace paci::model {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace testing_util;
+
+class StateCheckpoint : public CheckpointTest {};
+
+const GptConfig kConfig{.layers = 3, .heads = 2, .d_model = 4, .max_seq_len = 3, .vocab = 5};
+
+StateMetadata awkward_metadata() {
+  StateMetadata m;
+  m.config = kConfig;
+  m.step = 17;
+  m.next_microbatch = 68;
+  m.data_seed = std::numeric_limits<std::uint64_t>::max() - 1;
+  m.data_order = "sequential";
+  m.rng_state = {0, std::numeric_limits<std::uint64_t>::max(), 0x0123456789abcdefULL};
+  m.lr_schedule = {.max_lr = 3e-4 / 7,
+                   .min_lr = 0.1 + 0.2,
+                   .warmup_steps = 5,
+                   .total_steps = 1000,
+                   .decay = LrDecay::constant};
+  m.adamw = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 1.0 / 3};
+  m.extra = {{"note", "h\u00e9llo"}, {"losses", {5.5, 2.25}}, {"nested", {{"a", nullptr}}}};
+  return m;
+}
+
+void expect_same_metadata(const StateMetadata& a, const StateMetadata& b) {
+  EXPECT_EQ(a.config, b.config);
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.next_microbatch, b.next_microbatch);
+  EXPECT_EQ(a.data_seed, b.data_seed);
+  EXPECT_EQ(a.data_order, b.data_order);
+  EXPECT_EQ(a.rng_state, b.rng_state);
+  EXPECT_EQ(a.lr_schedule.max_lr, b.lr_schedule.max_lr);  // exact: doubles round-trip bitwise
+  EXPECT_EQ(a.lr_schedule.min_lr, b.lr_schedule.min_lr);
+  EXPECT_EQ(a.lr_schedule.warmup_steps, b.lr_schedule.warmup_steps);
+  EXPECT_EQ(a.lr_schedule.total_steps, b.lr_schedule.total_steps);
+  EXPECT_EQ(a.lr_schedule.decay, b.lr_schedule.decay);
+  EXPECT_EQ(a.adamw.beta1, b.adamw.beta1);
+  EXPECT_EQ(a.adamw.beta2, b.adamw.beta2);
+  EXPECT_EQ(a.adamw.eps, b.adamw.eps);
+  EXPECT_EQ(a.adamw.weight_decay, b.adamw.weight_decay);
+  EXPECT_EQ(a.extra, b.extra);
+}
+
+TEST_F(StateCheckpoint, RoundTripIsBitwiseForEveryPartition) {
+  const StateMetadata metadata = awkward_metadata();
+  for (const auto& blocks : std::vector<std::vector<std::size_t>>{{3}, {1, 2}, {1, 1, 1}}) {
+    const std::vector<StageState> stages = make_stages(kConfig, blocks);
+    save_state(path("run.state"), metadata, views(stages));
+    const TrainingState loaded = load_state(path("run.state"), kConfig);
+    EXPECT_EQ(loaded.source, path("run.state"));
+    expect_same_metadata(loaded.metadata, metadata);
+    ASSERT_EQ(loaded.stages.size(), stages.size());
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      EXPECT_EQ(loaded.stages[s].range, stages[s].range);
+      EXPECT_EQ(loaded.stages[s].optimizer_steps, stages[s].optimizer_steps);
+      EXPECT_TRUE(same_bits(loaded.stages[s].weights, stages[s].weights));
+      EXPECT_TRUE(same_bits(loaded.stages[s].first_moment, stages[s].first_moment));
+      EXPECT_TRUE(same_bits(loaded.stages[s].second_moment, stages[s].second_moment));
+    }
+  }
+}
+
+// The layout of docs/checkpoints.md, byte by byte, and a golden file that pins it. Regenerate
+// with PACI_UPDATE_GOLDEN=1 after a deliberate format change (and bump the version).
+TEST_F(StateCheckpoint, BytesMatchTheDocumentedLayoutAndTheGoldenFile) {
+  const GptConfig config{.layers = 1, .heads = 1, .d_model = 4, .max_seq_len = 2, .vocab = 3};
+  StateMetadata metadata;
+  metadata.config = config;
+  metadata.step = 2;
+  metadata.rng_state = {42};
+  const std::vector<StageState> stages = make_stages(config, {1});
+  save_state(path("tiny.state"), metadata, views(stages));
+  const std::string bytes = read_bytes(path("tiny.state"));
+
+  EXPECT_EQ(bytes.substr(0, 8), "PACISTAT");
+  std::uint32_t version = 0, json_bytes = 0, crc = 0;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&json_bytes, bytes.data() + 12, 4);
+  std::memcpy(&crc, bytes.data() + bytes.size() - 4, 4);
+  EXPECT_EQ(version, 1u);
+  const auto json = nlohmann::json::parse(bytes.substr(16, json_bytes));
+  EXPECT_EQ(json.at("format"), "paci.state/1");
+  EXPECT_EQ(json.at("stages").at(0).at("floats"), stages[0].weights.size());
+  const std::size_t n = stages[0].weights.size();
+  ASSERT_EQ(bytes.size(), 16 + json_bytes + 3 * 4 * n + 4);
+  const char* body = bytes.data() + 16 + json_bytes;
+  EXPECT_EQ(std::memcmp(body, stages[0].weights.data(), 4 * n), 0);
+  EXPECT_EQ(std::memcmp(body + 4 * n, stages[0].first_moment.data(), 4 * n), 0);
+  EXPECT_EQ(std::memcmp(body + 8 * n, stages[0].second_moment.data(), 4 * n), 0);
+  EXPECT_EQ(crc, ::crc32(0, reinterpret_cast<const Bytef*>(bytes.data()),
+                         static_cast<uInt>(bytes.size() - 4)));
+
+  const std::string golden = std::string(PACI_GOLDEN_DIR) + "/tiny.state";
+  if (std::getenv("PACI_UPDATE_GOLDEN") != nullptr) write_bytes(golden, bytes);
+  EXPECT_EQ(bytes, read_bytes(golden)) << "format changed? see the comment above";
+  EXPECT_EQ(load_state(golden).metadata.rng_state, metadata.rng_state);
+}
+
+TEST_F(StateCheckpoint, CorruptionTruncationAndWrongFilesAreCaught) {
+  const std::vector<StageState> stages = make_stages(kConfig, {2, 1});
+  const std::string p = path("run.state");
+  save_state(p, awkward_metadata(), views(stages));
+  const std::string good = read_bytes(p);
+  const auto load = [&] { load_state(p); };
+  for (std::size_t at :
+       {std::size_t{12}, std::size_t{20}, good.size() / 2, good.size() - 5, good.size() - 1}) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x01);
+    write_bytes(p, bad);
+    expect_input_error(load, {p, "checksum mismatch: file is corrupt or truncated"});
+  }
+  for (std::size_t size : {std::size_t{21}, good.size() / 2, good.size() - 4, good.size() - 1}) {
+    write_bytes(p, good.substr(0, size));
+    expect_input_error(load, {p, "checksum mismatch: file is corrupt or truncated"});
+  }
+  for (std::size_t size : {std::size_t{0}, std::size_t{19}}) {
+    write_bytes(p, good.substr(0, size));
+    expect_input_error(load, {p, "too short for a paci.state/1 checkpoint"});
+  }
+  write_bytes(p, "GPT2" + good.substr(4));
+  expect_input_error(load, {p, "not a paci.state/1 checkpoint", "expected \"PACISTAT\""});
+  std::string v2 = good;
+  v2[8] = 2;
+  write_bytes(p, v2);
+  expect_input_error(load, {p, "version 2, expected 1"});
+  expect_input_error([&] { load_state(path("missing.state")); }, {"cannot open", "missing.state"});
+
+  write_bytes(p, good);
+  GptConfig other = kConfig;
+  other.layers = 4;
+  expect_input_error([&] { load_state(p, other); }, {p, "layers 3, heads 2", "layers 4, heads 2"});
+}
+
+// A file whose CRC is right but whose metadata lies is still rejected, naming the problem.
+TEST_F(StateCheckpoint, ConsistentChecksumButBadMetadataIsRejected) {
+  const std::vector<StageState> stages = make_stages(kConfig, {3});
+  const std::string p = path("run.state");
+  save_state(p, awkward_metadata(), views(stages));
+  const std::string good = read_bytes(p);
+  std::uint32_t json_bytes = 0;
+  std::memcpy(&json_bytes, good.data() + 12, 4);
+  const auto rewrite = [&](const std::function<void(nlohmann::json&)>& edit, std::size_t cut) {
+    auto json = nlohmann::json::parse(good.substr(16, json_bytes));
+    edit(json);
+    const std::string text = json.dump();
+    const auto size = static_cast<std::uint32_t>(text.size());
+    std::string bytes = good.substr(0, 12) + std::string(reinterpret_cast<const char*>(&size), 4) +
+                        text + good.substr(16 + json_bytes, good.size() - 20 - json_bytes - cut);
+    const std::uint32_t crc = crc32_update(0, bytes.data(), bytes.size());
+    write_bytes(p, bytes + std::string(reinterpret_cast<const char*>(&crc), 4));
+  };
+  rewrite([](nlohmann::json& j) { j["stages"][0]["floats"] = 7; }, 0);
+  expect_input_error([&] { load_state(p); }, {p, "bad metadata", "holds 7 floats"});
+  rewrite([](nlohmann::json& j) { j.erase("step"); }, 0);
+  expect_input_error([&] { load_state(p); }, {p, "bad metadata", "step"});
+  rewrite([](nlohmann::json& j) { j["format"] = "paci.state/9"; }, 0);
+  expect_input_error([&] { load_state(p); }, {p, "expected \"paci.state/1\""});
+  rewrite([](nlohmann::json&) {}, 8);
+  expect_input_error([&] { load_state(p); }, {p, "body is", "need"});
+}
+
+TEST_F(StateCheckpoint, WritesAreAtomic) {
+  const std::vector<StageState> stages = make_stages(kConfig, {3});
+  const std::string p = path("run.state");
+  save_state(p, awkward_metadata(), views(stages));
+  const std::string old = read_bytes(p);
+  const auto only_the_old_file = [&] {
+    EXPECT_EQ(read_bytes(p), old);
+    std::size_t files = 0;
+    for (const auto& entry : fs::directory_iterator(dir_)) files += entry.path() == p ? 1 : 100;
+    EXPECT_EQ(files, 1u) << "a temporary file was left behind";
+  };
+  // A folder that does not exist: an error, nothing written anywhere.
+  EXPECT_THROW(save_state(path("no/such/dir/run.state"), awkward_metadata(), views(stages)),
+               std::runtime_error);
+  only_the_old_file();
+  // A writer abandoned half-way (an exception mid-save) leaves the old file whole.
+  {
+    AtomicWriter writer(p);
+    writer.write("half a checkpoint", 17);
+  }
+  only_the_old_file();
+  // Buffers that do not fit the layout are refused before anything is written.
+  std::vector<StageStateView> wrong = views(stages);
+  wrong[0].first_moment = wrong[0].first_moment.subspan(1);
+  EXPECT_THROW(save_state(p, awkward_metadata(), wrong), ModelError);
+  std::vector<StageState> overlapping = make_stages(kConfig, {2});
+  overlapping.push_back(make_stages(kConfig, {1, 2})[1]);
+  EXPECT_THROW(save_state(p, awkward_metadata(), views(overlapping)), ModelError);
+  only_the_old_file();
+  // A successful overwrite replaces the file, again leaving nothing else.
+  save_state(p, StateMetadata{.config = kConfig}, views(stages));
+  EXPECT_NE(read_bytes(p), old);
+}
+
+}  // namespace
+}  // namespace paci::model

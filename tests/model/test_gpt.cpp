@@ -1,0 +1,266 @@
+// Tests of model/stage.hpp on whole models: a finite-difference gradient check of every tensor,
+// stages 0..P−1 chained giving bitwise the one-stage loss and gradients, 1 vs 2 threads bitwise,
+// backward reading the weights it is given (PACI), and clear errors on bad input.
+#include "model/stage.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "model/check.hpp"
+#include "model/init.hpp"
+#include "reference.hpp"
+
+namespace paci::model {
+namespace {
+
+using namespace reference;
+
+struct Batch {
+  std::vector<std::int32_t> tokens, targets;
+};
+
+Batch make_batch(const StageShape& shape, std::uint64_t seed) {
+  const std::size_t R = shape.rows(), V = shape.config.vocab;
+  return {random_ids(R, V, seed), random_ids(R, V, seed + 1)};
+}
+
+// GPT-2 init plus noise on LayerNorms and biases, so that no gradient path is trivially zero.
+std::vector<float> make_params(const ParamLayout& layout, std::uint64_t seed) {
+  std::vector<float> params(layout.size());
+  init_gpt2(layout, params, seed);
+  InitRng rng(seed + 99);
+  for (const ParamTensor& t : layout.tensors()) {
+    if (t.decays()) continue;
+    for (std::size_t i = 0; i < t.numel; ++i) {
+      params[t.offset + i] += static_cast<float>(0.1 * rng.normal());
+    }
+  }
+  return params;
+}
+
+struct Result {
+  float loss = 0;
+  std::vector<float> grads;  // whole-model layout
+};
+
+// Runs one micro-batch through stages with the given block counts (summing to L), chained as a
+// pipeline would: outputs copied forward, input gradients copied backward.
+Result run_pipeline(const StageShape& whole, const std::vector<float>& params, const Batch& batch,
+                    const std::vector<std::size_t>& blocks, std::size_t threads = 1,
+                    float loss_scale = 1.0f) {
+  std::vector<Stage> stages;
+  std::size_t first = 0;
+  for (std::size_t n : blocks) {
+    StageShape shape = whole;
+    shape.range = {first, n};
+    stages.emplace_back(shape, threads);
+    first += n;
+  }
+  std::vector<ActivationSlot> slots;
+  std::vector<std::span<const float>> stage_params;
+  Result result;
+  result.grads.assign(params.size(), 0.0f);
+  std::vector<std::span<float>> stage_grads;
+  for (Stage& s : stages) {
+    slots.push_back(s.make_slot());
+    stage_params.emplace_back(params.data() + s.layout().model_offset(), s.layout().size());
+    stage_grads.emplace_back(result.grads.data() + s.layout().model_offset(), s.layout().size());
+  }
+  std::vector<float> message;  // the transport: one activation or gradient in flight
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const StageInput input =
+        i == 0 ? StageInput::tokens(batch.tokens) : StageInput::activations(message);
+    if (stages[i].is_last()) {
+      result.loss =
+          stages[i].forward_loss(stage_params[i], input, batch.targets, loss_scale, slots[i]);
+    } else {
+      auto out = stages[i].forward(stage_params[i], input, slots[i]);
+      message.assign(out.begin(), out.end());
+    }
+  }
+  std::vector<float> d_input(whole.rows() * whole.config.d_model);
+  for (std::size_t i = stages.size(); i-- > 0;) {
+    std::span<const float> d_output = stages[i].is_last() ? std::span<const float>() : message;
+    std::span<float> d_in = stages[i].is_first() ? std::span<float>() : std::span<float>(d_input);
+    stages[i].backward(stage_params[i], stage_grads[i], slots[i], d_output, d_in);
+    message = d_input;
+  }
+  return result;
+}
+
+StageShape tiny_shape() {
+  StageShape shape;
+  shape.config = {.layers = 2, .heads = 2, .d_model = 16, .max_seq_len = 8, .vocab = 256};
+  shape.range = whole_model(shape.config);
+  shape.batch = 2;
+  shape.seq_len = 8;
+  return shape;
+}
+
+TEST(Gpt, ForwardMatchesDoubleReference) {
+  const StageShape shape = tiny_shape();
+  const ParamLayout layout(shape.config, shape.range);
+  const auto params = make_params(layout, 1);
+  const Batch batch = make_batch(shape, 2);
+  Stage stage(shape);
+  ActivationSlot slot = stage.make_slot();
+  const float loss =
+      stage.forward_loss(params, StageInput::tokens(batch.tokens), batch.targets, 1.0f, slot);
+  Vec logits;
+  const double expected = gpt_loss(shape.config, layout, to_double(params), batch.tokens,
+                                   batch.targets, shape.batch, shape.seq_len, &logits);
+  EXPECT_NEAR(loss, expected, 1e-5);
+  EXPECT_TRUE(all_close(stage.logits(), std::span<const double>(logits), {1e-6, 1e-5}, "logits"));
+}
+
+// Analytic float gradients against central differences of the double model (h = 1e-4: truncation
+// and rounding of the difference ~1e-11). The loss is a mean over 16 positions and 256 classes, so
+// gradients are small (1e-5..1e-2); float rounding measured ≤ 1e-8 absolute. atol 1e-7 + rtol 1e-4
+// keeps a 10× margin and still fails on any wrong term.
+TEST(Gpt, WholeModelGradientCheck) {
+  const StageShape shape = tiny_shape();
+  const ParamLayout layout(shape.config, shape.range);
+  const auto params = make_params(layout, 3);
+  const Batch batch = make_batch(shape, 4);
+  const Result analytic = run_pipeline(shape, params, batch, {2});
+  Vec point = to_double(params);
+  InitRng rng(5);
+  for (const ParamTensor& t : layout.tensors()) {
+    std::vector<float> got;
+    Vec want;
+    for (int k = 0; k < 4; ++k) {  // four random coordinates per tensor
+      std::size_t i = t.offset + rng.next() % t.numel;
+      if (t.name == "wte")
+        i = t.offset + static_cast<std::size_t>(batch.tokens[k]) * shape.config.d_model + k;
+      const double h = 1e-4, saved = point[i];
+      point[i] = saved + h;
+      const double up = gpt_loss(shape.config, layout, point, batch.tokens, batch.targets,
+                                 shape.batch, shape.seq_len);
+      point[i] = saved - h;
+      const double down = gpt_loss(shape.config, layout, point, batch.tokens, batch.targets,
+                                   shape.batch, shape.seq_len);
+      point[i] = saved;
+      got.push_back(analytic.grads[i]);
+      want.push_back((up - down) / (2 * h));
+    }
+    EXPECT_TRUE(all_close(got, want, {1e-7, 1e-4}, t.name));
+  }
+}
+
+StageShape split_shape() {
+  StageShape shape;
+  shape.config = {.layers = 4, .heads = 4, .d_model = 32, .max_seq_len = 40, .vocab = 256};
+  shape.range = whole_model(shape.config);
+  shape.batch = 4;
+  shape.seq_len = 33;  // 132 rows: GEMMs split into several chunks, attention into 2 blocks
+  return shape;
+}
+
+void expect_bitwise(const Result& a, const Result& b) {
+  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(float)), 0) << a.loss << " vs " << b.loss;
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  EXPECT_EQ(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)), 0);
+}
+
+TEST(Gpt, ChainedStagesEqualOneStageBitwise) {
+  const StageShape shape = split_shape();
+  const ParamLayout layout(shape.config, shape.range);
+  const auto params = make_params(layout, 7);
+  const Batch batch = make_batch(shape, 8);
+  const Result whole = run_pipeline(shape, params, batch, {4}, 1, 0.25f);
+  for (const auto& blocks :
+       std::vector<std::vector<std::size_t>>{{2, 2}, {1, 3}, {3, 1}, {1, 1, 1, 1}, {1, 2, 1}}) {
+    SCOPED_TRACE(::testing::PrintToString(blocks));
+    expect_bitwise(run_pipeline(shape, params, batch, blocks, 1, 0.25f), whole);
+  }
+}
+
+TEST(Gpt, OneAndTwoThreadsAreBitwiseEqual) {
+  // Bitwise by construction: rows are split among threads but each row (and each GEMM chunk,
+  // fixed by the shape) is computed by one thread in one order; cross-row sums run in row order.
+  const StageShape shape = split_shape();
+  const ParamLayout layout(shape.config, shape.range);
+  const auto params = make_params(layout, 9);
+  const Batch batch = make_batch(shape, 10);
+  const Result one = run_pipeline(shape, params, batch, {4}, 1);
+  expect_bitwise(run_pipeline(shape, params, batch, {4}, 2), one);
+  expect_bitwise(run_pipeline(shape, params, batch, {2, 2}, 2), one);
+  expect_bitwise(run_pipeline(shape, params, batch, {4}, 1), one);  // and run-to-run
+}
+
+TEST(Gpt, BackwardReadsTheWeightsItIsGiven) {
+  // PACI: forward with version 0, backward with version 1. Input gradients follow the weights
+  // given to backward; weight gradients come from the saved activations only.
+  StageShape shape = split_shape();
+  shape.range = {2, 2};  // the last stage of two: it has a loss and returns an input gradient
+  const ParamLayout layout(shape.config, shape.range);
+  const auto v0 = make_params(layout, 11);
+  auto v1 = v0;
+  for (float& p : v1) p *= 1.01f;
+  Stage stage(shape);
+  ActivationSlot slot = stage.make_slot();
+  const auto x = to_float(random_vec(shape.rows() * shape.config.d_model, 12));
+  const auto targets = random_ids(shape.rows(), 256, 13);
+  auto backward = [&](const std::vector<float>& version, std::vector<float>& grads) {
+    stage.forward_loss(v0, StageInput::activations(x), targets, 1.0f, slot);
+    std::vector<float> dx(x.size());
+    grads.assign(layout.size(), 0.0f);
+    stage.backward(version, grads, slot, {}, dx);
+    return dx;
+  };
+  std::vector<float> g0, g1;
+  const auto dx0 = backward(v0, g0);
+  const auto dx1 = backward(v1, g1);
+  EXPECT_NE(dx0, dx1);
+  const ParamTensor& head = layout.tensor("lm_head.weight");  // dW = dlogitsᵀ·ln_f(x): v0's ln_f
+  EXPECT_EQ(std::memcmp(g0.data() + head.offset, g1.data() + head.offset, head.numel * 4), 0);
+}
+
+TEST(Gpt, ErrorsNameTheProblem) {
+  const StageShape shape = tiny_shape();
+  Stage stage(shape);
+  ActivationSlot slot = stage.make_slot();
+  const ParamLayout& layout = stage.layout();
+  std::vector<float> params(layout.size(), 0.0f), grads(layout.size(), 0.0f);
+  Batch batch = make_batch(shape, 1);
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const ModelError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { stage.backward(params, grads, slot, {}, {}); }).find("holds no forward"),
+            std::string::npos);
+  Batch bad = batch;
+  bad.tokens[5] = 256;
+  EXPECT_NE(message([&] {
+              stage.forward_loss(params, StageInput::tokens(bad.tokens), bad.targets, 1, slot);
+            }).find("token id 256 at position 5"),
+            std::string::npos);
+  std::vector<float> short_params(10);
+  EXPECT_NE(message([&] {
+              stage.forward_loss(short_params, StageInput::tokens(batch.tokens), batch.targets, 1,
+                                 slot);
+            }).find("parameter buffer has 10 floats"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              stage.forward(params, StageInput::tokens(batch.tokens), slot);
+            }).find("call forward_loss"),
+            std::string::npos);
+  StageShape too_long = shape;
+  too_long.seq_len = 9;
+  EXPECT_NE(message([&] { Stage s(too_long); }).find("sequence length 9"), std::string::npos);
+  StageShape other = shape;
+  other.batch = 3;
+  ActivationSlot wrong = Stage(other).make_slot();
+  EXPECT_NE(message([&] {
+              stage.forward_loss(params, StageInput::tokens(batch.tokens), batch.targets, 1, wrong);
+            }).find("another stage shape"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace paci::model
