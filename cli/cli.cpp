@@ -23,6 +23,8 @@ const std::vector<Command>& commands() {
       {"sweep", "simulate schedules over grids of P and M, writing CSV", run_sweep},
       {"train", "train the GPT on a schedule with one worker thread per stage", run_train},
       {"calibrate", "measure F, B, U and the transport here; write a cost model", run_calibrate},
+      {"fidelity", "calibrate, simulate and run every schedule; compare predicted and measured",
+       run_fidelity},
       {"costmodel", "analytic cost model of a GPT split into stages, for paci simulate",
        run_costmodel},
       {"data", "tokenize text into llm.c token shards, inspect shards", run_data},

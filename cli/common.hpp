@@ -39,6 +39,7 @@ int run_compare(const std::vector<std::string>& args);
 int run_sweep(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
+int run_fidelity(const std::vector<std::string>& args);
 int run_costmodel(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
 
