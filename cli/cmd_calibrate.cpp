@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <iostream>
 
+#include "cli/calibration.hpp"
 #include "cli/common.hpp"
 #include "cli/load.hpp"
 #include "cli/train_setup.hpp"
@@ -14,39 +15,17 @@ namespace paci::cli {
 
 namespace {
 
-CostModel to_cost_model(const exec::Calibration& c, const TrainSetup& t) {
-  CostModel m;
-  const std::size_t P = c.stages.size();
+std::string describe(const exec::Calibration& c, const TrainSetup& t) {
   char host[256] = "this machine";
   gethostname(host, sizeof host - 1);
   std::string partition;
   for (const auto& r : t.exec.ranges)
     partition += (partition.empty() ? "" : ",") + std::to_string(r.num_layers);
-  m.description = fmt::format(
+  return fmt::format(
       "calibrated on {}: gpt L={} d={} heads={} T={} V={} B={}, partition {}, {} thread(s) per "
       "stage, medians of {} repeats",
       host, t.exec.config.layers, t.exec.config.d_model, t.exec.config.heads, t.exec.seq_len,
       t.exec.config.vocab, t.exec.batch, partition, t.exec.threads_per_device, c.repeats);
-  m.tokens_per_microbatch = c.tokens_per_microbatch;
-  m.default_link.latency_s = c.link.latency_s;
-  m.default_link.bandwidth_bytes_per_s = c.link.bandwidth_bytes_per_s;
-  for (std::size_t s = 0; s < P; ++s) {
-    const exec::StageMeasurement& x = c.stages[s];
-    StageCost sc;
-    sc.forward_s = x.forward_s;
-    sc.backward_s = x.backward_s;
-    sc.input_grad_s = x.backward_s / 2;  // the CPU executor does not split backwards yet
-    sc.weight_grad_s = x.backward_s / 2;
-    sc.update_s = x.update_s;
-    sc.activation_bytes = x.activation_bytes;
-    sc.activation_message_bytes = s + 1 < P ? x.message_bytes : 0;
-    sc.gradient_message_bytes = s > 0 ? x.message_bytes : 0;
-    sc.weight_bytes = x.weight_bytes;
-    sc.gradient_bytes = x.gradient_bytes;
-    sc.optimizer_bytes = x.optimizer_bytes;
-    m.stages.push_back(sc);
-  }
-  return m;
 }
 
 }  // namespace
@@ -68,7 +47,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   if (repeats == 0) throw InputError("--repeats must be positive");
   const TrainSetup t = make_train_setup(f, vm);
   const exec::Calibration c = exec::calibrate(t.exec, repeats);
-  const CostModel model = to_cost_model(c, t);
+  const CostModel model = cost_model_from_calibration(c, describe(c, t));
   check_cost_model(model);
   write_output(output, write_cost_model(model));
   if (!f.quiet && output != "-")

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "cli/calibration.hpp"
 #include "cli/common.hpp"
 #include "cli/compare_rows.hpp"
 #include "cli/load.hpp"
@@ -18,21 +19,6 @@
 namespace paci::cli {
 
 namespace {
-
-CostModel calibrated_cost_model(const exec::Calibration& c) {
-  CostModel m;
-  m.description = "calibrated by paci fidelity";
-  m.tokens_per_microbatch = c.tokens_per_microbatch;
-  m.default_link = {c.link.latency_s, c.link.bandwidth_bytes_per_s};
-  for (std::size_t s = 0; s < c.stages.size(); ++s) {
-    const auto& x = c.stages[s];
-    m.stages.push_back({x.forward_s, x.backward_s, x.backward_s / 2, x.backward_s / 2, x.update_s,
-                        x.activation_bytes, s + 1 < c.stages.size() ? x.message_bytes : 0,
-                        s > 0 ? x.message_bytes : 0, x.weight_bytes, x.gradient_bytes,
-                        x.optimizer_bytes});
-  }
-  return m;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -66,7 +52,8 @@ int run_fidelity(const std::vector<std::string>& args) {
   f.quiet = true;
   TrainSetup base = make_train_setup(f, vm);
   const exec::Calibration calibration = exec::calibrate(base.exec, calibration_repeats);
-  const CostModel costs = calibrated_cost_model(calibration);
+  const CostModel costs =
+      cost_model_from_calibration(calibration, "calibrated by paci fidelity on this machine");
 
   ordered_json out;
   out["machine_cost_model"] = ordered_json::parse(write_cost_model(costs));

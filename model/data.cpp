@@ -24,13 +24,6 @@ DataOrder parse_data_order(std::string_view text) {
   throw InputError(fmt::format("unknown data order '{}' (sequential | shuffled)", text));
 }
 
-std::uint64_t SplitMix64::next() {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 std::uint64_t SplitMix64::below(std::uint64_t n) {
   PACI_MODEL_CHECK(n > 0, "empty range");
   // Reject the lowest 2^64 mod n values so that every residue is equally likely.

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/rng.hpp"
 #include "model/tokenizer.hpp"
 
 namespace paci::model {
@@ -20,12 +21,6 @@ enum class DataOrder { sequential, shuffled };
 std::string_view to_string(DataOrder order);
 DataOrder parse_data_order(std::string_view text);  // InputError unless sequential | shuffled
 
-// splitmix64 (Steele, Lea, Flood 2014): state += 0x9e3779b97f4a7c15, then the output mix.
-struct SplitMix64 {
-  std::uint64_t state = 0;
-  std::uint64_t next();
-  std::uint64_t below(std::uint64_t n);  // uniform in [0, n) by rejection, n > 0
-};
 // Permutation of 0..n-1: Fisher–Yates from the top (j = n-1 … 1 swaps j with below(j+1)) on the
 // identity, with SplitMix64{mix(mix(seed) ^ epoch)} where mix(x) = SplitMix64{x}.next().
 std::vector<std::size_t> epoch_permutation(std::uint64_t seed, std::uint64_t epoch, std::size_t n);

@@ -10,13 +10,6 @@
 
 namespace paci::model {
 
-std::uint64_t InitRng::next() {
-  std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 double InitRng::uniform() {
   // (k + 0.5) / 2^53 with k in [0, 2^53): never 0, never 1.
   return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53;

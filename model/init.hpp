@@ -8,20 +8,21 @@
 #include <string_view>
 
 #include "model/layout.hpp"
+#include "model/rng.hpp"
 
 namespace paci::model {
 
-// The initialisation stream: SplitMix64 (Steele, Lea, Flood 2014) with Box-Muller normals.
-// (model/data.hpp has its own SplitMix64 for data order; the two never share a stream.)
+// The initialisation stream: SplitMix64 (model/rng.hpp) with Box-Muller normals. Data order uses
+// its own SplitMix64 streams; the two never share one.
 class InitRng {
  public:
-  explicit InitRng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next();
+  explicit InitRng(std::uint64_t seed) : rng_{seed} {}
+  std::uint64_t next() { return rng_.next(); }
   double uniform();  // in (0, 1), 53 random bits
   double normal();   // N(0, 1), Box-Muller; std::normal_distribution is implementation-defined
 
  private:
-  std::uint64_t state_;
+  SplitMix64 rng_;
   double spare_ = 0;
   bool has_spare_ = false;
 };
