@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "model/check.hpp"
 #include "schedules/index.hpp"
 
 namespace paci::cli {
@@ -89,6 +90,9 @@ int main(int argc, char** argv) {
     std::cerr << fmt::format("paci {}: error: {} (see paci {} --help)\n", name, e.what(), name);
     return 2;
   } catch (const InputError& e) {
+    std::cerr << fmt::format("paci {}: error: {}\n", name, e.what());
+    return 2;
+  } catch (const model::InputError& e) {
     std::cerr << fmt::format("paci {}: error: {}\n", name, e.what());
     return 2;
   } catch (const std::exception& e) {

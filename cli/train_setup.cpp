@@ -8,6 +8,7 @@
 
 #include "cli/load.hpp"
 #include "exec/partition.hpp"
+#include "model/check.hpp"
 #include "model/checkpoint_io.hpp"
 #include "model/checkpoint_llmc.hpp"
 #include "model/checkpoint_state.hpp"
@@ -210,7 +211,7 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   auto read = [&](const std::string& list) {
     try {
       return model::read_shards(list, config.vocab);
-    } catch (const InputError& e) {
+    } catch (const paci::model::InputError& e) {
       if (list != TrainFlags().data && list != TrainFlags().val_data) throw;
       throw InputError(
           fmt::format("{} (scripts/prepare_data.sh makes the default corpus)", e.what()));

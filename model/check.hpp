@@ -1,4 +1,4 @@
-// The model library's one error type and check macro: a failed check throws ModelError whose
+// The model library's error types and check macro: a failed check throws ModelError whose
 // message names the file, the line, the failing expression and a formatted explanation.
 // Everything in paci::model reports bad shapes, ranges and states this way (never asserts).
 #pragma once
@@ -11,6 +11,13 @@
 namespace paci::model {
 
 struct ModelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Bad input from the user's side — a missing or malformed data, model or checkpoint file, an
+// impossible request — with one line naming the file and the problem. The CLI exits 2 on it
+// (ModelError, a broken internal invariant, exits 1).
+struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 

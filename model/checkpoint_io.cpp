@@ -1,6 +1,7 @@
 // BinaryReader and AtomicWriter over stdio and POSIX (mkstemp, fsync, rename), and zlib's CRC-32.
 // A checkpoint is durable once commit() returns: data and the folder entry are both fsynced.
 #include "model/checkpoint_io.hpp"
+#include "model/check.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -16,7 +17,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "schedules/ir.hpp"  // InputError
 
 namespace paci::model {
 

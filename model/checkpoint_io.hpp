@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "model/check.hpp"  // InputError
 #include "model/config.hpp"
 
 namespace paci::model {

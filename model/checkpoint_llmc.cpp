@@ -12,7 +12,6 @@
 
 #include "model/check.hpp"
 #include "model/checkpoint_io.hpp"
-#include "schedules/ir.hpp"  // InputError
 
 namespace paci::model {
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/check.hpp"  // InputError
 #include "model/config.hpp"
 #include "model/layout.hpp"
 

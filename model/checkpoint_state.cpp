@@ -15,7 +15,6 @@
 #include "model/check.hpp"
 #include "model/checkpoint_io.hpp"
 #include "model/layout.hpp"
-#include "schedules/ir.hpp"  // InputError
 
 namespace paci::model {
 namespace {

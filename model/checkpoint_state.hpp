@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/check.hpp"  // InputError
 #include "model/config.hpp"
 #include "model/optimizer.hpp"
 

@@ -10,7 +10,6 @@
 #include <mutex>
 
 #include "model/check.hpp"
-#include "schedules/ir.hpp"  // paci::InputError, the CLI's exit-2 error (header only)
 
 namespace paci::model {
 

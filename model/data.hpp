@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/check.hpp"  // InputError
 #include "model/rng.hpp"
 #include "model/tokenizer.hpp"
 

@@ -1,7 +1,8 @@
 // llm.c token shard reading, validation and atomic writing. See model/shards.hpp for the format.
 // Files go through model/checkpoint_io.hpp (whole-file reader, atomic writer); errors are
-// paci::InputError.
+// InputError.
 #include "model/shards.hpp"
+#include "model/check.hpp"
 
 #include <fmt/format.h>
 #include <glob.h>
@@ -9,7 +10,6 @@
 #include <algorithm>
 
 #include "model/checkpoint_io.hpp"
-#include "schedules/ir.hpp"  // paci::InputError, the CLI's exit-2 error (header only)
 
 namespace paci::model {
 namespace {

@@ -1,9 +1,9 @@
 // Byte-level tokenizer: a byte is its own token id. See model/tokenizer.hpp.
 #include "model/tokenizer.hpp"
+#include "model/check.hpp"
 
 #include <fmt/format.h>
 
-#include "schedules/ir.hpp"  // paci::InputError, the CLI's exit-2 error (header only)
 
 namespace paci::model {
 

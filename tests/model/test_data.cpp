@@ -13,7 +13,6 @@
 #include "model/data.hpp"
 #include "model/shards.hpp"
 #include "model/tokenizer.hpp"
-#include "schedules/ir.hpp"
 #include "tests/cli/run.hpp"
 
 namespace paci::model {
