@@ -1,0 +1,115 @@
+// NcclCommunicator and connect_ranks(). Sends and receives name the tensor's precision as the NCCL
+// type (float32 or bfloat16) and its element count, so both sides must agree on both.
+#include "cuda/nccl/communicator.hpp"
+
+#include <cstring>
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace paci::cuda {
+namespace {
+
+ncclDataType_t nccl_type(Precision p) {
+  return p == Precision::fp32 ? ncclFloat32 : ncclBfloat16;
+}
+
+}  // namespace
+
+ncclUniqueId NcclCommunicator::unique_id() {
+  ncclUniqueId id;
+  PACI_NCCL_CHECK(ncclGetUniqueId(&id));
+  return id;
+}
+
+NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world_size)
+    : rank_(rank), world_size_(world_size), uncaught_at_construction_(std::uncaught_exceptions()) {
+  PACI_CUDA_REQUIRE(world_size > 0 && rank >= 0 && rank < world_size,
+                    "rank " + std::to_string(rank) + " of " + std::to_string(world_size));
+  PACI_NCCL_CHECK(ncclCommInitRank(&comm_, world_size, id, rank));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ == nullptr) return;
+  if (std::uncaught_exceptions() > uncaught_at_construction_) {
+    ncclCommAbort(comm_);  // unwinding from a failure: do not wait for peers
+  } else {
+    ncclCommDestroy(comm_);
+  }
+}
+
+NcclCommunicator::NcclCommunicator(NcclCommunicator&& other) noexcept
+    : comm_(std::exchange(other.comm_, nullptr)),
+      rank_(other.rank_),
+      world_size_(other.world_size_),
+      uncaught_at_construction_(other.uncaught_at_construction_) {}
+
+NcclCommunicator& NcclCommunicator::operator=(NcclCommunicator&& other) noexcept {
+  std::swap(comm_, other.comm_);
+  std::swap(rank_, other.rank_);
+  std::swap(world_size_, other.world_size_);
+  std::swap(uncaught_at_construction_, other.uncaught_at_construction_);
+  return *this;
+}
+
+void NcclCommunicator::send(TensorView data, int peer, cudaStream_t stream) {
+  PACI_NCCL_CHECK(ncclSend(data.data, data.count, nccl_type(data.precision), peer, comm_, stream));
+}
+
+void NcclCommunicator::recv(MutableTensorView data, int peer, cudaStream_t stream) {
+  PACI_NCCL_CHECK(ncclRecv(data.data, data.count, nccl_type(data.precision), peer, comm_, stream));
+}
+
+void NcclCommunicator::send_recv(TensorView send_data, int send_peer, MutableTensorView recv_data,
+                                 int recv_peer, cudaStream_t stream) {
+  PACI_NCCL_CHECK(ncclGroupStart());
+  try {
+    send(send_data, send_peer, stream);
+    recv(recv_data, recv_peer, stream);
+  } catch (...) {
+    ncclGroupEnd();
+    throw;
+  }
+  PACI_NCCL_CHECK(ncclGroupEnd());
+}
+
+void NcclCommunicator::check_async() const {
+  ncclResult_t status = ncclSuccess;
+  PACI_NCCL_CHECK(ncclCommGetAsyncError(comm_, &status));
+  if (status != ncclSuccess) {
+    fail_call(__FILE__, __LINE__, "NCCL", static_cast<int>(status),
+              std::string(ncclGetErrorString(status)) + " (" + ncclGetLastError(comm_) + ")",
+              "ncclCommGetAsyncError");
+  }
+}
+
+void NcclCommunicator::abort() noexcept {
+  if (comm_ != nullptr) ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+NcclCommunicator connect_ranks(const LaunchInfo& info, const Endpoint& endpoint,
+                               std::chrono::milliseconds timeout) {
+  PACI_CUDA_CHECK(cudaSetDevice(info.local_rank));
+  ncclUniqueId id;
+  if (info.rank == 0) {
+    id = NcclCommunicator::unique_id();
+    if (info.world_size > 1) {
+      RendezvousServer server(endpoint.port);
+      const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
+      server.serve({bytes, sizeof(id)}, info.world_size - 1, timeout);
+    }
+  } else {
+    const std::vector<std::uint8_t> bytes = fetch_from_rendezvous(endpoint, info.rank, timeout);
+    if (bytes.size() != sizeof(id)) {
+      throw RendezvousError("rendezvous: got " + std::to_string(bytes.size()) +
+                            " bytes for the NCCL unique id, expected " +
+                            std::to_string(sizeof(id)));
+    }
+    std::memcpy(&id, bytes.data(), sizeof(id));
+  }
+  return NcclCommunicator(id, info.rank, info.world_size);
+}
+
+}  // namespace paci::cuda

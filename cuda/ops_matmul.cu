@@ -1,0 +1,93 @@
+// The linear layer on the GPU: forward through cuBLASLt with the bias epilogue and the residual as
+// the C operand (or, where Lt declines, a bias/residual kernel and a cuBLAS GEMM with beta = 1, as
+// on the CPU), backward through cuBLAS for the input and the weight, fixed-order sums for the bias.
+#include "cuda/column_sums.cuh"
+#include "cuda/gemm.hpp"
+#include "cuda/kernels.cuh"
+#include "cuda/ops.hpp"
+
+namespace paci::cuda {
+namespace {
+
+using kernels::from_float;
+using kernels::grid_for;
+using kernels::to_float;
+
+constexpr unsigned kThreads = 256;
+
+// out = residual + bias, residual, or bias (broadcast over rows): the GEMM then adds with beta 1.
+template <typename floatX>
+__global__ void bias_residual_kernel(floatX* out, const floatX* bias, const floatX* residual,
+                                     std::size_t R, std::size_t OC) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < R * OC;
+       i += stride) {
+    if (residual != nullptr && bias != nullptr) {
+      out[i] = from_float<floatX>(to_float(residual[i]) + to_float(bias[i % OC]));
+    } else if (residual != nullptr) {
+      out[i] = residual[i];
+    } else {
+      out[i] = bias[i % OC];
+    }
+  }
+}
+
+// The bias term of row r: dbias += dout.
+template <typename floatX>
+struct BiasTerms {
+  const floatX* dout;
+  std::size_t OC;
+  __device__ void operator()(std::size_t r, std::size_t c, float* s) const {
+    s[0] += to_float(dout[r * OC + c]);
+  }
+};
+
+}  // namespace
+
+template <typename floatX>
+void matmul_forward(const OpContext& ctx, floatX* out, const floatX* inp, const floatX* weight,
+                    const floatX* bias, const floatX* residual, std::size_t R, std::size_t C,
+                    std::size_t OC) {
+  if (R == 0 || OC == 0) return;
+  const cudaDataType_t type = data_type<floatX>();
+  if (ctx.use_lt && lt_linear_forward(ctx, out, inp, weight, bias, residual, type, R, C, OC)) {
+    return;  // (M1) in one call
+  }
+  float beta = 0.0f;
+  if (bias != nullptr || residual != nullptr) {
+    beta = 1.0f;
+    bias_residual_kernel<<<grid_for(R * OC, kThreads), kThreads, 0, ctx.stream>>>(out, bias,
+                                                                                  residual, R, OC);
+    PACI_CUDA_CHECK_LAUNCH();
+  }
+  // (M1) out(R,OC) += inp(R,C)·weight(OC,C)ᵀ
+  gemm(ctx, Transpose::no, Transpose::yes, R, OC, C, 1.0f, {inp, type, C}, {weight, type, C}, beta,
+       {out, type, OC});
+}
+
+// Differentiates (M1): dinp = dout·weight, dweight += doutᵀ·inp, dbias += Σ_r dout.
+template <typename floatX>
+void matmul_backward(const OpContext& ctx, floatX* dinp, float* dweight, float* dbias,
+                     const floatX* dout, const floatX* inp, const floatX* weight, std::size_t R,
+                     std::size_t C, std::size_t OC) {
+  if (R == 0) return;
+  const cudaDataType_t type = data_type<floatX>();
+  if (dinp != nullptr) {
+    gemm(ctx, Transpose::no, Transpose::no, R, C, OC, 1.0f, {dout, type, OC}, {weight, type, C},
+         0.0f, {dinp, type, C});
+  }
+  gemm(ctx, Transpose::yes, Transpose::no, OC, C, R, 1.0f, {dout, type, OC}, {inp, type, C}, 1.0f,
+       {dweight, CUDA_R_32F, C});
+  if (dbias != nullptr) kernels::column_sums<1>(ctx, BiasTerms<floatX>{dout, OC}, R, OC, dbias);
+}
+
+#define PACI_MATMUL_INSTANTIATE(X)                                                              \
+  template void matmul_forward<X>(const OpContext&, X*, const X*, const X*, const X*, const X*, \
+                                  std::size_t, std::size_t, std::size_t);                       \
+  template void matmul_backward<X>(const OpContext&, X*, float*, float*, const X*, const X*,    \
+                                   const X*, std::size_t, std::size_t, std::size_t);
+
+PACI_MATMUL_INSTANTIATE(float)
+PACI_MATMUL_INSTANTIATE(bf16)
+
+}  // namespace paci::cuda

@@ -1,0 +1,119 @@
+// A pipeline stage of the GPT-2 on the GPU: model::Stage's contract (forward, forward through the
+// loss, backward with the parameters passed in, a slot per micro-batch) on device buffers, in fp32
+// or bf16. Same StageShape and ParamLayout, so the executor swaps backends without forking models.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cuda/activations.hpp"
+#include "cuda/device.hpp"
+#include "cuda/memory.hpp"
+#include "cuda/precision.hpp"
+#include "model/activations.hpp"
+#include "model/layout.hpp"
+
+namespace paci::cuda {
+
+// What a stage's forward consumes: token ids (B,T) from the host on the first stage, the previous
+// stage's output activations (B,T,C) on the device, in the stage's precision, on every other.
+class StageInput {
+ public:
+  static StageInput tokens(std::span<const std::int32_t> ids) { return StageInput(ids, {}); }
+  static StageInput activations(TensorView x) { return StageInput({}, x); }
+  bool is_tokens() const { return is_tokens_; }
+  std::span<const std::int32_t> token_ids() const { return tokens_; }
+  TensorView values() const { return activations_; }
+
+ private:
+  StageInput(std::span<const std::int32_t> t, TensorView a)
+      : tokens_(t), activations_(a), is_tokens_(a.empty() && !t.empty()) {}
+  std::span<const std::int32_t> tokens_;
+  TensorView activations_;
+  bool is_tokens_ = false;
+};
+
+// One stage's compute on the current device. Owns a stream (every call is queued on it and
+// returns before the GPU finishes, except forward_loss, which waits for its loss), cuBLAS handles
+// and scratch; calls must not overlap. Everything is allocated in the constructor.
+//   weights: layout().size() elements in the stage's precision (fp32: the master weights
+//            themselves; bf16: the bf16 copy that cuda::AdamW::step writes).
+//   grads:   layout().size() floats, accumulated (+=) by backward.
+// A caller handing buffers between stages on different streams orders them with events.
+class Stage {
+ public:
+  Stage(const model::StageShape& shape, Precision precision);
+
+  const model::StageShape& shape() const { return shape_; }
+  const model::ParamLayout& layout() const { return layout_; }
+  Precision precision() const { return precision_; }
+  bool is_first() const { return shape_.range.is_first(); }
+  bool is_last() const { return shape_.range.is_last(shape_.config); }
+  cudaStream_t stream() const { return resources_.stream(); }
+  void synchronize() const { resources_.synchronize(); }
+  // Route the linear layers' forward through cuBLASLt (default) or the plain GEMM path.
+  void set_use_lt(bool on) { resources_.set_use_lt(on); }
+
+  // A slot sized for this stage (allocates device memory; do it before training).
+  ActivationSlot make_slot() const { return ActivationSlot(shape_, precision_); }
+
+  // Forward of a non-last stage: fills slot, returns its output (B,T,C) on the device, valid until
+  // the slot is reused. Token ids must be in [0, V).
+  TensorView forward(TensorView weights, const StageInput& input, ActivationSlot& slot);
+  // Forward of the last stage through the loss; targets (B,T) on the host, in [0, V). Returns the
+  // unscaled mean cross-entropy (waits for it); backward produces the gradient of
+  // loss_scale · mean loss.
+  float forward_loss(TensorView weights, const StageInput& input,
+                     std::span<const std::int32_t> targets, float loss_scale, ActivationSlot& slot);
+  // Backward of the micro-batch whose forward filled slot, reading `weights` (the caller chooses
+  // the version). grads += this micro-batch's gradients. d_output (B,T,C): dL/d(output) on a
+  // non-last stage, empty on the last; d_input (B,T,C) receives dL/d(input) on a non-first stage,
+  // empty on the first. Both in the stage's precision.
+  void backward(TensorView weights, MutableTensorView grads, const ActivationSlot& slot,
+                TensorView d_output, MutableTensorView d_input);
+
+  // Logits (B,T,V) of the last forward_loss, in the stage's precision.
+  TensorView logits() const;
+
+ private:
+  void check_weights(TensorView weights) const;
+  void check_slot(const ActivationSlot& slot) const;
+  void stage_ids(const StageInput& input, std::span<const std::int32_t> targets,
+                 ActivationSlot& slot);
+  template <typename floatX>
+  const floatX* run_forward(const floatX* p, const StageInput& input, ActivationSlot& slot);
+  template <typename floatX>
+  float run_loss(const floatX* p, const floatX* x, ActivationSlot& slot);
+  template <typename floatX>
+  void run_backward(const floatX* p, float* g, const ActivationSlot& slot, const floatX* d_output,
+                    floatX* d_input);
+  template <typename floatX>
+  void block_forward(const floatX* p, const model::BlockOffsets& w, const floatX* x,
+                     ActivationSlot& slot, const model::BlockActivations& a);
+  template <typename floatX>
+  void block_backward(const floatX* p, float* g, const model::BlockOffsets& w, const floatX* x,
+                      const ActivationSlot& slot, const model::BlockActivations& a,
+                      const floatX* dy, floatX* dx);
+
+  model::StageShape shape_;
+  model::ParamLayout layout_;
+  Precision precision_;
+  Resources resources_;
+  // Scratch, one micro-batch at a time (R = B·T), in the stage's precision unless noted.
+  DeviceTensor logits_, dlogits_;     // (R,V) last stage
+  DeviceTensor dres_a_, dres_b_;      // (R,C) residual-stream gradients, ping-pong
+  DeviceTensor dres2_, dln_, datty_;  // (R,C)
+  DeviceTensor dqkv_, dfch_;          // (R,3C), (R,4C)
+  DeviceTensor dsoft_;                // (B,NH,T,T) softmax input gradient
+  DeviceBuffer<float> scores_;        // (B,NH,T,T) float: Q·Kᵀ, then dL/d(att)
+  DeviceBuffer<double> loss_mean_;    // (1)
+  PinnedBuffer<double> loss_host_;    // (1)
+  // Host staging of ids: tokens, grouped rows, group starts, group tokens, targets (5R + 1).
+  PinnedBuffer<std::int32_t> ids_host_;
+  std::vector<std::uint64_t> group_keys_;  // (R)
+  Event ids_copied_;                       // the last staging copy has left ids_host_
+};
+
+}  // namespace paci::cuda
