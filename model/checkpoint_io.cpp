@@ -17,7 +17,6 @@
 #include <stdexcept>
 #include <vector>
 
-
 namespace paci::model {
 
 std::string describe_shape(const GptConfig& config) {

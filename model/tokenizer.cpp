@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-
 namespace paci::model {
 
 std::vector<Token> encode_bytes(std::string_view text) {
