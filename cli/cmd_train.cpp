@@ -34,7 +34,8 @@ model::StateMetadata state_metadata(const TrainSetup& t, std::size_t steps_done)
   model::StateMetadata m;
   m.config = t.exec.config;
   m.step = steps_done;
-  m.next_microbatch = steps_done * static_cast<std::size_t>(t.schedule.microbatches);
+  m.next_microbatch = t.first_microbatch + (steps_done - t.first_step) *
+                                               static_cast<std::size_t>(t.schedule.microbatches);
   m.data_seed = t.data_seed;
   m.data_order = std::string(model::to_string(t.data_order));
   m.lr_schedule = t.exec.lr;
@@ -124,7 +125,8 @@ int run_train(const std::vector<std::string>& args) {
       std::vector<std::span<const float>> params;
       for (std::int32_t s = 0; s < t.schedule.stages; ++s)
         params.push_back(ex.stage(s).snapshot(k));
-      val_losses.emplace_back(t.first_step + (k + 1) * static_cast<std::size_t>(f.val_every),
+      const auto every = static_cast<std::size_t>(f.val_every);
+      val_losses.emplace_back((t.first_step / every + k + 1) * every,
                               ex.evaluate(params, val, 0, f.val_microbatches));
     }
     if (val_losses.empty() || val_losses.back().first != t.last_step) {

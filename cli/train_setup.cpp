@@ -12,6 +12,7 @@
 #include "model/checkpoint_io.hpp"
 #include "model/checkpoint_llmc.hpp"
 #include "model/checkpoint_state.hpp"
+#include "model/layout.hpp"
 #include "model/shards.hpp"
 #include "schedules/generators.hpp"
 
@@ -123,7 +124,18 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
         fmt::format("--stages, --microbatches and --steps must be positive (got P={}, "
                     "M={}, N={})",
                     f.stages, f.microbatches, f.steps));
-  if (f.batch == 0 || f.seq_len == 0) throw InputError("--batch and --seq-len must be positive");
+  constexpr std::size_t kMaxSize = std::size_t{1} << 31;  // a negative flag wraps past this
+  for (const auto& [flag, value] :
+       {std::pair{"--batch", f.batch}, std::pair{"--seq-len", f.seq_len},
+        std::pair{"--layers", f.layers}, std::pair{"--heads", f.heads},
+        std::pair{"--d-model", f.d_model}, std::pair{"--vocab", f.vocab},
+        std::pair{"--val-microbatches", f.val_microbatches}})
+    if (value == 0 || value > kMaxSize)
+      throw InputError(fmt::format("{} must be a positive integer, got {}", flag,
+                                   static_cast<std::int64_t>(value)));
+  if (f.threads > 1024)
+    throw InputError(fmt::format("--threads must be between 0 (auto) and 1024, got {}",
+                                 static_cast<std::int64_t>(f.threads)));
   std::optional<model::TrainingState> state;
   model::GptConfig config;
   config.layers = f.layers;
@@ -137,6 +149,13 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     config = state->metadata.config;
     check_shape(config, requested_shape(f, vm), f.resume_path);
     t.first_step = state->metadata.step;
+    const auto& extra = state->metadata.extra;
+    for (const auto& [key, value] : {std::pair{"batch", f.batch}, std::pair{"seq_len", f.seq_len}})
+      if (extra.contains(key) && extra[key].get<std::size_t>() != value)
+        throw InputError(
+            fmt::format("{}: the run was saved with {} {}, the flags ask for {} (the "
+                        "data position counts micro-batches of that shape)",
+                        f.resume_path, key, extra[key].get<std::size_t>(), value));
   } else if (!f.init_path.empty()) {
     config = model::read_llmc_config(f.init_path, requested_shape(f, vm));
   }
@@ -203,6 +222,17 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   e.record_timeline = !f.trace_path.empty();
   if (f.val_every < 0) throw InputError("--val-every must be non-negative");
   e.snapshot_every = f.val_every;
+  if (f.val_every > 0) {  // every validation point keeps a copy of the weights until the end
+    const double copies = static_cast<double>(t.schedule.steps) / f.val_every;
+    const double bytes =
+        copies *
+        static_cast<double>(model::ParamLayout(config, model::whole_model(config)).bytes());
+    if (bytes > 8.0 * (1 << 30))
+      throw InputError(
+          fmt::format("--val-every {} would keep {:.0f} copies of the weights ({:.1f} "
+                      "GiB) until the run ends; validate less often",
+                      f.val_every, copies, bytes / (1 << 30)));
+  }
   if (!f.fail_at.empty()) e.fail_at = parse_action(f.fail_at);
 
   t.data_seed = state ? state->metadata.data_seed : f.seed;
@@ -225,6 +255,7 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     t.val->windows(f.batch, f.seq_len);
   }
   const std::uint64_t offset = state ? state->metadata.next_microbatch : 0;
+  t.first_microbatch = offset;
   e.data = [train = t.train, offset, B = f.batch, T = f.seq_len](
                std::uint64_t i, std::span<std::int32_t> in, std::span<std::int32_t> out) {
     train->microbatch(offset + i, B, T, in, out);

@@ -11,14 +11,6 @@
 namespace paci::cuda {
 namespace {
 
-void check_ids(std::span<const std::int32_t> ids, std::size_t V, const char* what) {
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    PACI_MODEL_CHECK(ids[i] >= 0 && static_cast<std::size_t>(ids[i]) < V,
-                     "{} id {} at position {} is outside the vocabulary [0, {})", what, ids[i], i,
-                     V);
-  }
-}
-
 template <typename floatX>
 void copy_device(cudaStream_t stream, floatX* dst, const floatX* src, std::size_t n) {
   PACI_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(floatX), cudaMemcpyDeviceToDevice, stream));
@@ -127,7 +119,7 @@ TensorView Stage::forward(TensorView weights, const StageInput& input, Activatio
     PACI_MODEL_CHECK(input.is_tokens() && input.token_ids().size() == R,
                      "first stage needs {} token ids (B={}, T={})", R, shape_.batch,
                      shape_.seq_len);
-    check_ids(input.token_ids(), shape_.config.vocab, "token");
+    model::check_token_ids(input.token_ids(), shape_.config.vocab, "token");
     stage_ids(input, {}, slot);
   } else {
     PACI_MODEL_CHECK(!input.is_tokens() && input.values().count == R * C &&
@@ -152,12 +144,12 @@ float Stage::forward_loss(TensorView weights, const StageInput& input,
   check_slot(slot);
   const std::size_t R = shape_.rows(), C = shape_.config.d_model;
   PACI_MODEL_CHECK(targets.size() == R, "loss needs {} targets, got {}", R, targets.size());
-  check_ids(targets, shape_.config.vocab, "target");
+  model::check_token_ids(targets, shape_.config.vocab, "target");
   if (is_first()) {
     PACI_MODEL_CHECK(input.is_tokens() && input.token_ids().size() == R,
                      "first stage needs {} token ids (B={}, T={})", R, shape_.batch,
                      shape_.seq_len);
-    check_ids(input.token_ids(), shape_.config.vocab, "token");
+    model::check_token_ids(input.token_ids(), shape_.config.vocab, "token");
   } else {
     PACI_MODEL_CHECK(!input.is_tokens() && input.values().count == R * C &&
                          input.values().precision == precision_,

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -34,7 +35,10 @@ struct RunState {
         index(s),
         rules(s),
         consumers(s, index, rules),
-        transport(s.num_devices(), c.transport_capacity, &clock),
+        // One thread replays every device: nobody could drain a full link, so none is bounded.
+        transport(s.num_devices(),
+                  c.sequential ? std::numeric_limits<std::size_t>::max() : c.transport_capacity,
+                  &clock),
         losses(static_cast<std::size_t>(s.total_microbatches()), 0.0f) {}
 };
 

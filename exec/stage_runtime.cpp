@@ -24,9 +24,13 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
     stash_.resize(config.stash_capacity);
     for (auto& s : stash_) s.params.assign(params_.size(), 0.0f);
   }
-  if (config.snapshot_every > 0)
-    snapshots_.assign(static_cast<std::size_t>(config.updates / config.snapshot_every),
+  if (config.snapshot_every > 0) {
+    // Multiples of snapshot_every among the global steps (offset, offset + updates].
+    const std::size_t k = static_cast<std::size_t>(config.snapshot_every);
+    const std::size_t end = config.lr_step_offset + static_cast<std::size_t>(config.updates);
+    snapshots_.assign(end / k - config.lr_step_offset / k,
                       std::vector<float>(params_.size(), 0.0f));
+  }
 }
 
 float StageRuntime::forward(std::int32_t mb, const model::StageInput& input,
@@ -105,7 +109,8 @@ void StageRuntime::update() {
   optimizer_.step(params_, grads_, config_.lr.at(step), grad_scale);
   model::zero(grads_);
   ++version_;
-  if (config_.snapshot_every > 0 && version_ % config_.snapshot_every == 0 &&
+  if (config_.snapshot_every > 0 &&
+      (step + 1) % static_cast<std::size_t>(config_.snapshot_every) == 0 &&
       snapshots_taken_ < snapshots_.size())
     std::copy(params_.begin(), params_.end(), snapshots_[snapshots_taken_++].begin());
 }

@@ -69,7 +69,8 @@ class StageRuntime {
   std::size_t peak_weight_versions() const { return 1 + peak_stash_in_use_; }
   std::int64_t static_bytes() const;  // params, gradients, AdamW moments
   std::int64_t memory_bytes() const;  // static + activations in use + stashed weight copies
-  // Weights after update (i+1)·snapshot_every, for i < snapshots(): validation after the run.
+  // Weights after the i-th global step that is a multiple of snapshot_every (steps counted from
+  // the start of training, resumed runs included), for i < snapshots(): validation after the run.
   std::size_t snapshots() const { return snapshots_taken_; }
   std::span<const float> snapshot(std::size_t i) const { return snapshots_.at(i); }
   std::int64_t activation_slot_bytes() const {

@@ -40,4 +40,12 @@ StageFlops stage_flops(const GptConfig& config, StageRange range, std::size_t ba
   return flops;
 }
 
+void check_token_ids(std::span<const std::int32_t> ids, std::size_t vocab, const char* what) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    PACI_MODEL_CHECK(ids[i] >= 0 && static_cast<std::size_t>(ids[i]) < vocab,
+                     "{} id {} at position {} is outside the vocabulary [0, {})", what, ids[i], i,
+                     vocab);
+  }
+}
+
 }  // namespace paci::model

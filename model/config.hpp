@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 
 namespace paci::model {
 
@@ -47,6 +49,10 @@ inline StageRange whole_model(const GptConfig& config) {
 // Throws ModelError if the range leaves the model, or owns neither a block nor an end of the model
 // (an empty middle stage would compute nothing).
 void validate(const GptConfig& config, StageRange range);
+
+// Throws ModelError naming the first id outside [0, vocab) and its position; `what` names the ids
+// ("token", "target").
+void check_token_ids(std::span<const std::int32_t> ids, std::size_t vocab, const char* what);
 
 // FLOPs of one micro-batch (B sequences of T tokens) through one stage, counting a multiply-add as
 // two. Attention counts the full T×T score matrix (what the CPU path computes, as in PaLM's

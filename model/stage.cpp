@@ -9,17 +9,7 @@
 #include "model/ops.hpp"
 
 namespace paci::model {
-namespace {
-
-void check_ids(std::span<const std::int32_t> ids, std::size_t V, const char* what) {
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    PACI_MODEL_CHECK(ids[i] >= 0 && static_cast<std::size_t>(ids[i]) < V,
-                     "{} id {} at position {} is outside the vocabulary [0, {})", what, ids[i], i,
-                     V);
-  }
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Stage::Stage(const StageShape& shape, std::size_t threads)
     : shape_(shape), layout_(shape.config, shape.range) {
@@ -69,7 +59,7 @@ const float* Stage::run_forward(const float* p, const StageInput& input, Activat
   if (is_first()) {
     PACI_MODEL_CHECK(input.is_tokens() && input.token_ids().size() == B * T,
                      "first stage needs {} token ids (B={}, T={})", B * T, B, T);
-    check_ids(input.token_ids(), shape_.config.vocab, "token");
+    check_token_ids(input.token_ids(), shape_.config.vocab, "token");
     std::copy(input.token_ids().begin(), input.token_ids().end(), slot.tokens_.begin());
     encoder_forward(ctx(), x, slot.tokens_.data(), p + layout_.wte(), p + layout_.wpe(), B, T, C);
   } else {
@@ -103,7 +93,7 @@ float Stage::forward_loss(std::span<const float> params, const StageInput& input
   check_params(params);
   const std::size_t R = shape_.rows(), C = shape_.config.d_model, V = shape_.config.vocab;
   PACI_MODEL_CHECK(targets.size() == R, "loss needs {} targets, got {}", R, targets.size());
-  check_ids(targets, V, "target");
+  check_token_ids(targets, V, "target");
   slot.filled_ = false;
   const float* p = params.data();
   const float* x = run_forward(p, input, slot);

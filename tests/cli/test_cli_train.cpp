@@ -96,6 +96,31 @@ TEST(CliTrain, ResumeContinuesBitwise) {
   resumed.insert(resumed.end(), rest.begin(), rest.end());
   EXPECT_EQ(resumed, losses(jsonl(full)));  // bitwise: the same doubles
   ASSERT_EQ(jsonl(second).front()["step"], 3);
+  // Validation points stay on global multiples of --val-every across a resume, and the data
+  // position carries on from the checkpoint.
+  const std::string a = temp_path("val_a.jsonl"), b = temp_path("val_b.jsonl"),
+                    state3 = temp_path("ckpt3.state");
+  ASSERT_EQ(run_paci("train" + common + "--steps 6 --stop-after 3 --val-every 2 --metrics " + a +
+                     " --save " + state3)
+                .status,
+            0);
+  ASSERT_EQ(
+      run_paci("train" + common + "--steps 6 --resume " + state3 + " --val-every 2 --metrics " + b)
+          .status,
+      0);
+  auto val_steps = [](const std::vector<nlohmann::json>& lines) {
+    std::vector<int> out;
+    for (const auto& j : lines)
+      if (j.contains("val_loss")) out.push_back(j["step"]);
+    return out;
+  };
+  EXPECT_EQ(val_steps(jsonl(a)), (std::vector<int>{2, 3}));
+  EXPECT_EQ(val_steps(jsonl(b)), (std::vector<int>{4, 6}));
+  // Another micro-batch shape would silently move the data position: refused.
+  r = run_paci("train -k 1f1b -p 2 -m 2 --layers 4 --heads 2 --d-model 32 --seq-len 16 --batch 3" +
+               data_flags() + "--quiet --steps 6 --resume " + state3);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("batch"));
 }
 
 TEST(CliTrain, CalibrateWritesACostModelThatSimulates) {
@@ -134,6 +159,8 @@ TEST(CliTrain, BadInputIsOneLineExitTwo) {
   expect_bad(data_flags() + " -p 5 --layers 4 --seq-len 16", "5 stages but only 4");
   expect_bad(data_flags() + sized + " --partition 3,3", "adds up to 6");
   expect_bad(data_flags() + sized + " --lr-decay linear", "--lr-decay");
+  expect_bad(data_flags() + sized + " --threads -1", "--threads");
+  expect_bad(data_flags() + " -p 2 --layers 4 --seq-len -1", "--seq-len");
   // An llm.c model file: exported from a run, then a sequence length beyond its positions.
   const std::string model = temp_path("model.llmc.bin");
   ASSERT_EQ(run_paci(base + sized + data_flags() + " --export-llmc " + model).status, 0);
