@@ -65,8 +65,14 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
   if (M <= 0) throw InputError(fmt::format("--microbatches must be positive, got {}", M));
   if (N <= 0) throw InputError(fmt::format("--steps must be positive, got {}", N));
   const std::int64_t total = static_cast<std::int64_t>(M) * N;
-  if (total > INT32_MAX / 4)
-    throw InputError(fmt::format("{} micro-batches in all is too many", total));
+  // About 12 bytes an action: past 2^27 actions (1.5 GiB) a schedule is a mistake, not a plan.
+  constexpr std::int64_t kMaxActions = std::int64_t{1} << 27;
+  const std::int64_t actions = static_cast<std::int64_t>(P) * (2 * total + total);
+  if (total > INT32_MAX / 4 || actions > kMaxActions)
+    throw InputError(
+        fmt::format("P={} stages x {} micro-batches is about {} actions, more than the "
+                    "{} paci generates",
+                    P, total, actions, kMaxActions));
   if (kind == "2bw" && M < P)
     throw InputError(fmt::format(
         "2bw needs at least as many micro-batches per step as stages (M >= P), got M={} P={}", M,

@@ -165,7 +165,8 @@ TEST(Generators, RejectsImpossibleConfigurations) {
   EXPECT_THROW(generate_schedule("1f1b", 0, 4, 1), InputError);
   EXPECT_THROW(generate_schedule("1f1b", 4, 0, 1), InputError);
   EXPECT_THROW(generate_schedule("1f1b", 4, 4, -1), InputError);
-  EXPECT_THROW(generate_schedule("2bw", 4, 3, 1), InputError);  // 2bw needs M >= P
+  EXPECT_THROW(generate_schedule("2bw", 4, 3, 1), InputError);             // 2bw needs M >= P
+  EXPECT_THROW(generate_schedule("paci", 1, 100'000'000, 1), InputError);  // 3e8 actions
 }
 
 TEST(Generators, OneFOneBOrderAtFirstStage) {
