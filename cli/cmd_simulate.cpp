@@ -184,9 +184,7 @@ int run_compare(const std::vector<std::string>& args) {
       row["microbatches_per_s"] = r.microbatches_per_s;
       row["tokens_per_s"] = r.tokens_per_s;
       row["bubble_ratio"] = r.bubble_ratio;
-      row["steady_bubble_ratio"] = std::isfinite(r.steady_bubble_ratio)
-                                       ? ordered_json(r.steady_bubble_ratio)
-                                       : ordered_json();
+      row["steady_bubble_ratio"] = number_or_null(r.steady_bubble_ratio);
       row["peak_memory_bytes"] = r.peak_memory_bytes;
       row["max_staleness"] = r.max_staleness;
       row["max_update_delay"] = r.max_update_delay;

@@ -36,6 +36,7 @@ blocks = {
                               "(run scripts/experiments/convergence.sh)"),
     "COMPARE_8_8_8": run("paci compare --stages 8 --microbatches 8 --steps 8 --tf 1 --tb 2").rstrip(),
     "STEPS_TABLE": "\n".join(rows),
+    "GATE_LINE": read("docs/results/gate_headline.md", "(run scripts/experiments/gate.sh)"),
     "ANALYZE_OUTPUT": run("paci schedule --kind paci --stages 8 --microbatches 4 --steps 4 | "
                           "paci analyze -"),
     "DEADLOCK_OUTPUT": run("paci validate -", "0F0 0B0 0F1 0B1 0U\n1F1 1B1 1F0 1B0 1U\n"),

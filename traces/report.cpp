@@ -33,13 +33,9 @@ ordered_json stage_analysis_json(const StageAnalysis& st) {
   return j;
 }
 
-namespace {
-
 ordered_json number_or_null(double x) {
   return std::isfinite(x) ? ordered_json(x) : ordered_json();
 }
-
-}  // namespace
 
 ordered_json run_report_head(const Schedule& s, const RunSummary& run) {
   const TimingMetrics& t = run.timing;

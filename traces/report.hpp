@@ -14,6 +14,9 @@ namespace paci {
 
 using ordered_json = nlohmann::ordered_json;
 
+// x as a JSON number, or null when it is NaN or infinite (e.g. no steady window).
+ordered_json number_or_null(double x);
+
 // {"kind", "stages", "devices", "microbatches", "steps", "total_microbatches", "weight_policy",
 //  "actions"}
 ordered_json schedule_summary_json(const Schedule& schedule);

@@ -57,4 +57,11 @@ md += ["", f"Final training loss (mean of the last 100 steps): "
        "different register from most of the training text, which is why it sits above the "
        "training loss.", "", "![loss curve](gate.svg)", ""]
 open(os.path.join(out, "gate.md"), "w").write("\n".join(md))
+final_elapsed = train[-1][2]
+headline = (f"the default GPT reaches validation loss {first_ok[1]:.2f} nats/byte (gate: ≤ 1.65; a "
+            f"uniform byte model is 5.55) after {first_ok[0]:,} steps, "
+            f"{elapsed.get(first_ok[0], 0):.0f} s of training on one device, and {val[-1][1]:.3f} "
+            f"after {val[-1][0]:,} steps ({final_elapsed / 60:.1f} min)" if first_ok else
+            f"the gate was NOT met: validation loss {val[-1][1]:.3f} after {val[-1][0]:,} steps")
+open(os.path.join(out, "gate_headline.md"), "w").write(headline + "\n")
 print("\n".join(md))
