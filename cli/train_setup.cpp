@@ -34,7 +34,12 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_schedule("schedule", po::value(&f.schedule_path), "run this schedule file instead of --kind");
   add_schedule("partition", po::value(&f.partition),
                "blocks per stage, e.g. 3,3,2,2 (default: balanced)");
-  add_schedule("sequential", po::bool_switch(&f.sequential), "replay all devices in one thread");
+  add_schedule("sequential", po::bool_switch(&f.sequential),
+               "replay all devices in one thread (CPU)");
+  add_schedule("device", po::value(&f.device)->default_value(f.device),
+               "cpu | cuda (every stage on the current GPU, a stream each)");
+  add_schedule("precision", po::value(&f.precision)->default_value(f.precision),
+               "fp32 | bf16 (bf16: --device cuda; fp32 master weights and AdamW)");
   po::options_description model("model (ignored with --init or --resume, which carry a shape)");
   auto add_model = model.add_options();
   add_model("layers", po::value(&f.layers)->default_value(f.layers), "transformer blocks L");
@@ -136,6 +141,16 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   if (f.threads > 1024)
     throw InputError(fmt::format("--threads must be between 0 (auto) and 1024, got {}",
                                  static_cast<std::int64_t>(f.threads)));
+  if (f.device != "cpu" && f.device != "cuda")
+    throw UsageError(fmt::format("--device must be cpu or cuda, got '{}'", f.device));
+  if (f.precision != "fp32" && f.precision != "bf16")
+    throw UsageError(fmt::format("--precision must be fp32 or bf16, got '{}'", f.precision));
+  if (f.device == "cpu" && f.precision != "fp32")
+    throw UsageError("--precision bf16 needs --device cuda (the CPU backend computes in fp32)");
+  if (f.device == "cuda" && (f.sequential || given(vm, "threads")))
+    throw UsageError(
+        "--sequential and --threads are for the CPU executor (the GPU pipeline issues every "
+        "stage from one host thread)");
   std::optional<model::TrainingState> state;
   model::GptConfig config;
   config.layers = f.layers;
@@ -260,6 +275,8 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
                std::uint64_t i, std::span<std::int32_t> in, std::span<std::int32_t> out) {
     train->microbatch(offset + i, B, T, in, out);
   };
+  t.init_path = f.init_path;
+  if (state) t.resume_state = std::make_shared<const model::TrainingState>(*state);
   if (state) {
     e.init_stage = [state, path = f.resume_path](std::int32_t, exec::StageRuntime& rt) {
       const model::StageState s = model::stage_state(*state, rt.layout().range());
@@ -277,5 +294,13 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   }
   return t;
 }
+
+#ifndef PACI_HAVE_CUDA
+int run_train_gpu(TrainSetup&, const TrainFlags&) {
+  throw InputError(
+      "--device cuda: this paci was built without the CUDA backend (PACI_CUDA=OFF, or no nvcc "
+      "when it was configured; see docs/cuda.md)");
+}
+#endif
 
 }  // namespace paci::cli

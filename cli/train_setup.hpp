@@ -8,6 +8,7 @@
 
 #include "cli/common.hpp"
 #include "exec/executor.hpp"
+#include "model/checkpoint_state.hpp"
 #include "model/data.hpp"
 
 namespace paci::cli {
@@ -22,6 +23,7 @@ struct TrainFlags {
   std::string lr_decay = "cosine";
   std::uint64_t seed = 1;
   std::size_t threads = 0;
+  std::string device = "cpu", precision = "fp32";
   std::string data = "data/kjv_train.bin", val_data = "data/kjv_val.bin", data_order = "shuffled";
   std::int32_t val_every = 0;
   std::size_t val_microbatches = 16;
@@ -42,9 +44,17 @@ struct TrainSetup {
   std::shared_ptr<model::TokenData> train, val;  // val may be empty
   std::uint64_t data_seed = 0;
   model::DataOrder data_order = model::DataOrder::shuffled;
+  // Where the starting weights come from (exec.init_stage applies them on the CPU; the GPU
+  // backend reads them from here): a training state to resume, or an llm.c model file.
+  std::shared_ptr<const model::TrainingState> resume_state;
+  std::string init_path;
 };
 
 // Throws UsageError / InputError with one clear line for every bad combination.
 TrainSetup make_train_setup(const TrainFlags& flags, const po::variables_map& vm);
+
+// paci train on one GPU (cli/gpu/train_gpu.cpp); where paci was built without the CUDA backend,
+// an InputError saying so.
+int run_train_gpu(TrainSetup& t, const TrainFlags& flags);
 
 }  // namespace paci::cli

@@ -72,6 +72,8 @@ class AdamW {
   // Moments in the stage's ParamLayout (device), for checkpoints.
   float* first_moment() { return m_.data(); }
   float* second_moment() { return v_.data(); }
+  const float* first_moment() const { return m_.data(); }
+  const float* second_moment() const { return v_.data(); }
 
  private:
   model::AdamWConfig config_;

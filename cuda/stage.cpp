@@ -139,6 +139,14 @@ TensorView Stage::forward(TensorView weights, const StageInput& input, Activatio
 float Stage::forward_loss(TensorView weights, const StageInput& input,
                           std::span<const std::int32_t> targets, float loss_scale,
                           ActivationSlot& slot) {
+  enqueue_forward_loss(weights, input, targets, loss_scale, slot, loss_host_.data());
+  synchronize();
+  return static_cast<float>(loss_host_[0]);
+}
+
+void Stage::enqueue_forward_loss(TensorView weights, const StageInput& input,
+                                 std::span<const std::int32_t> targets, float loss_scale,
+                                 ActivationSlot& slot, double* loss_host) {
   PACI_MODEL_CHECK(is_last(), "only the last stage computes the loss: call forward");
   check_weights(weights);
   check_slot(slot);
@@ -161,14 +169,15 @@ float Stage::forward_loss(TensorView weights, const StageInput& input,
   slot.loss_scale_ = loss_scale;
   if (precision_ == Precision::fp32) {
     const float* p = weights.as<float>();
-    return run_loss(p, run_forward(p, input, slot), slot);
+    run_loss(p, run_forward(p, input, slot), slot, loss_host);
+  } else {
+    const bf16* p = weights.as<bf16>();
+    run_loss(p, run_forward(p, input, slot), slot, loss_host);
   }
-  const bf16* p = weights.as<bf16>();
-  return run_loss(p, run_forward(p, input, slot), slot);
 }
 
 template <typename floatX>
-float Stage::run_loss(const floatX* p, const floatX* x, ActivationSlot& slot) {
+void Stage::run_loss(const floatX* p, const floatX* x, ActivationSlot& slot, double* loss_host) {
   const std::size_t R = shape_.rows(), C = shape_.config.d_model, V = shape_.config.vocab;
   const OpContext ctx = resources_.context();
   floatX* lnf = slot.value<floatX>(slot.lnf_);
@@ -180,10 +189,8 @@ float Stage::run_loss(const floatX* p, const floatX* x, ActivationSlot& slot) {
   crossentropy_forward(ctx, slot.stat(slot.probs_), slot.stat(slot.losses_), logits,
                        slot.ids_.data() + slot.targets_, R, V);  // (H3)
   mean_of(ctx, loss_mean_.data(), slot.stat(slot.losses_), R);
-  PACI_CUDA_CHECK(cudaMemcpyAsync(loss_host_.data(), loss_mean_.data(), sizeof(double),
+  PACI_CUDA_CHECK(cudaMemcpyAsync(loss_host, loss_mean_.data(), sizeof(double),
                                   cudaMemcpyDeviceToHost, stream()));
-  synchronize();
-  return static_cast<float>(loss_host_[0]);
 }
 
 template <typename floatX>

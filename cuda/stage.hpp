@@ -67,6 +67,11 @@ class Stage {
   // loss_scale · mean loss.
   float forward_loss(TensorView weights, const StageInput& input,
                      std::span<const std::int32_t> targets, float loss_scale, ActivationSlot& slot);
+  // forward_loss without waiting: the unscaled mean loss lands in *loss_host (pinned host memory)
+  // once the stream gets there; the call returns as soon as the work is queued.
+  void enqueue_forward_loss(TensorView weights, const StageInput& input,
+                            std::span<const std::int32_t> targets, float loss_scale,
+                            ActivationSlot& slot, double* loss_host);
   // Backward of the micro-batch whose forward filled slot, reading `weights` (the caller chooses
   // the version). grads += this micro-batch's gradients. d_output (B,T,C): dL/d(output) on a
   // non-last stage, empty on the last; d_input (B,T,C) receives dL/d(input) on a non-first stage,
@@ -85,7 +90,7 @@ class Stage {
   template <typename floatX>
   const floatX* run_forward(const floatX* p, const StageInput& input, ActivationSlot& slot);
   template <typename floatX>
-  float run_loss(const floatX* p, const floatX* x, ActivationSlot& slot);
+  void run_loss(const floatX* p, const floatX* x, ActivationSlot& slot, double* loss_host);
   template <typename floatX>
   void run_backward(const floatX* p, float* g, const ActivationSlot& slot, const floatX* d_output,
                     floatX* d_input);

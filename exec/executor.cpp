@@ -12,7 +12,6 @@
 #include "schedules/consumers.hpp"
 #include "schedules/dependencies.hpp"
 #include "schedules/index.hpp"
-#include "schedules/validate.hpp"
 #include "traces/metrics.hpp"
 
 namespace paci::exec {
@@ -215,43 +214,16 @@ class Executor::Device {
 
 Executor::Executor(const Schedule& schedule, const ExecConfig& config)
     : schedule_(schedule), config_(config) {
-  validate(schedule);
-  for (const auto& list : schedule.devices)
-    for (const Action& a : list)
-      if (a.kind == ActionKind::I || a.kind == ActionKind::W)
-        throw InputError(
-            fmt::format("the executor does not split backwards into I and W yet "
-                        "(found {})",
-                        to_string(a)));
-  if (config.ranges.size() != static_cast<std::size_t>(schedule.stages))
-    throw InputError(fmt::format("the partition has {} stages, the schedule {}",
-                                 config.ranges.size(), schedule.stages));
-  if (!config.data) throw std::invalid_argument("ExecConfig::data is not set");
+  check_runnable(schedule, config, "executor");
   analysis_ = analyze(schedule);
-  config_.lr.total_steps = std::max(config_.lr.total_steps,
-                                    config.first_step + static_cast<std::size_t>(schedule.steps));
-  for (std::int32_t s = 0; s < schedule.stages; ++s) {
-    const auto& sa = analysis_.stages[static_cast<std::size_t>(s)];
+  for (const StagePlan& plan : plan_stages(schedule, analysis_, config)) {
     StageRuntimeConfig rc;
-    rc.shape = {config.config, config.ranges[static_cast<std::size_t>(s)], config.batch,
-                config.seq_len};
-    rc.stage = s;
-    rc.policy = schedule.weight_policy;
-    rc.activation_capacity = static_cast<std::size_t>(sa.peak_activations);
-    rc.stash_capacity = static_cast<std::size_t>(sa.peak_weight_versions - 1);
+    static_cast<StagePlan&>(rc) = plan;
     rc.threads = config.threads_per_device;
-    rc.adamw = config.adamw;
-    rc.lr = config_.lr;
-    rc.clip = config.clip;
-    rc.loss_scale = 1.0f / static_cast<float>(schedule.microbatches);
-    rc.total_microbatches = schedule.total_microbatches();
-    rc.updates = schedule.steps;
-    rc.lr_step_offset = config.first_step;
-    rc.snapshot_every = config.snapshot_every;
     stages_.push_back(std::make_unique<StageRuntime>(rc));
     auto& rt = *stages_.back();
     if (config.init_stage)
-      config.init_stage(s, rt);
+      config.init_stage(plan.stage, rt);
     else
       model::init_gpt2(rt.layout(), rt.params(), config.seed);
   }
@@ -318,22 +290,9 @@ ExecResult Executor::run() {
     for (std::int32_t i = 0; i < M; ++i) sum += run.losses[static_cast<std::size_t>(k * M + i)];
     result.step_losses.push_back(sum / M);
   }
-  Analysis& obs = result.observed;
-  obs.total_microbatches = schedule_.total_microbatches();
-  for (std::int32_t s = 0; s < schedule_.stages; ++s) {
-    const StageRuntime& rt = stage(s);
-    StageAnalysis sa;
-    sa.stage = s;
-    sa.device = schedule_.placement[static_cast<std::size_t>(s)];
-    sa.peak_activations = static_cast<std::int64_t>(rt.peak_activations());
-    sa.peak_weight_versions = static_cast<std::int64_t>(rt.peak_weight_versions());
-    sa.updates = rt.version();
-    obs.stages.push_back(sa);
-    for (std::int64_t m = 0; m < obs.total_microbatches; ++m)
-      obs.versions.push_back(
-          {s, static_cast<std::int32_t>(m), rt.v_f(m), rt.v_b(m), rt.update_of(m)});
-  }
-  summarize_versions(obs);
+  std::vector<StageObservation> observed;
+  for (const auto& rt : stages_) observed.push_back({&rt->versions(), rt->peak_activations()});
+  result.observed = observed_analysis(schedule_, observed);
   return result;
 }
 
@@ -361,13 +320,7 @@ double Executor::evaluate(const std::vector<std::span<const float>>& params, con
 }
 
 RunSummary Executor::summary(const ExecResult& result) const {
-  RunSummary run;
-  run.source = "measured";
-  run.timing = timing_metrics(schedule_, result.times);
-  run.observed = result.observed;
-  run.device_peak_memory_bytes = result.device_peak_memory_bytes;
-  run.tokens_per_microbatch = static_cast<std::int64_t>(config_.batch * config_.seq_len);
-  return run;
+  return measured_summary(schedule_, result, config_);
 }
 
 }  // namespace paci::exec

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "exec/stage_plan.hpp"
 #include "exec/stage_runtime.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/ir.hpp"
@@ -20,47 +21,14 @@
 
 namespace paci::exec {
 
-// Fills the B·T input tokens and targets of micro-batch `index` (a pure function of the index).
-using DataFn = std::function<void(std::uint64_t index, std::span<std::int32_t> inputs,
-                                  std::span<std::int32_t> targets)>;
-
-struct StepLoss {
-  std::int32_t step = 0;  // optimizer step of the micro-batches (mb / M)
-  double loss = 0.0;      // mean of their forward losses
-  double time_s = 0.0;    // when the last of them finished its forward
-  std::int64_t microbatches_done = 0;
-};
-
-struct ExecConfig {
-  model::GptConfig config;
-  std::vector<model::StageRange> ranges;  // one per stage
-  std::size_t batch = 1, seq_len = 1;     // B, T
-  model::AdamWConfig adamw;
-  model::LrSchedule lr;  // total_steps: at least first_step + the schedule's N
-  double clip = 0.0;
-  std::uint64_t seed = 1;  // initialisation (model::init_gpt2)
+// The CPU executor's configuration: the shared training configuration plus its threads.
+struct ExecConfig : TrainingConfig {
   std::size_t threads_per_device = 1;
   bool sequential = false;  // replay every device in one thread instead of one thread each
-  bool record_timeline = true;
-  DataFn data;
-  std::function<void(const StepLoss&)> on_step;  // from the last stage's worker, in step order
   // Sets a stage's starting weights (and, to resume, its optimizer state); when unset, the
   // weights get the seeded GPT-2 initialisation.
   std::function<void(std::int32_t stage, StageRuntime& runtime)> init_stage;
-  std::size_t first_step = 0;       // optimizer steps done before this run (resume)
-  std::int32_t snapshot_every = 0;  // keep weights after every k-th update for validation
-  std::optional<Action> fail_at;    // failure injection (tests): throw when about to run it
   std::size_t transport_capacity = 1024;
-};
-
-struct ExecResult {
-  std::vector<double> step_losses;       // per optimizer step: mean loss of its micro-batches
-  std::vector<float> microbatch_losses;  // per micro-batch, as its forward computed it
-  ActionTimes times;                     // aligned with schedule.devices
-  Timeline timeline;                     // source "measured"
-  Analysis observed;                     // versions really read; measured peaks
-  std::vector<std::int64_t> device_peak_memory_bytes;
-  double wall_s = 0.0;
 };
 
 class Executor {

@@ -15,15 +15,10 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
       grads_(stage_.layout().size(), 0.0f),
       optimizer_(stage_.layout(), config.adamw, config.threads),
       activations_(config.shape, std::max<std::size_t>(config.activation_capacity, 1)),
-      readers_(static_cast<std::size_t>(config.updates) + 1, 0),
-      v_f_(static_cast<std::size_t>(config.total_microbatches), -1),
-      v_b_(static_cast<std::size_t>(config.total_microbatches), -1),
-      update_(static_cast<std::size_t>(config.total_microbatches), -1) {
+      book_(config.stage, config.policy, config.stash_capacity, config.updates,
+            config.total_microbatches),
+      stash_(book_.stash_slots(), std::vector<float>(params_.size(), 0.0f)) {
   config_.lr.validate();
-  if (config.policy != WeightPolicy::current) {
-    stash_.resize(config.stash_capacity);
-    for (auto& s : stash_) s.params.assign(params_.size(), 0.0f);
-  }
   if (config.snapshot_every > 0) {
     // Multiples of snapshot_every among the global steps (offset, offset + updates].
     const std::size_t k = static_cast<std::size_t>(config.snapshot_every);
@@ -36,8 +31,7 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
 float StageRuntime::forward(std::int32_t mb, const model::StageInput& input,
                             std::span<const std::int32_t> targets) {
   model::ActivationSlot& slot = activations_.acquire(mb);
-  v_f_[static_cast<std::size_t>(mb)] = version_;
-  ++readers_[static_cast<std::size_t>(version_)];
+  book_.forward(mb);
   if (!stage_.is_last()) {
     stage_.forward(params_, input, slot);
     return 0.0f;
@@ -53,62 +47,29 @@ std::span<const float> StageRuntime::output(std::int32_t mb) {
   return activations_.at(mb).output();
 }
 
-std::span<const float> StageRuntime::weights_for_backward(std::int32_t mb,
-                                                          std::int32_t& version_read) {
-  const std::int32_t forward_version = v_f_[static_cast<std::size_t>(mb)];
-  if (config_.policy == WeightPolicy::current || forward_version == version_) {
-    version_read = version_;
-    return params_;
-  }
-  for (const auto& s : stash_)
-    if (s.version == forward_version) {
-      version_read = s.version;
-      return s.params;
-    }
-  throw std::logic_error(
-      fmt::format("stage {}: version {} read by F of micro-batch {} was not "
-                  "stashed",
-                  config_.stage, forward_version, mb));
-}
-
 void StageRuntime::backward(std::int32_t mb, std::span<const float> d_output,
                             std::span<float> d_input) {
   std::int32_t version_read = -1;
-  const std::span<const float> weights = weights_for_backward(mb, version_read);
+  const int source = book_.backward_source(mb, &version_read);
+  const std::span<const float> weights =
+      source == VersionBook::kCurrent
+          ? std::span<const float>(params_)
+          : std::span<const float>(stash_[static_cast<std::size_t>(source)]);
   stage_.backward(weights, grads_, activations_.at(mb), d_output, d_input);
   activations_.release(mb);
-  v_b_[static_cast<std::size_t>(mb)] = version_read;
-  update_[static_cast<std::size_t>(mb)] = version_;
-  const std::int32_t forward_version = v_f_[static_cast<std::size_t>(mb)];
-  if (--readers_[static_cast<std::size_t>(forward_version)] == 0 && forward_version != version_)
-    for (auto& s : stash_)
-      if (s.version == forward_version) {
-        s.version = -1;  // no in-flight backward needs it any more
-        --stash_in_use_;
-      }
+  book_.backward(mb, version_read);
 }
 
 void StageRuntime::update() {
-  if (config_.policy != WeightPolicy::current && readers_[static_cast<std::size_t>(version_)] > 0) {
-    // In-flight forwards read the current version: keep a copy for their backwards.
-    auto free = std::find_if(stash_.begin(), stash_.end(),
-                             [](const StashedVersion& s) { return s.version < 0; });
-    if (free == stash_.end())
-      throw std::runtime_error(fmt::format(
-          "stage {} needs more than {} weight versions alive (the schedule's weight policy "
-          "allows fewer)",
-          config_.stage, stash_.size() + 1));
-    std::copy(params_.begin(), params_.end(), free->params.begin());
-    free->version = version_;
-    peak_stash_in_use_ = std::max(peak_stash_in_use_, ++stash_in_use_);
-  }
+  const std::size_t step = config_.lr_step_offset + static_cast<std::size_t>(book_.version());
+  const int slot = book_.update();  // keep the current weights if in-flight forwards read them
+  if (slot != VersionBook::kCurrent)
+    std::copy(params_.begin(), params_.end(), stash_[static_cast<std::size_t>(slot)].begin());
   float grad_scale = 1.0f;
   if (config_.clip > 0.0)
     grad_scale = model::clip_coefficient(model::squared_norm(grads_), config_.clip);
-  const std::size_t step = config_.lr_step_offset + static_cast<std::size_t>(version_);
   optimizer_.step(params_, grads_, config_.lr.at(step), grad_scale);
   model::zero(grads_);
-  ++version_;
   if (config_.snapshot_every > 0 &&
       (step + 1) % static_cast<std::size_t>(config_.snapshot_every) == 0 &&
       snapshots_taken_ < snapshots_.size())
@@ -122,7 +83,7 @@ std::int64_t StageRuntime::static_bytes() const {
 std::int64_t StageRuntime::memory_bytes() const {
   return static_bytes() +
          static_cast<std::int64_t>(activations_.in_use() * activations_.slot_bytes()) +
-         static_cast<std::int64_t>(stash_in_use_) *
+         static_cast<std::int64_t>(book_.stash_in_use()) *
              static_cast<std::int64_t>(stage_.layout().bytes());
 }
 

@@ -1,37 +1,22 @@
-// StageRuntime: everything one pipeline stage owns while it trains — its blocks' parameters, the
-// gradient accumulation buffer, its own AdamW and LR schedule (stepped at its U), an activation
-// store keyed by micro-batch, a weight-version store, and the versions each F and B really read.
-//   current       the backward reads the current weights with the activations its forward saved
-//                 (PACI: after an update that is a newer version than the forward read)
-//   stash         an update first copies the current weights if an in-flight forward read them;
-//                 the backward then reads the version its forward read (PipeDream)
-//   double_buffer the same with at most two versions alive (PipeDream-2BW)
+// StageRuntime: everything one pipeline stage owns while it trains on the CPU — its blocks'
+// parameters, the gradient accumulation buffer, its own AdamW and LR schedule (stepped at its U),
+// an activation store keyed by micro-batch, the stashed weight copies its policy keeps, and the
+// versions each F and B really read (a VersionBook, shared with the CUDA pipeline).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "exec/stage_plan.hpp"
+#include "exec/version_book.hpp"
 #include "model/gpt.hpp"
 #include "schedules/ir.hpp"
 
 namespace paci::exec {
 
-struct StageRuntimeConfig {
-  model::StageShape shape;
-  std::int32_t stage = 0;
-  WeightPolicy policy = WeightPolicy::current;
-  std::size_t activation_capacity = 1;  // slots: the analysed peak activations of the stage
-  std::size_t stash_capacity = 0;       // extra weight copies: analysed peak versions - 1
+struct StageRuntimeConfig : StagePlan {
   std::size_t threads = 1;
-  model::AdamWConfig adamw;
-  model::LrSchedule lr;
-  double clip = 0.0;        // > 0: clip this stage's gradient norm to it before each update
-  float loss_scale = 1.0f;  // 1/M: the last stage's loss is averaged over a step's micro-batches
-  std::int64_t total_microbatches = 0;
-  std::int32_t updates = 0;         // U actions of the stage in the schedule (N)
-  std::size_t lr_step_offset = 0;   // optimizer steps done before this run (resume)
-  std::int32_t snapshot_every = 0;  // > 0: keep a copy of the weights after every k-th update
 };
 
 class StageRuntime {
@@ -47,7 +32,7 @@ class StageRuntime {
   std::span<const float> grads() const { return grads_; }
   model::AdamW& optimizer() { return optimizer_; }
   const model::AdamW& optimizer() const { return optimizer_; }
-  std::int32_t version() const { return version_; }
+  std::int32_t version() const { return book_.version(); }
 
   // F(s, mb). `input` is tokens on the first stage, received activations elsewhere. On the last
   // stage `targets` are used and the unscaled mean loss is returned; elsewhere returns 0 and the
@@ -62,11 +47,12 @@ class StageRuntime {
   void update();
 
   // What the run measured.
-  std::int32_t v_f(std::int64_t mb) const { return v_f_[static_cast<std::size_t>(mb)]; }
-  std::int32_t v_b(std::int64_t mb) const { return v_b_[static_cast<std::size_t>(mb)]; }
-  std::int32_t update_of(std::int64_t mb) const { return update_[static_cast<std::size_t>(mb)]; }
+  const VersionBook& versions() const { return book_; }
+  std::int32_t v_f(std::int64_t mb) const { return book_.v_f(mb); }
+  std::int32_t v_b(std::int64_t mb) const { return book_.v_b(mb); }
+  std::int32_t update_of(std::int64_t mb) const { return book_.update_of(mb); }
   std::size_t peak_activations() const { return activations_.peak_in_use(); }
-  std::size_t peak_weight_versions() const { return 1 + peak_stash_in_use_; }
+  std::size_t peak_weight_versions() const { return book_.peak_weight_versions(); }
   std::int64_t static_bytes() const;  // params, gradients, AdamW moments
   std::int64_t memory_bytes() const;  // static + activations in use + stashed weight copies
   // Weights after the i-th global step that is a multiple of snapshot_every (steps counted from
@@ -78,22 +64,13 @@ class StageRuntime {
   }
 
  private:
-  struct StashedVersion {
-    std::int32_t version = -1;  // -1: free
-    std::vector<float> params;
-  };
-  std::span<const float> weights_for_backward(std::int32_t mb, std::int32_t& version_read);
-
   StageRuntimeConfig config_;
   model::Stage stage_;
   std::vector<float> params_, grads_;
   model::AdamW optimizer_;
   model::ActivationStore activations_;
-  std::vector<StashedVersion> stash_;
-  std::vector<std::int64_t> readers_;  // per version: in-flight micro-batches whose F read it
-  std::size_t stash_in_use_ = 0, peak_stash_in_use_ = 0;
-  std::int32_t version_ = 0;
-  std::vector<std::int32_t> v_f_, v_b_, update_;
+  VersionBook book_;
+  std::vector<std::vector<float>> stash_;      // one weight copy per VersionBook stash slot
   std::vector<std::vector<float>> snapshots_;  // preallocated: nothing allocates during the run
   std::size_t snapshots_taken_ = 0;
 };

@@ -11,6 +11,7 @@ scripts/experiments/convergence.sh, which builds paci and prepares the data firs
 Every number comes from a paci run made by this script; nothing is typed in by hand.
 """
 import argparse
+import concurrent.futures
 import json
 import math
 import os
@@ -19,7 +20,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PACI = os.path.join(ROOT, "build", "cli", "paci")
+PACI = os.environ.get("PACI_BIN") or os.path.join(ROOT, "build", "cli", "paci")
 TOKENS_PER_MICROBATCH = 16 * 128  # the default shape: B=16 sequences of T=128 bytes
 
 
@@ -36,34 +37,38 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def configurations(stages, quick):
+def configurations(stages, quick, first_seed):
+    """(kind, M) runs of one seed. GPipe computes exactly what 1F1B computes (same accumulation
+    order: the executor's tests check it bitwise), so it runs at one M and for the first seed only,
+    to show it; 2BW and PipeDream run for the first seed only."""
     ms = sorted({max(1, stages // 2), stages - 1, 2 * stages})
     runs = []
     for m in ms:
-        # GPipe computes exactly what 1F1B computes (same accumulation order: the executor's tests
-        # check it bitwise), so one M is enough to show it; the study compares their losses.
-        for kind in ("1f1b", "gpipe", "paci") if m == ms[0] else ("1f1b", "paci"):
-            runs.append((kind, m))
-        if m >= stages:
+        runs += [("1f1b", m), ("paci", m)]
+        if first_seed and m == ms[0]:
+            runs.append(("gpipe", m))
+        if first_seed and m >= stages:
             runs.append(("2bw", m))
-    runs.append(("pipedream", 1))  # no accumulation: an update after every micro-batch
+    if first_seed:
+        runs.append(("pipedream", 1))  # no accumulation: an update after every micro-batch
     if quick:
-        runs = [r for r in runs if r[0] in ("1f1b", "paci")] + [("pipedream", 1)]
+        runs = [r for r in runs if r[0] in ("1f1b", "paci", "pipedream")]
     return runs
 
 
-def train(kind, stages, m, seed, tokens, lr_ref, m_ref, outdir, threads):
+def train(kind, stages, m, seed, tokens, lr_ref, m_ref, warmup, outdir, threads):
     steps = max(2, tokens // (m * TOKENS_PER_MICROBATCH))
     lr = lr_ref * math.sqrt(m / m_ref)  # square-root scaling with the batch, as the paper
-    name = f"{kind}_P{stages}_M{m}_seed{seed}"
+    warmup_steps = max(1, round(warmup * steps))
+    name = f"{kind}_P{stages}_M{m}_seed{seed}_lr{lr:.3g}"
     metrics = os.path.join(outdir, name + ".jsonl")
     report = os.path.join(outdir, name + ".report.json")
     if not (os.path.exists(metrics) and os.path.exists(report)):
         start = time.time()
         paci("train", "--kind", kind, "--stages", stages, "--microbatches", m, "--steps", steps,
-             "--lr", f"{lr:.6g}", "--seed", seed, "--val-every", max(1, steps // 12),
-             "--val-microbatches", 32, "--sequential", "--threads", threads, "--quiet",
-             "--metrics", metrics, "--report", report)
+             "--lr", f"{lr:.6g}", "--warmup-steps", warmup_steps, "--seed", seed,
+             "--val-every", max(1, steps // 12), "--val-microbatches", 32, "--sequential",
+             "--threads", threads, "--quiet", "--metrics", metrics, "--report", report)
         print(f"  {name}: {steps} steps, lr {lr:.3g}, {time.time() - start:.0f} s", flush=True)
     lines = read_jsonl(metrics)
     with open(report) as f:
@@ -75,12 +80,20 @@ def train(kind, stages, m, seed, tokens, lr_ref, m_ref, outdir, threads):
     return {
         "kind": kind, "stages": stages, "microbatches": m, "seed": seed,
         "tokens": steps * m * TOKENS_PER_MICROBATCH, "steps": steps, "lr": lr,
+        "warmup_steps": warmup_steps,
         "final_train_loss": sum(tail) / len(tail),
         "final_val_loss": val_curve[-1][1],
         "max_staleness": [st["max_staleness"] for st in rep["stages"]],
         "wall_s": rep["wall_s"],
         "train_curve": train_curve, "val_curve": val_curve,
     }
+
+
+def mean_curve(runs, key):
+    """Point-wise mean of the runs' curves (same schedule, so the same x points)."""
+    curves = [r[key] for r in runs]
+    n = min(len(c) for c in curves)
+    return [(curves[0][i][0], sum(c[i][1] for c in curves) / len(curves)) for i in range(n)]
 
 
 def tokens_to(curve, target):
@@ -106,13 +119,14 @@ def paper_seconds_per_token(outdir, flops, bandwidth):
     return {r["kind"]: 1.0 / (r["microbatches_per_s"] * tokens_per_mb) for r in rows["rows"]}, rows
 
 
-def svg(runs, m, path):
-    """Loss versus tokens: training loss (thin) and validation loss (thick) per schedule."""
+def svg(series, m, path):
+    """Loss versus tokens at one M: per schedule, training loss (thin) and validation loss (thick),
+    each the mean over seeds."""
     colors = {"1f1b": "#1f77b4", "gpipe": "#17becf", "paci": "#d62728", "2bw": "#2ca02c",
               "pipedream": "#9467bd"}
-    sel = [r for r in runs if r["microbatches"] == m or r["kind"] == "pipedream"]
-    xs = [t for r in sel for t, _ in r["train_curve"]]
-    ys = [l for r in sel for _, l in r["train_curve"] + r["val_curve"]]
+    sel = [a for a in series if a["microbatches"] == m or a["kind"] == "pipedream"]
+    xs = [t for a in sel for t, _ in a["train_curve"]]
+    ys = [l for a in sel for _, l in a["train_curve"] + a["val_curve"]]
     if not xs:
         return
     x0, x1, y0, y1 = 0, max(xs), min(ys), min(max(ys), 4.0)
@@ -123,7 +137,7 @@ def svg(runs, m, path):
            f'font-family="sans-serif" font-size="12">',
            f'<rect width="{w}" height="{h}" fill="white"/>',
            f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">loss vs tokens, P=4, '
-           f'M={m} (pipedream: M=1)</text>']
+           f'M={m} (pipedream: M=1), mean over seeds</text>']
     for i in range(6):
         y = y0 + (y1 - y0) * i / 5
         out.append(f'<line x1="{pad}" x2="{w-pad}" y1="{Y(y):.1f}" y2="{Y(y):.1f}" stroke="#ddd"/>')
@@ -131,17 +145,50 @@ def svg(runs, m, path):
         x = x0 + (x1 - x0) * i / 5
         out.append(f'<text x="{X(x):.1f}" y="{h-pad+16}" text-anchor="middle">{x/1e6:.1f}M</text>')
     out.append(f'<text x="{w/2}" y="{h-12}" text-anchor="middle">tokens</text>')
-    for k, r in enumerate(sel):
-        c = colors.get(r["kind"], "black")
-        pts = " ".join(f"{X(t):.1f},{Y(l):.1f}" for t, l in r["train_curve"])
+    for k, a in enumerate(sel):
+        c = colors.get(a["kind"], "black")
+        pts = " ".join(f"{X(t):.1f},{Y(l):.1f}" for t, l in a["train_curve"])
         out.append(f'<polyline fill="none" stroke="{c}" stroke-opacity="0.35" points="{pts}"/>')
-        pts = " ".join(f"{X(t):.1f},{Y(l):.1f}" for t, l in r["val_curve"])
+        pts = " ".join(f"{X(t):.1f},{Y(l):.1f}" for t, l in a["val_curve"])
         out.append(f'<polyline fill="none" stroke="{c}" stroke-width="2.5" points="{pts}"/>')
-        out.append(f'<text x="{w-pad-110}" y="{pad+16*k}" fill="{c}">{r["kind"]} '
-                   f'(val {r["final_val_loss"]:.3f})</text>')
+        out.append(f'<text x="{w-pad-110}" y="{pad+16*k}" fill="{c}">{a["kind"]} '
+                   f'(val {a["final_val_loss"]:.3f})</text>')
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
+
+
+def aggregate(runs):
+    """One entry per (kind, M): mean and spread over seeds, mean curves."""
+    series = []
+    for key in sorted({(r["kind"], r["microbatches"]) for r in runs}):
+        sel = [r for r in runs if (r["kind"], r["microbatches"]) == key]
+        vals = [r["final_val_loss"] for r in sel]
+        series.append({
+            "kind": key[0], "microbatches": key[1], "seeds": [r["seed"] for r in sel],
+            "tokens": sel[0]["tokens"], "lr": sel[0]["lr"],
+            "final_train_loss": sum(r["final_train_loss"] for r in sel) / len(sel),
+            "final_val_loss": sum(vals) / len(vals),
+            "val_spread": (max(vals) - min(vals)) / 2,
+            "max_staleness": sel[0]["max_staleness"],
+            "train_curve": mean_curve(sel, "train_curve"),
+            "val_curve": mean_curve(sel, "val_curve")})
+    return series
+
+
+def lr_sweep(args, tokens, runs_dir, threads):
+    """1F1B and PACI at M = P/2 for every --lr-sweep value (seed: the first): how PACI's gap
+    depends on the learning rate."""
+    m = max(1, args.stages // 2)
+    seed = int(args.seeds.split(",")[0])
+    rows = []
+    for lr in [float(x) for x in args.lr_sweep.split(",") if x]:
+        pair = {k: train(k, args.stages, m, seed, tokens, lr, m, args.warmup, runs_dir, threads)
+                for k in ("1f1b", "paci")}
+        rows.append({"lr": lr, "microbatches": m, "seed": seed,
+                     "1f1b_val_loss": pair["1f1b"]["final_val_loss"],
+                     "paci_val_loss": pair["paci"]["final_val_loss"]})
+    return rows
 
 
 def main():
@@ -149,51 +196,72 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny budget, fewer runs")
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=None, help="token budget per run")
-    ap.add_argument("--seeds", default="1", help="comma-separated seeds")
-    ap.add_argument("--lr", type=float, default=2e-3, help="peak LR at --lr-microbatches")
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds (default 1,2; quick: 1)")
+    ap.add_argument("--lr", type=float, default=3e-4, help="peak LR at --lr-microbatches")
     ap.add_argument("--lr-microbatches", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--warmup", type=float, default=0.1, help="warm-up, a fraction of the steps")
+    ap.add_argument("--lr-sweep", default=None,
+                    help="peak LRs for 1f1b and paci at M=P/2 (default 3e-4,5e-4,1e-3,2e-3; "
+                         "quick: none)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="compute threads in all")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="trainings at once (each gets threads/jobs threads)")
     ap.add_argument("--flops", default="4e14", help="sustained FLOP/s of the paper-setting GPU")
     ap.add_argument("--mem-bandwidth", default="4.8e12", help="its memory bandwidth, B/s")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results"))
     args = ap.parse_args()
     tokens = args.tokens or (120_000 if args.quick else 2_000_000)
+    args.seeds = args.seeds or ("1" if args.quick else "1,2")
+    if args.lr_sweep is None:
+        args.lr_sweep = "" if args.quick else "3e-4,5e-4,1e-3,2e-3"
     runs_dir = os.path.join(ROOT, "out", "convergence" + ("-quick" if args.quick else ""))
     os.makedirs(runs_dir, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
 
-    runs = []
-    for seed in seeds:
-        for kind, m in configurations(args.stages, args.quick):
-            runs.append(train(kind, args.stages, m, seed, tokens, args.lr, args.lr_microbatches,
-                              runs_dir, args.threads))
+    # Every training, run --jobs at a time (results do not depend on threads or concurrency).
+    todo = [(kind, m, seed, args.lr, args.lr_microbatches)
+            for i, seed in enumerate(seeds)
+            for kind, m in configurations(args.stages, args.quick, i == 0)]
+    m_sweep = max(1, args.stages // 2)
+    todo += [(kind, m_sweep, seeds[0], float(lr), m_sweep)
+             for lr in args.lr_sweep.split(",") if lr for kind in ("1f1b", "paci")]
+    threads = max(1, args.threads // args.jobs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(lambda r: train(r[0], args.stages, r[1], r[2], tokens, r[3], r[4],
+                                      args.warmup, runs_dir, threads), todo))
+    runs = [train(kind, args.stages, m, seed, tokens, args.lr, args.lr_microbatches, args.warmup,
+                  runs_dir, threads)
+            for i, seed in enumerate(seeds)
+            for kind, m in configurations(args.stages, args.quick, i == 0)]
+    sweep = lr_sweep(args, tokens, runs_dir, threads)
+    series = aggregate(runs)
 
     per_token, paper = paper_seconds_per_token(runs_dir, args.flops, args.mem_bandwidth)
-    groups = sorted({r["microbatches"] for r in runs if r["kind"] != "pipedream"})
+    groups = sorted({a["microbatches"] for a in series if a["kind"] != "pipedream"})
     for m in groups:
-        group = [r for r in runs if r["microbatches"] == m or r["kind"] == "pipedream"]
-        target = max(r["final_val_loss"] for r in group)  # every run of the group reaches it
-        for r in group:
-            if r["kind"] == "pipedream" and "tokens_to_target" in r:
-                continue
-            tt = tokens_to(r["val_curve"], target)
-            r.setdefault("targets", {})[str(m)] = {
+        group = [a for a in series if a["microbatches"] == m or a["kind"] == "pipedream"]
+        target = max(a["final_val_loss"] for a in group)  # every mean curve reaches it
+        for a in group:
+            tt = tokens_to(a["val_curve"], target)
+            a.setdefault("targets", {})[str(m)] = {
                 "target_val_loss": target, "tokens_to_target": tt,
-                "paper_setting_hours": None if tt is None else tt * per_token[r["kind"]] / 3600}
+                "paper_setting_hours": None if tt is None else tt * per_token[a["kind"]] / 3600}
 
     summary = {"setting": {"model": "4 layers, 4 heads, d_model 128, seq 128, batch 16, bytes",
                            "corpus": "King James Bible (Debian bible-kjv), 95/5 split",
                            "stages": args.stages, "seeds": seeds, "tokens_per_run": tokens,
                            "lr": f"{args.lr} at M={args.lr_microbatches}, scaled by sqrt(M/"
                                  f"{args.lr_microbatches})",
+                           "warmup": f"{args.warmup:.0%} of the steps, then cosine to lr/10",
                            "paper_setting": {"cost_model": "paci costmodel --preset gpt2-medium "
                                              f"--stages 8 --flops {args.flops} --mem-bandwidth "
                                              f"{args.mem_bandwidth}", "compare": paper}},
                "runs": [{k: v for k, v in r.items() if k not in ("train_curve", "val_curve")}
                         for r in runs],
-               "curves": [{"kind": r["kind"], "microbatches": r["microbatches"], "seed": r["seed"],
-                           "val": r["val_curve"]} for r in runs]}
+               "schedules": [{k: v for k, v in a.items() if k != "train_curve"} for a in series],
+               "lr_sweep": sweep}
     # GPipe and 1F1B accumulate the same micro-batches in the same order: identical losses.
     same = {}
     for m in groups:
@@ -206,59 +274,69 @@ def main():
     with open(os.path.join(args.out, "convergence.json"), "w") as f:
         json.dump(summary, f, indent=1)
     for m in groups:
-        svg(runs, m, os.path.join(args.out, f"convergence_M{m}.svg"))
+        svg(series, m, os.path.join(args.out, f"convergence_M{m}.svg"))
 
-    md = ["| M | schedule | tokens | final train loss | final val loss | val perplexity | "
-          "max staleness per stage | tokens to target | time to target, paper setting (s) | "
-          "vs best flush |", "|---|---|---|---|---|---|---|---|---|---|"]
+    md = ["| M | schedule | seeds | tokens | peak LR | final train loss | final val loss | "
+          "val perplexity | max staleness per stage | tokens to target | time to target, paper "
+          "setting (s) | vs best flush |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in groups:
-        group = [r for r in runs if r["microbatches"] == m or r["kind"] == "pipedream"]
-        flush = [r["targets"][str(m)]["paper_setting_hours"] for r in group
-                 if r["kind"] in ("1f1b", "gpipe") and r["targets"][str(m)]["paper_setting_hours"]]
+        group = [a for a in series if a["microbatches"] == m or a["kind"] == "pipedream"]
+        flush = [a["targets"][str(m)]["paper_setting_hours"] for a in group
+                 if a["kind"] in ("1f1b", "gpipe") and a["targets"][str(m)]["paper_setting_hours"]]
         best_flush = min(flush) if flush else None
         for kind in ("1f1b", "gpipe", "pipedream", "2bw", "paci"):
-            sel = [r for r in group if r["kind"] == kind]
-            if not sel:
-                continue
-            mean = lambda key: sum(r[key] for r in sel) / len(sel)
-            spread = max(r["final_val_loss"] for r in sel) - min(r["final_val_loss"] for r in sel)
-            t = sel[0]["targets"][str(m)]
-            hours = t["paper_setting_hours"]
-            tt = "-" if t["tokens_to_target"] is None else f"{t['tokens_to_target']:,.0f}"
-            hh = "-" if hours is None else f"{hours * 3600:.3g}"
-            vs = "-" if hours is None or not best_flush else f"{best_flush / hours:.2f}x"
-            val = f"{mean('final_val_loss'):.4f}" + (f" ± {spread / 2:.4f}" if len(sel) > 1 else "")
-            label = kind + (" (M=1)" if kind == "pipedream" else "")
-            md.append(f"| {m} | {label} | {sel[0]['tokens']:,} | {mean('final_train_loss'):.4f} "
-                      f"| {val} | {math.exp(mean('final_val_loss')):.3f} | "
-                      f"{sel[0]['max_staleness']} | {tt} | {hh} | {vs} |")
-    md += ["", "Target loss of an M group: the highest final validation loss in the group, so every "
-           "run reaches it; tokens to target by linear interpolation between validation points; "
+            for a in [a for a in group if a["kind"] == kind]:
+                t = a["targets"][str(m)]
+                hours = t["paper_setting_hours"]
+                tt = "-" if t["tokens_to_target"] is None else f"{t['tokens_to_target']:,.0f}"
+                hh = "-" if hours is None else f"{hours * 3600:.3g}"
+                vs = "-" if hours is None or not best_flush else f"{best_flush / hours:.2f}x"
+                val = f"{a['final_val_loss']:.4f}" + (
+                    f" ± {a['val_spread']:.4f}" if len(a["seeds"]) > 1 else "")
+                label = kind + (" (M=1)" if kind == "pipedream" else "")
+                md.append(f"| {m} | {label} | {len(a['seeds'])} | {a['tokens']:,} | "
+                          f"{a['lr']:.3g} | {a['final_train_loss']:.4f} | {val} | "
+                          f"{math.exp(a['final_val_loss']):.3f} | {a['max_staleness']} | {tt} | "
+                          f"{hh} | {vs} |")
+    md += ["", "Losses are means over the seeds (± half the spread between them). Target loss of "
+           "an M group: the highest mean final validation loss in the group, so every schedule "
+           "reaches it; tokens to target by linear interpolation on the mean validation curve; "
            "time to target = tokens × the simulator's time per token for that schedule at P=8, "
            "M=8, GPT-2 Medium (`paper_setting` in convergence.json). PipeDream (M=1) is listed in "
            "every group against that group's target."]
     for m, ok in same.items():
         md.append(f"GPipe and 1F1B at M={m}: per-step training and validation losses "
                   f"{'identical (bitwise)' if ok else 'DIFFER'}.")
+    if sweep:
+        md += ["", f"Learning-rate sweep at M={sweep[0]['microbatches']} (seed "
+               f"{sweep[0]['seed']}, same budget and warm-up):", "",
+               "| peak LR | 1f1b val loss | paci val loss | paci vs 1f1b |", "|---|---|---|---|"]
+        for row in sweep:
+            d = 100 * (row["paci_val_loss"] / row["1f1b_val_loss"] - 1)
+            md.append(f"| {row['lr']:.3g} | {row['1f1b_val_loss']:.4f} | "
+                      f"{row['paci_val_loss']:.4f} | {d:+.2f}% |")
     with open(os.path.join(args.out, "convergence.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
 
     # The headline for the README: PACI against 1F1B-flush at each M.
     head = ["| M | 1f1b val loss | paci val loss | difference | paci max staleness | "
-            "paci speed-up to the target over 1f1b (paper setting, simulated) |", "|---|---|---|---|---|---|"]
+            "paci speed-up to the target over 1f1b (paper setting, simulated) |",
+            "|---|---|---|---|---|---|"]
     for m in groups:
-        f = [r for r in runs if r["kind"] == "1f1b" and r["microbatches"] == m]
-        p = [r for r in runs if r["kind"] == "paci" and r["microbatches"] == m]
+        f = [a for a in series if a["kind"] == "1f1b" and a["microbatches"] == m]
+        p = [a for a in series if a["kind"] == "paci" and a["microbatches"] == m]
         if not f or not p:
             continue
-        fv = sum(r["final_val_loss"] for r in f) / len(f)
-        pv = sum(r["final_val_loss"] for r in p) / len(p)
-        fh = f[0]["targets"][str(m)]["paper_setting_hours"]
-        ph = p[0]["targets"][str(m)]["paper_setting_hours"]
+        f, p = f[0], p[0]
+        fh = f["targets"][str(m)]["paper_setting_hours"]
+        ph = p["targets"][str(m)]["paper_setting_hours"]
         speed = "-" if not fh or not ph else f"{fh / ph:.2f}x"
-        head.append(f"| {m} | {fv:.4f} | {pv:.4f} | {100 * (pv / fv - 1):+.2f}% | "
-                    f"{max(p[0]['max_staleness'])} | {speed} |")
+        pm = lambda a: f"{a['final_val_loss']:.4f}" + (
+            f" ± {a['val_spread']:.4f}" if len(a["seeds"]) > 1 else "")
+        head.append(f"| {m} | {pm(f)} | {pm(p)} | "
+                    f"{100 * (p['final_val_loss'] / f['final_val_loss'] - 1):+.2f}% | "
+                    f"{max(p['max_staleness'])} | {speed} |")
     with open(os.path.join(args.out, "convergence_headline.md"), "w") as f:
         f.write("\n".join(head) + "\n")
 

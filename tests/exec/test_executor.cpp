@@ -11,6 +11,7 @@
 #include "exec/partition.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
+#include "synthetic.hpp"
 
 namespace paci::exec {
 namespace {
@@ -27,22 +28,7 @@ model::GptConfig tiny() {
 
 constexpr std::size_t kBatch = 2, kSeq = 8;
 
-// Deterministic synthetic tokens: a function of the micro-batch index only.
-void synthetic(std::uint64_t index, std::span<std::int32_t> inputs,
-               std::span<std::int32_t> targets) {
-  std::uint64_t state = 1000 + index;
-  std::vector<std::int32_t> window(inputs.size() + 1);
-  for (auto& t : window) {  // SplitMix64
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    t = static_cast<std::int32_t>((z ^ (z >> 31)) % 64);
-  }
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    inputs[i] = window[i];
-    targets[i] = window[i + 1];
-  }
-}
+using testing::synthetic;
 
 ExecConfig config_for(std::int32_t stages) {
   ExecConfig c;

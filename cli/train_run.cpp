@@ -1,0 +1,136 @@
+// TrainOutputs: metrics JSONL, progress, validation, report, trace, checkpoint, export and the
+// summary line of paci train, whatever backend ran the schedule.
+#include "cli/train_run.hpp"
+
+#include <fmt/format.h>
+#include <cmath>
+#include <iostream>
+
+#include "cli/load.hpp"
+#include "model/checkpoint_llmc.hpp"
+#include "traces/chrome_trace.hpp"
+
+namespace paci::cli {
+
+namespace {
+
+model::StateMetadata state_metadata(const TrainSetup& t, std::size_t steps_done) {
+  model::StateMetadata m;
+  m.config = t.exec.config;
+  m.step = steps_done;
+  m.next_microbatch = t.first_microbatch + (steps_done - t.first_step) *
+                                               static_cast<std::size_t>(t.schedule.microbatches);
+  m.data_seed = t.data_seed;
+  m.data_order = std::string(model::to_string(t.data_order));
+  m.lr_schedule = t.exec.lr;
+  m.lr_schedule.total_steps = t.total_steps;
+  m.adamw = t.exec.adamw;
+  m.extra["kind"] = t.schedule.kind;
+  m.extra["microbatches"] = t.schedule.microbatches;
+  m.extra["batch"] = t.exec.batch;
+  m.extra["seq_len"] = t.exec.seq_len;
+  return m;
+}
+
+}  // namespace
+
+TrainOutputs::TrainOutputs(TrainSetup& t, const TrainFlags& f)
+    : t_(t),
+      f_(f),
+      progress_(fmt::format("{} P={}", t.schedule.kind, t.schedule.stages),
+                static_cast<std::int64_t>(t.first_step), static_cast<std::int64_t>(t.last_step),
+                f.quiet),
+      tokens_per_step_(static_cast<double>(t.schedule.microbatches) *
+                       static_cast<double>(t.exec.batch * t.exec.seq_len)) {}
+
+TrainOutputs::~TrainOutputs() = default;
+
+void TrainOutputs::add_metric(const ordered_json& j) {
+  std::lock_guard lock(mutex_);
+  lines_ += j.dump() + "\n";
+}
+
+void TrainOutputs::install_step_hook() {
+  t_.exec.on_step = [this](const exec::StepLoss& s) {
+    const std::size_t step = t_.first_step + static_cast<std::size_t>(s.step) + 1;
+    const double tokens = tokens_per_step_ * (s.step + 1);
+    ordered_json j;
+    j["step"] = step;
+    j["loss"] = s.loss;
+    j["lr"] = t_.exec.lr.at(step - 1);
+    j["tokens"] = tokens_per_step_ * static_cast<double>(step);
+    j["tokens_per_s"] = s.time_s > 0 ? tokens / s.time_s : 0.0;
+    j["elapsed_s"] = s.time_s;
+    add_metric(j);
+    progress_.update(static_cast<std::int64_t>(step), s.loss, tokens, s.time_s);
+  };
+}
+
+void TrainOutputs::abandon() {
+  progress_.finish();
+  if (!f_.metrics_path.empty()) write_output(f_.metrics_path, lines_);
+}
+
+void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummary& run,
+                                 std::size_t snapshots, const Validate& validate,
+                                 ordered_json backend_keys) {
+  // Validation: the weights after every --val-every steps (snapshots), and the final weights.
+  if (t_.val) {
+    const auto every = static_cast<std::size_t>(std::max(f_.val_every, 1));
+    for (std::size_t k = 0; k < snapshots; ++k)
+      val_losses_.emplace_back((t_.first_step / every + k + 1) * every, validate(k));
+    if (val_losses_.empty() || val_losses_.back().first != t_.last_step)
+      val_losses_.emplace_back(t_.last_step, validate(std::nullopt));
+    for (const auto& [step, loss] : val_losses_) {
+      ordered_json j;
+      j["step"] = step;
+      j["val_loss"] = loss;
+      add_metric(j);
+    }
+  }
+  if (!f_.metrics_path.empty()) write_output(f_.metrics_path, lines_);
+  if (!f_.report_path.empty()) {
+    ordered_json head = run_report_head(t_.schedule, run);
+    head["model"] = {{"layers", t_.exec.config.layers},   {"heads", t_.exec.config.heads},
+                     {"d_model", t_.exec.config.d_model}, {"seq_len", t_.exec.seq_len},
+                     {"vocab", t_.exec.config.vocab},     {"batch", t_.exec.batch}};
+    head["partition"] = ordered_json::array();
+    for (const auto& r : t_.exec.ranges) head["partition"].push_back(r.num_layers);
+    for (auto& [key, value] : backend_keys.items()) head[key] = value;
+    head["first_step"] = t_.first_step;
+    head["loss"] = result.step_losses;
+    head["val_loss"] = ordered_json::array();
+    for (const auto& [step, loss] : val_losses_)
+      head["val_loss"].push_back({{"step", step}, {"val_loss", loss}});
+    head["wall_s"] = result.wall_s;
+    write_output(f_.report_path, report_with_versions(head, run.observed.versions));
+  }
+  if (!f_.trace_path.empty()) write_chrome_trace(result.timeline, f_.trace_path);
+}
+
+void TrainOutputs::save_checkpoint(const std::vector<model::StageStateView>& views) const {
+  model::save_state(f_.save_path,
+                    state_metadata(t_, t_.first_step + static_cast<std::size_t>(t_.schedule.steps)),
+                    views);
+}
+
+void TrainOutputs::export_whole_model(const std::vector<float>& params) const {
+  const model::ParamLayout whole(t_.exec.config, model::whole_model(t_.exec.config));
+  const std::string warning = model::export_llmc(f_.export_path, whole, params);
+  if (!warning.empty()) std::cerr << "paci train: note: " << warning << '\n';
+}
+
+void TrainOutputs::print_summary(const exec::ExecResult& result, const RunSummary& run) const {
+  if (f_.quiet) return;
+  const double tokens = tokens_per_step_ * t_.schedule.steps;
+  std::cerr << fmt::format(
+      "paci train: {} on {} stages, steps {}..{}, final loss {:.4f}{}, {:.0f} tokens/s, "
+      "bubble {:.1f}%, {} wall\n",
+      t_.schedule.kind, t_.schedule.stages, t_.first_step + 1, t_.last_step,
+      result.step_losses.empty() ? NAN : result.step_losses.back(),
+      val_losses_.empty() ? "" : fmt::format(", val loss {:.4f}", val_losses_.back().second),
+      result.wall_s > 0 ? tokens / result.wall_s : 0.0, 100.0 * run.timing.bubble_ratio,
+      format_duration(result.wall_s));
+}
+
+}  // namespace paci::cli

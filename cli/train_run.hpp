@@ -1,0 +1,101 @@
+// paci train after its setup, shared by the backends: the step hook (metrics JSONL, progress), the
+// run, validation, the report, the trace, the checkpoint, the llm.c export and the summary line.
+// A backend is a Trainer, constructed as Trainer(const TrainSetup&, const TrainFlags&), with
+//   exec::ExecResult run();
+//   std::size_t snapshots() const;                 // weight copies kept every --val-every steps
+//   double validate(std::optional<std::size_t> snapshot, const exec::DataFn& val,
+//                   std::uint64_t count);         // nullopt: the final weights
+//   RunSummary summary(const exec::ExecResult&) const;
+//   std::vector<model::StageStateView> state_views();  // valid until the next call
+//   std::vector<float> whole_params();
+//   void describe(ordered_json& report_head) const;  // backend keys of the report
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/common.hpp"
+#include "cli/progress.hpp"
+#include "cli/train_setup.hpp"
+#include "model/checkpoint_state.hpp"
+#include "traces/report.hpp"
+
+namespace paci::cli {
+
+// What a run leaves behind. Metrics JSONL lines are collected during the run and written
+// (atomically) at its end.
+class TrainOutputs {
+ public:
+  TrainOutputs(TrainSetup& t, const TrainFlags& f);
+  ~TrainOutputs();
+  // Installs the per-step hook (metrics line, progress) into t.exec.on_step.
+  void install_step_hook();
+  // After a failed run: ends the progress line and writes the metrics gathered so far.
+  void abandon();
+  // Runs validation through `validate(snapshot or nullopt)`, writes metrics, report, trace,
+  // checkpoint and export, and prints the summary line.
+  template <typename Trainer>
+  void finish(Trainer& trainer, const exec::ExecResult& result);
+
+ private:
+  using Validate = std::function<double(std::optional<std::size_t>)>;
+  // Validation, metrics, report and trace.
+  void write_results(const exec::ExecResult& result, const RunSummary& run, std::size_t snapshots,
+                     const Validate& validate, ordered_json backend_keys);
+  void print_summary(const exec::ExecResult& result, const RunSummary& run) const;
+  void save_checkpoint(const std::vector<model::StageStateView>& views) const;
+  void export_whole_model(const std::vector<float>& params) const;
+  void add_metric(const ordered_json& j);
+
+  TrainSetup& t_;
+  const TrainFlags& f_;
+  std::mutex mutex_;
+  std::string lines_;
+  Progress progress_;
+  double tokens_per_step_ = 0.0;
+  std::vector<std::pair<std::size_t, double>> val_losses_;
+};
+
+template <typename Trainer>
+void TrainOutputs::finish(Trainer& trainer, const exec::ExecResult& result) {
+  progress_.finish();
+  exec::DataFn val;
+  if (t_.val)
+    val = [&](std::uint64_t i, std::span<std::int32_t> in, std::span<std::int32_t> out) {
+      t_.val->microbatch(i, t_.exec.batch, t_.exec.seq_len, in, out);
+    };
+  ordered_json backend_keys = ordered_json::object();
+  trainer.describe(backend_keys);
+  const RunSummary run = trainer.summary(result);
+  write_results(
+      result, run, trainer.snapshots(),
+      [&](std::optional<std::size_t> k) { return trainer.validate(k, val, f_.val_microbatches); },
+      std::move(backend_keys));
+  if (!f_.save_path.empty()) save_checkpoint(trainer.state_views());
+  if (!f_.export_path.empty()) export_whole_model(trainer.whole_params());
+  print_summary(result, run);
+}
+
+// paci train with the backend `Trainer`, constructed as Trainer(t, f) once the step hook is in
+// t.exec: the run, then every output; on a failure the metrics gathered so far are written.
+template <typename Trainer>
+int train_with(TrainSetup& t, const TrainFlags& f) {
+  TrainOutputs outputs(t, f);
+  outputs.install_step_hook();
+  Trainer trainer(t, f);
+  exec::ExecResult result;
+  try {
+    result = trainer.run();
+  } catch (...) {
+    outputs.abandon();
+    throw;
+  }
+  outputs.finish(trainer, result);
+  return 0;
+}
+
+}  // namespace paci::cli

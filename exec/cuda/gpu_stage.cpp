@@ -1,0 +1,174 @@
+// GpuStageRuntime: forward, backward and update of one stage on the GPU under its weight policy.
+#include "exec/cuda/gpu_stage.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <stdexcept>
+
+#include "cuda/check.hpp"
+
+namespace paci::exec::gpu {
+
+namespace {
+
+void copy_async(cudaStream_t stream, void* dst, const void* src, std::size_t bytes) {
+  PACI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+}  // namespace
+
+GpuStageRuntime::GpuStageRuntime(const GpuStageConfig& config)
+    : config_(config),
+      stage_(config.shape, config.precision),
+      master_(stage_.layout().size()),
+      grads_(stage_.layout().size()),
+      optimizer_(stage_.layout(), config.adamw),
+      book_(config.stage, config.policy, config.stash_capacity, config.updates,
+            config.total_microbatches) {
+  config_.lr.validate();
+  const std::size_t n = stage_.layout().size();
+  if (config.precision == cuda::Precision::bf16) compute_ = cuda::DeviceTensor(config.precision, n);
+  const std::size_t capacity = std::max<std::size_t>(config.activation_capacity, 1);
+  for (std::size_t i = 0; i < capacity; ++i) slots_.push_back(stage_.make_slot());
+  slot_mb_.assign(capacity, -1);
+  for (std::size_t i = 0; i < book_.stash_slots(); ++i) stash_.emplace_back(config.precision, n);
+  if (config.snapshot_every > 0) {
+    const std::size_t k = static_cast<std::size_t>(config.snapshot_every);
+    const std::size_t end = config.lr_step_offset + static_cast<std::size_t>(config.updates);
+    for (std::size_t i = 0; i < end / k - config.lr_step_offset / k; ++i)
+      snapshots_.emplace_back(config.precision, n);
+  }
+  cuda::zero(stream(), grads_.data(), n);
+}
+
+cuda::TensorView GpuStageRuntime::weights() const {
+  if (config_.precision == cuda::Precision::bf16) return compute_.view();
+  return cuda::TensorView::of(master_.data(), master_.size());
+}
+
+void GpuStageRuntime::set_params(std::span<const float> host) {
+  if (host.size() != master_.size())
+    throw std::invalid_argument(fmt::format("stage {}: {} weights given, the layout has {}",
+                                            config_.stage, host.size(), master_.size()));
+  cuda::copy_to_device(stream(), master_.data(), host);
+  if (config_.precision == cuda::Precision::bf16)
+    cuda::cast(stream(), compute_.as<cuda::bf16>(), master_.data(), master_.size());
+  stage_.synchronize();
+}
+
+std::vector<float> GpuStageRuntime::params() const {
+  std::vector<float> host(master_.size());
+  cuda::copy_to_host(stream(), std::span<float>(host), master_.data());
+  return host;
+}
+
+void GpuStageRuntime::set_optimizer_state(std::size_t steps, std::span<const float> m,
+                                          std::span<const float> v) {
+  if (m.size() != optimizer_.size() || v.size() != optimizer_.size())
+    throw std::invalid_argument(
+        fmt::format("stage {}: optimizer state of {} / {} values, the "
+                    "layout has {}",
+                    config_.stage, m.size(), v.size(), optimizer_.size()));
+  cuda::copy_to_device(stream(), optimizer_.first_moment(), m);
+  cuda::copy_to_device(stream(), optimizer_.second_moment(), v);
+  optimizer_.set_steps(steps);
+}
+
+std::vector<float> GpuStageRuntime::first_moment() const {
+  std::vector<float> host(optimizer_.size());
+  cuda::copy_to_host(stream(), std::span<float>(host), optimizer_.first_moment());
+  return host;
+}
+
+std::vector<float> GpuStageRuntime::second_moment() const {
+  std::vector<float> host(optimizer_.size());
+  cuda::copy_to_host(stream(), std::span<float>(host), optimizer_.second_moment());
+  return host;
+}
+
+cuda::ActivationSlot& GpuStageRuntime::acquire(std::int32_t mb) {
+  const auto free = std::find(slot_mb_.begin(), slot_mb_.end(), -1);
+  if (free == slot_mb_.end())
+    throw std::runtime_error(fmt::format(
+        "stage {}: more than {} micro-batches in flight (the analysed peak activations)",
+        config_.stage, slot_mb_.size()));
+  *free = mb;
+  peak_slots_ = std::max(peak_slots_, ++slots_in_use_);
+  return slots_[static_cast<std::size_t>(free - slot_mb_.begin())];
+}
+
+std::size_t GpuStageRuntime::slot_of(std::int32_t mb) const {
+  const auto it = std::find(slot_mb_.begin(), slot_mb_.end(), mb);
+  if (it == slot_mb_.end())
+    throw std::logic_error(
+        fmt::format("stage {}: no activations saved for micro-batch {}", config_.stage, mb));
+  return static_cast<std::size_t>(it - slot_mb_.begin());
+}
+
+void GpuStageRuntime::forward(std::int32_t mb, const cuda::StageInput& input,
+                              std::span<const std::int32_t> targets, double* loss_host) {
+  cuda::ActivationSlot& slot = acquire(mb);
+  book_.forward(mb);
+  if (is_last())
+    stage_.enqueue_forward_loss(weights(), input, targets, config_.loss_scale, slot, loss_host);
+  else
+    stage_.forward(weights(), input, slot);
+}
+
+cuda::TensorView GpuStageRuntime::output(std::int32_t mb) const {
+  return slots_[slot_of(mb)].output();
+}
+
+void GpuStageRuntime::backward(std::int32_t mb, cuda::TensorView d_output,
+                               cuda::MutableTensorView d_input) {
+  std::int32_t version_read = -1;
+  const int source = book_.backward_source(mb, &version_read);
+  const cuda::TensorView w =
+      source == VersionBook::kCurrent ? weights() : stash_[static_cast<std::size_t>(source)].view();
+  const std::size_t i = slot_of(mb);
+  stage_.backward(w, cuda::MutableTensorView::of(grads_.data(), grads_.size()), slots_[i], d_output,
+                  d_input);
+  slots_[i].release();  // the stream orders the slot's next forward after this backward
+  slot_mb_[i] = -1;
+  --slots_in_use_;
+  book_.backward(mb, version_read);
+}
+
+void GpuStageRuntime::update() {
+  const std::size_t step = config_.lr_step_offset + static_cast<std::size_t>(book_.version());
+  const cuda::TensorView current = weights();
+  const std::size_t bytes = current.count * cuda::element_bytes(current.precision);
+  const int slot = book_.update();  // keep the current weights if in-flight forwards read them
+  if (slot != VersionBook::kCurrent)
+    copy_async(stream(), stash_[static_cast<std::size_t>(slot)].view().data, current.data, bytes);
+  float grad_scale = 1.0f;
+  if (config_.clip > 0.0)
+    grad_scale =
+        model::clip_coefficient(norm_(stream(), grads_.data(), grads_.size()), config_.clip);
+  optimizer_.step(stream(), master_.data(), grads_.data(), config_.lr.at(step), grad_scale,
+                  config_.precision == cuda::Precision::bf16 ? compute_.as<cuda::bf16>() : nullptr);
+  cuda::zero(stream(), grads_.data(), grads_.size());
+  if (config_.snapshot_every > 0 &&
+      (step + 1) % static_cast<std::size_t>(config_.snapshot_every) == 0 &&
+      snapshots_taken_ < snapshots_.size())
+    copy_async(stream(), snapshots_[snapshots_taken_++].view().data, weights().data, bytes);
+}
+
+std::int64_t GpuStageRuntime::activation_slot_bytes() const {
+  return static_cast<std::int64_t>(slots_.front().bytes());
+}
+
+std::int64_t GpuStageRuntime::static_bytes() const {
+  const auto n = static_cast<std::int64_t>(master_.size());
+  return 4 * n * static_cast<std::int64_t>(sizeof(float)) +
+         static_cast<std::int64_t>(compute_.bytes());
+}
+
+std::int64_t GpuStageRuntime::memory_bytes() const {
+  const auto weight_copy =
+      static_cast<std::int64_t>(master_.size() * cuda::element_bytes(config_.precision));
+  return static_bytes() + static_cast<std::int64_t>(slots_in_use_) * activation_slot_bytes() +
+         static_cast<std::int64_t>(book_.stash_in_use()) * weight_copy;
+}
+
+}  // namespace paci::exec::gpu

@@ -1,0 +1,91 @@
+// GpuStageRuntime: one pipeline stage training on the GPU — what exec::StageRuntime is on the CPU
+// (fp32 master weights, the gradient accumulation buffer, its own AdamW and LR schedule stepped at
+// its U, an activation slot per in-flight micro-batch, the weight copies its policy keeps, and the
+// versions each F and B read, through the same VersionBook), with cuda::Stage computing on the
+// stage's own stream. Every call queues work on that stream and returns; nothing allocates after
+// the constructor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cuda/optimizer.hpp"
+#include "cuda/stage.hpp"
+#include "exec/stage_plan.hpp"
+#include "exec/version_book.hpp"
+#include "model/gpt.hpp"
+#include "schedules/ir.hpp"
+
+namespace paci::exec::gpu {
+
+struct GpuStageConfig : StagePlan {
+  cuda::Precision precision = cuda::Precision::fp32;
+};
+
+class GpuStageRuntime {
+ public:
+  explicit GpuStageRuntime(const GpuStageConfig& config);
+
+  std::int32_t stage() const { return config_.stage; }
+  const cuda::Stage& compute() const { return stage_; }
+  cuda::Stage& compute() { return stage_; }
+  const model::ParamLayout& layout() const { return stage_.layout(); }
+  cudaStream_t stream() const { return stage_.stream(); }
+  bool is_first() const { return stage_.is_first(); }
+  bool is_last() const { return stage_.is_last(); }
+
+  // fp32 master weights from / to the host (the bf16 compute copy follows); these wait.
+  void set_params(std::span<const float> host);
+  std::vector<float> params() const;
+  // Optimizer state for checkpoints (these wait).
+  void set_optimizer_state(std::size_t steps, std::span<const float> m, std::span<const float> v);
+  std::vector<float> first_moment() const;
+  std::vector<float> second_moment() const;
+  std::size_t optimizer_steps() const { return optimizer_.steps(); }
+
+  // F(s, mb) on the stage's stream. Last stage: the unscaled mean loss lands in *loss_host
+  // (pinned) when the stream gets there; elsewhere the output is output(mb).
+  void forward(std::int32_t mb, const cuda::StageInput& input,
+               std::span<const std::int32_t> targets, double* loss_host);
+  cuda::TensorView output(std::int32_t mb) const;
+  // B(s, mb) with the weights its policy says; d_output empty on the last stage, d_input empty on
+  // the first.
+  void backward(std::int32_t mb, cuda::TensorView d_output, cuda::MutableTensorView d_input);
+  // U(s): (clip,) AdamW with this stage's LR, zero gradients, new version.
+  void update();
+
+  const VersionBook& versions() const { return book_; }
+  std::int32_t version() const { return book_.version(); }
+  std::size_t peak_activations() const { return peak_slots_; }
+  std::size_t peak_weight_versions() const { return book_.peak_weight_versions(); }
+  std::int64_t static_bytes() const;  // master, gradients, moments (+ the bf16 compute copy)
+  std::int64_t memory_bytes() const;  // static + activations in use + kept weight copies
+  std::int64_t activation_slot_bytes() const;
+
+  // Weights the stage computes with now, or after the i-th snapshot step (device, read-only).
+  cuda::TensorView weights() const;
+  std::size_t snapshots() const { return snapshots_taken_; }
+  cuda::TensorView snapshot(std::size_t i) const { return snapshots_.at(i).view(); }
+
+ private:
+  cuda::ActivationSlot& acquire(std::int32_t mb);
+  std::size_t slot_of(std::int32_t mb) const;
+
+  GpuStageConfig config_;
+  cuda::Stage stage_;
+  cuda::DeviceBuffer<float> master_, grads_;
+  cuda::DeviceTensor compute_;  // bf16 weights the stage computes with (bf16 precision only)
+  cuda::AdamW optimizer_;
+  cuda::SquaredNorm norm_;
+  std::vector<cuda::ActivationSlot> slots_;
+  std::vector<std::int32_t> slot_mb_;  // the micro-batch each slot holds, −1 when free
+  std::size_t slots_in_use_ = 0, peak_slots_ = 0;
+  VersionBook book_;
+  std::vector<cuda::DeviceTensor> stash_;      // one copy per VersionBook stash slot
+  std::vector<cuda::DeviceTensor> snapshots_;  // preallocated
+  std::size_t snapshots_taken_ = 0;
+};
+
+}  // namespace paci::exec::gpu

@@ -1,0 +1,424 @@
+// GpuPipeline: stage allocation, the host issue loop over the stages' streams, the device-local
+// transport, losses reported per step, and the measured timeline from CUDA events.
+#include "exec/cuda/pipeline.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <tuple>
+
+#include "cuda/check.hpp"
+#include "cuda/device.hpp"
+#include "exec/transport.hpp"
+#include "model/init.hpp"
+#include "schedules/consumers.hpp"
+#include "schedules/dependencies.hpp"
+#include "schedules/index.hpp"
+#include "traces/metrics.hpp"
+
+namespace paci::exec::gpu {
+
+namespace {
+
+// How many optimizer steps the host may queue ahead of the GPU's last finished loss.
+constexpr std::int32_t kStepsAhead = 3;
+
+void copy_async(cudaStream_t stream, void* dst, const void* src, std::size_t bytes) {
+  PACI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+}  // namespace
+
+// One run: the issue loop's state. Events live in a deque (stable addresses, grown on demand).
+class GpuPipeline::Run {
+ public:
+  Run(GpuPipeline& p)
+      : p_(p),
+        schedule_(p.schedule_),
+        index_(schedule_),
+        rules_(schedule_),
+        consumers_(schedule_, index_, rules_),
+        losses_(static_cast<std::size_t>(schedule_.total_microbatches())),
+        step_event_(static_cast<std::size_t>(schedule_.steps), -1) {
+    const std::size_t rows = p.config_.batch * p.config_.seq_len;
+    const std::size_t width = rows * p.config_.config.d_model;
+    for (std::int32_t s = 0; s < schedule_.stages; ++s) {
+      StageBuffers b;
+      b.tokens.resize(rows);
+      b.targets.resize(rows);
+      if (!p.stage(s).is_first()) b.d_input = cuda::DeviceTensor(p.config_.precision, width);
+      buffers_.push_back(std::move(b));
+    }
+    width_ = width;
+    devices_.resize(static_cast<std::size_t>(schedule_.num_devices()));
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+      devices_[d].times.resize(schedule_.devices[d].size());
+      devices_[d].versions.resize(schedule_.devices[d].size());
+    }
+  }
+
+  ExecResult execute() {
+    PACI_CUDA_CHECK(cudaDeviceSynchronize());
+    const int origin = new_event();
+    events_[static_cast<std::size_t>(origin)].record(p_.stage(0).stream());
+    RunClock clock;
+    for (std::size_t d = 0; d < devices_.size(); ++d)
+      sample_memory(static_cast<std::int32_t>(d), origin);
+    bool all_done = false;
+    while (!all_done) {
+      all_done = true;
+      bool progress = false;
+      for (std::size_t d = 0; d < devices_.size(); ++d) {
+        auto& dev = devices_[d];
+        const auto& list = schedule_.devices[d];
+        while (dev.next < list.size() && issue(static_cast<std::int32_t>(d))) progress = true;
+        if (dev.next < list.size()) all_done = false;
+      }
+      report_steps(clock, false);
+      if (!all_done && !progress) {
+        for (std::size_t d = 0; d < devices_.size(); ++d)
+          if (devices_[d].next < schedule_.devices[d].size())
+            throw std::runtime_error(
+                fmt::format("deadlock: device {} waits at {}", d,
+                            to_string(schedule_.devices[d][devices_[d].next])));
+      }
+    }
+    PACI_CUDA_CHECK(cudaDeviceSynchronize());
+    report_steps(clock, true);
+    ExecResult result;
+    result.wall_s = clock.now_s();
+    collect(result, origin);
+    return result;
+  }
+
+  // The device whose action failed, and that action (for the error message).
+  std::int32_t failing_device() const { return current_device_; }
+  const Action& failing_action() const {
+    const auto& list = schedule_.devices[static_cast<std::size_t>(current_device_)];
+    return list[std::min(devices_[static_cast<std::size_t>(current_device_)].next,
+                         list.size() - 1)];
+  }
+
+ private:
+  struct StageBuffers {
+    std::vector<std::int32_t> tokens, targets;
+    cuda::DeviceTensor d_input;  // B's input gradient, copied into messages
+  };
+  struct Message {
+    cuda::DeviceTensor data;
+    cuda::Event consumed;  // recorded on the consumer's stream after the action that read it
+    bool used_before = false;
+    bool in_use = false;
+    int send_start = -1, send_end = -1;  // event ids of the last send into this buffer
+  };
+  struct PendingMessage {
+    std::size_t buffer = 0;
+    Action producer;
+    std::int32_t src_device = 0;
+    int send_start = -1, send_end = -1;
+  };
+  struct RecordedMessage {
+    Action producer, consumer;
+    DependencyKind kind;
+    std::int32_t src = 0, dst = 0;
+    int send_start = -1, send_end = -1, received = -1;
+  };
+  struct DeviceState {
+    std::size_t next = 0;
+    std::int32_t last_stage = -1;
+    int last_end = -1;
+    std::vector<std::pair<int, int>> times;  // per action: start and end event ids
+    std::vector<std::int32_t> versions;      // per action: the version it read (U: created)
+    std::vector<std::pair<int, std::int64_t>> memory;  // (event id, bytes in use from then on)
+    std::int64_t peak_memory = 0;
+  };
+  using Key = std::tuple<int, std::int32_t, std::int32_t>;  // kind, producer stage, micro-batch
+
+  int new_event() {
+    events_.emplace_back();
+    return static_cast<int>(events_.size() - 1);
+  }
+  cuda::Event& event(int id) { return events_[static_cast<std::size_t>(id)]; }
+  std::int32_t device_of(std::int32_t stage) const {
+    return schedule_.placement[static_cast<std::size_t>(stage)];
+  }
+
+  // Queues the device's next action if every message it needs has been queued.
+  bool issue(std::int32_t device) {
+    current_device_ = device;
+    DeviceState& dev = devices_[static_cast<std::size_t>(device)];
+    const Action& a = schedule_.devices[static_cast<std::size_t>(device)][dev.next];
+    DependencyRules::List deps;
+    const int n = rules_.depends_on(a, deps);
+    std::vector<std::map<Key, PendingMessage>::iterator> inputs;
+    for (int j = 0; j < n; ++j) {
+      const Dependency& d = deps[static_cast<std::size_t>(j)];
+      if (d.kind == DependencyKind::local) continue;
+      const auto it = pending_.find({static_cast<int>(d.kind), d.action.stage, a.microbatch});
+      if (it == pending_.end()) return false;
+      inputs.push_back(it);
+    }
+    if (p_.config_.fail_at && *p_.config_.fail_at == a)
+      throw std::runtime_error("injected failure (--fail-at)");
+    GpuStageRuntime& rt = p_.stage(a.stage);
+    StageBuffers& b = buffers_[static_cast<std::size_t>(a.stage)];
+    const cudaStream_t stream = rt.stream();
+    if (dev.last_end >= 0 && dev.last_stage != a.stage) event(dev.last_end).wait_on(stream);
+    cuda::TensorView received;
+    for (const auto& it : inputs) {
+      const Message& m = messages_[it->second.buffer];
+      event(it->second.send_end).wait_on(stream);
+      received = m.data.view();
+    }
+    const int start = new_event(), end = new_event();
+    event(start).record(stream);
+    switch (a.kind) {
+      case ActionKind::F: {
+        if (rt.is_first() || rt.is_last())
+          p_.config_.data(static_cast<std::uint64_t>(a.microbatch), b.tokens, b.targets);
+        const cuda::StageInput input = rt.is_first() ? cuda::StageInput::tokens(b.tokens)
+                                                     : cuda::StageInput::activations(received);
+        rt.forward(a.microbatch, input, b.targets,
+                   &losses_[static_cast<std::size_t>(a.microbatch)]);
+        break;
+      }
+      case ActionKind::B:
+        rt.backward(a.microbatch, rt.is_last() ? cuda::TensorView() : received,
+                    rt.is_first() ? cuda::MutableTensorView() : b.d_input.view());
+        break;
+      case ActionKind::U:
+        rt.update();
+        break;
+      case ActionKind::I:
+      case ActionKind::W:
+        throw std::logic_error("split backward reached the GPU pipeline");
+    }
+    event(end).record(stream);
+    for (const auto& it : inputs) {
+      Message& m = messages_[it->second.buffer];
+      m.consumed.record(stream);
+      m.used_before = true;
+      m.in_use = false;
+      if (p_.config_.record_timeline)
+        recorded_.push_back(
+            {it->second.producer, a, static_cast<DependencyKind>(std::get<0>(it->first)),
+             it->second.src_device, device, it->second.send_start, it->second.send_end, start});
+      pending_.erase(it);
+    }
+    dev.times[dev.next] = {start, end};
+    dev.versions[dev.next] = a.kind == ActionKind::F   ? rt.versions().v_f(a.microbatch)
+                             : a.kind == ActionKind::B ? rt.versions().v_b(a.microbatch)
+                                                       : rt.version();
+    dev.last_end = end;
+    dev.last_stage = a.stage;
+    sample_memory(device, end);
+    if (a.kind == ActionKind::F && rt.is_last() && (a.microbatch + 1) % schedule_.microbatches == 0)
+      step_event_[static_cast<std::size_t>(a.microbatch / schedule_.microbatches)] = end;
+    send_outputs(device, a, rt, b);
+    ++dev.next;
+    return true;
+  }
+
+  std::size_t free_buffer() {
+    for (std::size_t i = 0; i < messages_.size(); ++i)
+      if (!messages_[i].in_use) return i;
+    messages_.push_back(
+        {cuda::DeviceTensor(p_.config_.precision, width_), cuda::Event(), false, false, -1, -1});
+    return messages_.size() - 1;
+  }
+
+  void send_outputs(std::int32_t device, const Action& a, GpuStageRuntime& rt, StageBuffers& b) {
+    const std::int64_t v = index_.vertex(ActionPos{
+        device, static_cast<std::int64_t>(devices_[static_cast<std::size_t>(device)].next)});
+    for (const Consumer& c : consumers_.of(v)) {
+      if (c.kind == DependencyKind::local) continue;
+      const cuda::TensorView data =
+          c.kind == DependencyKind::activation ? rt.output(a.microbatch) : b.d_input.view();
+      const std::size_t i = free_buffer();
+      Message& m = messages_[i];
+      m.in_use = true;
+      const cudaStream_t stream = rt.stream();
+      if (m.used_before) m.consumed.wait_on(stream);  // its last reader has finished with it
+      const int start = new_event(), end = new_event();
+      event(start).record(stream);
+      copy_async(stream, m.data.view().data, data.data,
+                 data.count * cuda::element_bytes(data.precision));
+      event(end).record(stream);
+      pending_[{static_cast<int>(c.kind), a.stage, a.microbatch}] = {i, a, device, start, end};
+    }
+  }
+
+  void sample_memory(std::int32_t device, int event_id) {
+    DeviceState& dev = devices_[static_cast<std::size_t>(device)];
+    std::int64_t bytes = 0;
+    for (std::int32_t s = 0; s < schedule_.stages; ++s)
+      if (device_of(s) == device) bytes += p_.stage(s).memory_bytes();
+    dev.peak_memory = std::max(dev.peak_memory, bytes);
+    if (p_.config_.record_timeline && (dev.memory.empty() || dev.memory.back().second != bytes))
+      dev.memory.emplace_back(event_id, bytes);
+  }
+
+  // Reports finished steps in order; waits for the GPU when the host has queued too far ahead,
+  // or for everything when `all` is set.
+  void report_steps(const RunClock& clock, bool all) {
+    while (reported_ < schedule_.steps) {
+      const int id = step_event_[static_cast<std::size_t>(reported_)];
+      if (id < 0) return;
+      const std::int32_t queued_ahead =
+          static_cast<std::int32_t>(
+              std::count_if(step_event_.begin(), step_event_.end(), [](int e) { return e >= 0; })) -
+          reported_;
+      if (all || queued_ahead > kStepsAhead) {
+        event(id).synchronize();
+      } else {
+        const cudaError_t state = cudaEventQuery(event(id).get());
+        if (state == cudaErrorNotReady) return;
+        PACI_CUDA_CHECK(state);
+      }
+      const std::int32_t M = schedule_.microbatches;
+      double sum = 0.0;
+      for (std::int32_t i = reported_ * M; i < (reported_ + 1) * M; ++i)
+        sum += losses_[static_cast<std::size_t>(i)];
+      const double loss = sum / M;
+      if (!std::isfinite(loss))
+        throw std::runtime_error(fmt::format("loss is {} at optimizer step {}", loss,
+                                             p_.config_.first_step + reported_));
+      if (p_.config_.on_step)
+        p_.config_.on_step(
+            {reported_, loss, clock.now_s(), static_cast<std::int64_t>(reported_ + 1) * M});
+      ++reported_;
+    }
+  }
+
+  double seconds(int origin, int id) { return event(id).seconds_since(event(origin)); }
+
+  void collect(ExecResult& result, int origin) {
+    result.times.resize(devices_.size());
+    result.device_peak_memory_bytes.assign(devices_.size(), 0);
+    result.timeline.source = "measured";
+    result.timeline.num_devices = schedule_.num_devices();
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+      const DeviceState& dev = devices_[d];
+      const auto& list = schedule_.devices[d];
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const ActionTime t{seconds(origin, dev.times[i].first),
+                           seconds(origin, dev.times[i].second)};
+        result.times[d].push_back(t);
+        if (!p_.config_.record_timeline) continue;
+        result.timeline.compute.push_back(
+            {list[i], static_cast<std::int32_t>(d), t.start_s, t.end_s, dev.versions[i]});
+      }
+      for (const auto& [id, bytes] : dev.memory)
+        result.timeline.memory.push_back(
+            {static_cast<std::int32_t>(d), id == origin ? 0.0 : seconds(origin, id), bytes});
+      result.device_peak_memory_bytes[d] = dev.peak_memory;
+    }
+    const auto bytes =
+        static_cast<std::int64_t>(width_ * cuda::element_bytes(p_.config_.precision));
+    for (const RecordedMessage& m : recorded_) {
+      const double received = seconds(origin, m.received);
+      result.timeline.messages.push_back({m.producer, m.consumer, m.kind, m.src, m.dst, bytes,
+                                          seconds(origin, m.send_start),
+                                          seconds(origin, m.send_end), received, received});
+    }
+    result.microbatch_losses.assign(losses_.data(), losses_.data() + losses_.size());
+    const std::int32_t M = schedule_.microbatches;
+    for (std::int32_t k = 0; k < schedule_.steps; ++k) {
+      double sum = 0.0;
+      for (std::int32_t i = 0; i < M; ++i) sum += losses_[static_cast<std::size_t>(k * M + i)];
+      result.step_losses.push_back(sum / M);
+    }
+  }
+
+  GpuPipeline& p_;
+  const Schedule& schedule_;
+  ActionIndex index_;
+  DependencyRules rules_;
+  ConsumerIndex consumers_;
+  cuda::PinnedBuffer<double> losses_;
+  std::vector<int> step_event_;  // per step: end event of its last loss, −1 until queued
+  std::int32_t reported_ = 0;
+  std::vector<StageBuffers> buffers_;
+  std::size_t width_ = 0;
+  std::vector<DeviceState> devices_;
+  std::deque<cuda::Event> events_;
+  std::deque<Message> messages_;
+  std::map<Key, PendingMessage> pending_;
+  std::vector<RecordedMessage> recorded_;
+  std::int32_t current_device_ = 0;
+};
+
+GpuPipeline::GpuPipeline(const Schedule& schedule, const GpuExecConfig& config)
+    : schedule_(schedule), config_(config) {
+  check_runnable(schedule, config, "GPU pipeline");
+  std::string reason;
+  if (cuda::device_count(&reason) == 0) throw InputError(fmt::format("--device cuda: {}", reason));
+  analysis_ = analyze(schedule);
+  for (const StagePlan& plan : plan_stages(schedule, analysis_, config)) {
+    GpuStageConfig rc;
+    static_cast<StagePlan&>(rc) = plan;
+    rc.precision = config.precision;
+    stages_.push_back(std::make_unique<GpuStageRuntime>(rc));
+    GpuStageRuntime& rt = *stages_.back();
+    if (config.init_stage) {
+      config.init_stage(plan.stage, rt);
+    } else {
+      std::vector<float> params(rt.layout().size());
+      model::init_gpt2(rt.layout(), params, config.seed);
+      rt.set_params(params);
+    }
+  }
+}
+
+GpuPipeline::~GpuPipeline() = default;
+
+ExecResult GpuPipeline::run() {
+  Run run(*this);
+  try {
+    ExecResult result = run.execute();
+    std::vector<StageObservation> observed;
+    for (const auto& rt : stages_) observed.push_back({&rt->versions(), rt->peak_activations()});
+    result.observed = observed_analysis(schedule_, observed);
+    return result;
+  } catch (const std::exception& e) {
+    cudaDeviceSynchronize();  // let queued work drain; a sticky error is already in e
+    throw std::runtime_error(fmt::format("device {}, stage {}, action {}: {}", run.failing_device(),
+                                         run.failing_action().stage,
+                                         to_string(run.failing_action()), e.what()));
+  }
+}
+
+double GpuPipeline::evaluate(const std::vector<cuda::TensorView>& weights, const DataFn& data,
+                             std::uint64_t first, std::uint64_t count) {
+  if (weights.size() != stages_.size())
+    throw std::invalid_argument("evaluate: one weight view per stage");
+  const std::size_t rows = config_.batch * config_.seq_len;
+  std::vector<std::int32_t> tokens(rows), targets(rows);
+  std::vector<cuda::ActivationSlot> slots;
+  for (auto& rt : stages_) slots.push_back(rt->compute().make_slot());
+  double sum = 0.0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    data(first + i, tokens, targets);
+    cuda::TensorView x;
+    for (std::size_t s = 0; s < stages_.size(); ++s) {
+      cuda::Stage& st = stages_[s]->compute();
+      const cuda::StageInput input =
+          s == 0 ? cuda::StageInput::tokens(tokens) : cuda::StageInput::activations(x);
+      if (st.is_last()) {
+        sum += st.forward_loss(weights[s], input, targets, 1.0f, slots[s]);
+      } else {
+        x = st.forward(weights[s], input, slots[s]);
+        st.synchronize();  // the next stage reads x on its own stream
+      }
+    }
+  }
+  return count ? sum / static_cast<double>(count) : 0.0;
+}
+
+RunSummary GpuPipeline::summary(const ExecResult& result) const {
+  return measured_summary(schedule_, result, config_);
+}
+
+}  // namespace paci::exec::gpu

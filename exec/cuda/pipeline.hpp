@@ -1,0 +1,71 @@
+// GpuPipeline: the executor on one GPU. Every stage is a GpuStageRuntime with its own CUDA stream;
+// one host thread walks the devices' IR lists round-robin and queues each action on its stage's
+// stream as soon as the actions it depends on have been queued (their completion is ordered on
+// the GPU by CUDA events, not by host waits). Activations and gradients move between stages
+// through the device-local transport below: a copy into a pooled device buffer on the producer's
+// stream, an event the consumer's stream waits for. Start and end of every action and message are
+// CUDA events, turned into the same ExecResult (Timeline, ActionTimes, versions read, peak memory)
+// the CPU executor writes, so `paci train --device cuda` reports in the shared schema.
+//
+// Results depend only on each device's order, like the CPU executor: the same file and seed give
+// the same numbers on the same GPU. Several schedule devices may share the GPU (one stream per
+// stage); actions of one schedule device stay in order even when they belong to several stages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cuda/precision.hpp"
+#include "exec/cuda/gpu_stage.hpp"
+#include "exec/executor.hpp"
+#include "schedules/analysis.hpp"
+#include "schedules/ir.hpp"
+#include "traces/report.hpp"
+
+namespace paci::exec::gpu {
+
+// The GPU pipeline's configuration: the shared training configuration plus the precision.
+struct GpuExecConfig : TrainingConfig {
+  cuda::Precision precision = cuda::Precision::fp32;
+  // Sets a stage's starting weights (and optimizer state, to resume); when unset, the weights
+  // get the seeded GPT-2 initialisation.
+  std::function<void(std::int32_t stage, GpuStageRuntime& runtime)> init_stage;
+};
+
+class GpuPipeline {
+ public:
+  // Validates the schedule against the model, picks the current CUDA device (throws
+  // cuda::CudaError when there is none) and allocates every stage.
+  GpuPipeline(const Schedule& schedule, const GpuExecConfig& config);
+  ~GpuPipeline();
+
+  // Runs the whole schedule once; waits for the GPU before returning. Throws InputError for a
+  // bad configuration and std::runtime_error naming the stage and action on a failure.
+  ExecResult run();
+
+  GpuStageRuntime& stage(std::int32_t s) { return *stages_[static_cast<std::size_t>(s)]; }
+  const GpuStageRuntime& stage(std::int32_t s) const {
+    return *stages_[static_cast<std::size_t>(s)];
+  }
+
+  // Mean loss of `count` micro-batches of `data` through every stage with the given weights (one
+  // device view per stage: weights() or a snapshot), forward only. Call when no run is in
+  // progress.
+  double evaluate(const std::vector<cuda::TensorView>& weights, const DataFn& data,
+                  std::uint64_t first, std::uint64_t count);
+
+  RunSummary summary(const ExecResult& result) const;
+
+ private:
+  class Run;
+  const Schedule& schedule_;
+  GpuExecConfig config_;
+  Analysis analysis_;
+  std::vector<std::unique_ptr<GpuStageRuntime>> stages_;
+};
+
+}  // namespace paci::exec::gpu

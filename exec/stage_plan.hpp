@@ -1,0 +1,101 @@
+// What both executors (the CPU one in exec/executor.hpp and the GPU pipeline in exec/cuda/) share:
+// the training configuration of a run, the per-stage plan derived from it and from the schedule's
+// static analysis (shape, weight policy, activation slots and weight copies to allocate, optimizer,
+// LR schedule, loss scale), the checks that a schedule can run, and the analysis of what a run
+// observed (the versions really read, the measured peaks).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "exec/version_book.hpp"
+#include "model/gpt.hpp"
+#include "schedules/analysis.hpp"
+#include "schedules/ir.hpp"
+#include "traces/report.hpp"
+#include "traces/timeline.hpp"
+
+namespace paci::exec {
+
+// Fills the B·T input tokens and targets of micro-batch `index` (a pure function of the index).
+using DataFn = std::function<void(std::uint64_t index, std::span<std::int32_t> inputs,
+                                  std::span<std::int32_t> targets)>;
+
+struct StepLoss {
+  std::int32_t step = 0;  // optimizer step of the micro-batches (mb / M)
+  double loss = 0.0;      // mean of their forward losses
+  double time_s = 0.0;    // when the last of them finished its forward (GPU: when it was seen)
+  std::int64_t microbatches_done = 0;
+};
+
+// A run's training configuration, whatever backend executes it.
+struct TrainingConfig {
+  model::GptConfig config;
+  std::vector<model::StageRange> ranges;  // one per stage
+  std::size_t batch = 1, seq_len = 1;     // B, T
+  model::AdamWConfig adamw;
+  model::LrSchedule lr;  // total_steps: at least first_step + the schedule's N
+  double clip = 0.0;
+  std::uint64_t seed = 1;  // initialisation (model::init_gpt2) when no init_stage is given
+  bool record_timeline = true;
+  DataFn data;
+  std::function<void(const StepLoss&)> on_step;  // in step order
+  std::size_t first_step = 0;                    // optimizer steps done before this run (resume)
+  std::int32_t snapshot_every = 0;  // keep weights after every k-th update for validation
+  std::optional<Action> fail_at;    // failure injection (tests): throw when about to run it
+};
+
+// One stage's part of a run.
+struct StagePlan {
+  model::StageShape shape;
+  std::int32_t stage = 0;
+  WeightPolicy policy = WeightPolicy::current;
+  std::size_t activation_capacity = 1;  // slots: the analysed peak activations of the stage
+  std::size_t stash_capacity = 0;       // extra weight copies: analysed peak versions - 1
+  model::AdamWConfig adamw;
+  model::LrSchedule lr;
+  double clip = 0.0;        // > 0: clip this stage's gradient norm to it before each update
+  float loss_scale = 1.0f;  // 1/M: the last stage's loss is averaged over a step's micro-batches
+  std::int64_t total_microbatches = 0;
+  std::int32_t updates = 0;         // U actions of the stage in the schedule (N)
+  std::size_t lr_step_offset = 0;   // optimizer steps done before this run (resume)
+  std::int32_t snapshot_every = 0;  // > 0: keep a copy of the weights after every k-th update
+};
+
+// Throws InputError when `schedule` cannot run on an executor: invalid, split backwards (I/W),
+// or a partition with another number of stages; std::invalid_argument without a data function.
+void check_runnable(const Schedule& schedule, const TrainingConfig& config,
+                    std::string_view executor);
+
+// The plan of every stage; config.lr.total_steps is raised to cover the schedule's steps.
+std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& analysis,
+                                   const TrainingConfig& config);
+
+// What a run measured, whatever backend ran it.
+struct ExecResult {
+  std::vector<double> step_losses;       // per optimizer step: mean loss of its micro-batches
+  std::vector<float> microbatch_losses;  // per micro-batch, as its forward computed it
+  ActionTimes times;                     // aligned with schedule.devices
+  Timeline timeline;                     // source "measured"
+  Analysis observed;                     // versions really read; measured peaks
+  std::vector<std::int64_t> device_peak_memory_bytes;
+  double wall_s = 0.0;
+};
+
+// The measured run in the report's terms (timing from result.times, observed versions, peaks).
+RunSummary measured_summary(const Schedule& schedule, const ExecResult& result,
+                            const TrainingConfig& config);
+
+// What a stage's run recorded, for observed_analysis.
+struct StageObservation {
+  const VersionBook* versions = nullptr;
+  std::size_t peak_activations = 0;
+};
+// The analysis of a finished run: versions really read, measured peaks, staleness summaries.
+Analysis observed_analysis(const Schedule& schedule, std::span<const StageObservation> stages);
+
+}  // namespace paci::exec

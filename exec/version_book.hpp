@@ -1,0 +1,60 @@
+// VersionBook: the weight-version bookkeeping of one stage, whatever backend holds the weights.
+// It records the version each forward and backward really read and the update that consumed each
+// gradient, and decides which versions must be kept for in-flight backwards and in which stash
+// slot, under the stage's weight policy:
+//   current       the backward reads the current weights (PACI: maybe newer than its forward's)
+//   stash         an update first keeps the current weights if an in-flight forward read them;
+//                 the backward then reads the version its forward read (PipeDream)
+//   double_buffer the same with at most two versions alive (PipeDream-2BW)
+// The CPU StageRuntime and the CUDA pipeline both use it, so they record the same versions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "schedules/ir.hpp"
+
+namespace paci::exec {
+
+class VersionBook {
+ public:
+  static constexpr int kCurrent = -1;  // backward_source(): read the current weights
+
+  // stash_slots: extra weight copies the stage may keep (analysed peak versions − 1); updates:
+  // the stage's U actions; total_microbatches: every micro-batch of the run.
+  VersionBook(std::int32_t stage, WeightPolicy policy, std::size_t stash_slots,
+              std::int32_t updates, std::int64_t total_microbatches);
+
+  std::int32_t version() const { return version_; }
+  std::size_t stash_slots() const { return slot_version_.size(); }
+
+  // F(mb) reads the current version.
+  void forward(std::int32_t mb);
+  // Where B(mb) reads its weights: kCurrent or a stash slot; *version_read is that version.
+  int backward_source(std::int32_t mb, std::int32_t* version_read) const;
+  // B(mb) is done: records what it read and the update its gradient goes into; frees a stash slot
+  // no in-flight backward needs any more.
+  void backward(std::int32_t mb, std::int32_t version_read);
+  // U: returns the stash slot the caller must copy the current (pre-update) weights into before
+  // stepping, or kCurrent when none is needed; then the version advances. Throws
+  // std::runtime_error when the policy would need more versions than the stash holds.
+  int update();
+
+  std::int32_t v_f(std::int64_t mb) const { return v_f_[static_cast<std::size_t>(mb)]; }
+  std::int32_t v_b(std::int64_t mb) const { return v_b_[static_cast<std::size_t>(mb)]; }
+  std::int32_t update_of(std::int64_t mb) const { return update_[static_cast<std::size_t>(mb)]; }
+  std::size_t stash_in_use() const { return stash_in_use_; }
+  std::size_t peak_weight_versions() const { return 1 + peak_stash_in_use_; }
+
+ private:
+  std::int32_t stage_;
+  WeightPolicy policy_;
+  std::vector<std::int32_t> slot_version_;  // per stash slot: the version it holds, −1 when free
+  std::vector<std::int64_t> readers_;       // per version: in-flight micro-batches whose F read it
+  std::size_t stash_in_use_ = 0, peak_stash_in_use_ = 0;
+  std::int32_t version_ = 0;
+  std::vector<std::int32_t> v_f_, v_b_, update_;
+};
+
+}  // namespace paci::exec
