@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The one GPU check (docs/cuda.md): on a machine with an NVIDIA GPU and the CUDA toolkit, builds
-# the CUDA backend, checks every kernel and whole stages against the CPU backend, benchmarks a
+# the CUDA backend, checks every kernel, whole stages and the pipeline executor against the CPU
+# backend, trains paci and 1f1b with P=4 stages on the GPU (`paci train --device cuda`) and checks
+# their versions against `paci analyze` and their losses against the CPU's, benchmarks a
 # GPT-2-small stage, and writes logs plus summary.json under $OUT (default out/gpu). Exit 0 only if
 # every GPU test passed (none may skip) and the benchmark ran. Target: under 8 minutes on one H200.
 #
@@ -16,7 +18,8 @@ log=$OUT/gpu_check.log
 : >"$log"
 start=$(date +%s)
 phase=start
-build_s=0 tests_s=0 bench_s=0
+build_s=0 tests_s=0 bench_s=0 pipeline_s=0
+pipeline="not run"
 passed=0 failed=0 skipped=0
 
 say() { echo "gpu_check: $*" | tee -a "$log"; }
@@ -28,6 +31,7 @@ summary() {  # summary.json from what ran; $1 = pass | fail
  "cuda_architectures": "${arch:-unknown}", "nvcc": "${nvcc_version:-unknown}",
  "build_s": $build_s, "tests_s": $tests_s, "bench_s": $bench_s, "total_s": $(($(date +%s) - start)),
  "tests": {"passed": $passed, "failed": $failed, "skipped": $skipped}, "nccl_tests": "${nccl:-not run}",
+ "pipeline_s": $pipeline_s, "pipeline": $(printf '%s' "$pipeline" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))' 2>/dev/null || echo '"?"'),
  "bench": $bench}
 EOF
 }
@@ -77,26 +81,65 @@ say "configuring build-gpu (PACI_CUDA=ON, CMAKE_CUDA_ARCHITECTURES=$arch, nvcc $
 timeout 120 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DPACI_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cmake_extra[@]}" >>"$log" 2>&1 ||
   fail "cmake configure failed (see $log)"
-timeout 360 cmake --build build-gpu -j "$(nproc)" --target paci_cuda_tests bench_cuda >>"$log" 2>&1 ||
+timeout 360 cmake --build build-gpu -j "$(nproc)" --target paci_cuda_tests paci_exec_cuda_tests bench_cuda paci >>"$log" 2>&1 ||
   fail "build failed (see $log)"
 build_s=$(($(date +%s) - t0))
 say "built in ${build_s}s"
 
-# ---- 4. GPU tests: every kernel and whole stages against the CPU backend -----------------------------
+# ---- 4. GPU tests: every kernel, whole stages and the pipeline executor against the CPU backend ------
 phase=tests
 t0=$(date +%s)
-PACI_REQUIRE_GPU=1 timeout 300 build-gpu/cuda/tests/paci_cuda_tests \
-  --gtest_output="json:$OUT/tests.json" >"$OUT/tests.log" 2>&1
-tests_rc=$?
+tests_rc=0
+: >"$OUT/tests.log"
+for bin in build-gpu/cuda/tests/paci_cuda_tests build-gpu/exec/cuda/paci_exec_cuda_tests; do
+  name=$(basename "$bin")
+  PACI_REQUIRE_GPU=1 timeout 300 "$bin" --gtest_output="json:$OUT/$name.json" >"$OUT/$name.log" 2>&1 ||
+    tests_rc=1
+  cat "$OUT/$name.log" >>"$OUT/tests.log"
+done
 tests_s=$(($(date +%s) - t0))
-passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$OUT/tests.log" | tail -1)
-failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$OUT/tests.log" | tail -1)
-skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$OUT/tests.log" | tail -1)
-passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0}
+count() { sed -n "s/^\[  $1 \] \([0-9]*\) test.*/\1/p" "$OUT/tests.log" | awk '{s+=$1} END {print s+0}'; }
+passed=$(count 'PASSED ') failed=$(count 'FAILED ') skipped=$(count SKIPPED)
 grep -E '^\[  (FAILED|SKIPPED) \]' "$OUT/tests.log" | tee -a "$log"
 say "tests: $passed passed, $failed failed, $skipped skipped in ${tests_s}s (rc $tests_rc)"
 [ "$tests_rc" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$passed" -gt 0 ] ||
   fail "GPU tests failed (see $OUT/tests.log)"
+
+# ---- 4b. paci train --device cuda: P=4 on one GPU against paci analyze and the CPU backend --------
+phase=pipeline
+t0=$(date +%s)
+paci=build-gpu/cli/paci
+train_data=data/kjv_train.bin val_data=data/kjv_val.bin
+if [ ! -s "$train_data" ]; then  # no corpus carried along: the repository's own text will do
+  cat README.md docs/*.md >"$OUT/corpus.txt"
+  "$paci" data tokenize "$OUT/corpus.txt" --train "$OUT/corpus_train.bin" --val "$OUT/corpus_val.bin" \
+    >>"$log" 2>&1 || fail "cannot tokenize a corpus"
+  train_data=$OUT/corpus_train.bin val_data=$OUT/corpus_val.bin
+fi
+pipeline=""
+for kind in paci 1f1b; do
+  common=(--kind "$kind" --stages 4 --microbatches 4 --steps 20 --lr 1e-3 --data "$train_data"
+    --val-data "$val_data" --quiet)
+  "$paci" schedule --kind "$kind" --stages 4 --microbatches 4 --steps 20 -o "$OUT/$kind.schedule.json" &&
+    "$paci" analyze "$OUT/$kind.schedule.json" --json "$OUT/$kind.analysis.json" >>"$log" 2>&1 ||
+    fail "paci analyze failed"
+  timeout 120 "$paci" train "${common[@]}" --report "$OUT/${kind}_cpu.json" >>"$log" 2>&1 ||
+    fail "CPU run of $kind failed (see $log)"
+  for precision in fp32 bf16; do
+    rtol=1e-3
+    [ "$precision" = bf16 ] && rtol=5e-2
+    timeout 120 "$paci" train "${common[@]}" --device cuda --precision "$precision" \
+      --report "$OUT/${kind}_gpu_$precision.json" --trace "$OUT/${kind}_gpu_$precision.trace.json" \
+      >>"$log" 2>&1 || fail "GPU run of $kind ($precision) failed (see $log)"
+    line=$(python3 scripts/gpu_pipeline_check.py "$OUT/${kind}_gpu_$precision.json" \
+      "$OUT/$kind.analysis.json" "$OUT/${kind}_cpu.json" --rtol "$rtol")
+    rc=$?
+    say "pipeline $precision: $line"
+    pipeline="$pipeline$precision $line; "
+    [ "$rc" -eq 0 ] || fail "GPU pipeline check failed: $line"
+  done
+done
+pipeline_s=$(($(date +%s) - t0))
 
 # ---- 5. benchmark: GPT-2-small stage, bf16 and fp32, MFU against cuBLAS -----------------------------
 phase=bench
