@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <memory>
 
 #include "exec/executor.hpp"
 #include "exec/partition.hpp"
@@ -170,6 +172,109 @@ TEST(Executor, PaciBackwardReadsTheUpdatedWeights) {
   EXPECT_EQ(rc.microbatch_losses[1], rs.microbatch_losses[1]);
   EXPECT_NE(rc.microbatch_losses[3], rs.microbatch_losses[3]);
   EXPECT_NE(whole_params(current, 2), whole_params(stash, 2));
+}
+
+// The asynchronous semantics written out the plainest way: every stage's actions in its device
+// order, interleaved by a round-robin that runs whatever has its inputs; F reads the current
+// weights, B reads the current weights (current policy) or the copy its own F saw (stash,
+// double_buffer), U is the stage's AdamW step at its own step count. Independent of the
+// executor's threads, transport, slot reuse and version bookkeeping; results must be bitwise the
+// executor's.
+struct Replay {
+  std::vector<double> step_losses;
+  std::vector<float> params;  // all stages, in stage order
+};
+
+Replay replay(const Schedule& s) {
+  const ExecConfig c = config_for(s.stages);
+  const auto P = static_cast<std::size_t>(s.stages);
+  struct StageState {
+    std::unique_ptr<model::Stage> stage;
+    std::vector<float> params, grads;
+    std::unique_ptr<model::AdamW> adamw;
+    std::size_t steps = 0;
+    std::map<std::int32_t, model::ActivationSlot> slots;
+    std::map<std::int32_t, std::vector<float>> forward_weights;  // per mb: the weights F read
+  };
+  std::vector<StageState> st(P);
+  model::LrSchedule lr = c.lr;
+  lr.total_steps = static_cast<std::size_t>(s.steps);
+  for (std::size_t i = 0; i < P; ++i) {
+    st[i].stage =
+        std::make_unique<model::Stage>(model::StageShape{c.config, c.ranges[i], kBatch, kSeq});
+    st[i].params.resize(st[i].stage->layout().size());
+    model::init_gpt2(st[i].stage->layout(), st[i].params, c.seed);
+    st[i].grads.assign(st[i].params.size(), 0.0f);
+    st[i].adamw = std::make_unique<model::AdamW>(st[i].stage->layout(), c.adamw);
+  }
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<float>> outputs, input_grads;
+  std::vector<float> losses(static_cast<std::size_t>(s.total_microbatches()));
+  std::vector<std::int32_t> tokens(kBatch * kSeq), targets(kBatch * kSeq);
+  std::vector<std::size_t> next(s.devices.size(), 0);
+  const float scale = 1.0f / static_cast<float>(s.microbatches);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (std::size_t d = 0; d < s.devices.size(); ++d) {
+      if (next[d] == s.devices[d].size()) continue;
+      const Action& a = s.devices[d][next[d]];
+      StageState& x = st[static_cast<std::size_t>(a.stage)];
+      const bool first = a.stage == 0, last = a.stage == s.stages - 1;
+      const std::int32_t m = a.microbatch;
+      if (a.kind == ActionKind::F && !first && !outputs.count({a.stage - 1, m})) continue;
+      if (a.kind == ActionKind::B && !last && !input_grads.count({a.stage + 1, m})) continue;
+      if (a.kind == ActionKind::F) {
+        synthetic(static_cast<std::uint64_t>(m), tokens, targets);
+        model::ActivationSlot& slot = x.slots.emplace(m, x.stage->make_slot()).first->second;
+        x.forward_weights[m] = x.params;
+        const model::StageInput in =
+            first ? model::StageInput::tokens(tokens)
+                  : model::StageInput::activations(outputs[{a.stage - 1, m}]);
+        if (last) {
+          losses[static_cast<std::size_t>(m)] =
+              x.stage->forward_loss(x.params, in, targets, scale, slot);
+        } else {
+          const auto y = x.stage->forward(x.params, in, slot);
+          outputs[{a.stage, m}].assign(y.begin(), y.end());
+        }
+      } else if (a.kind == ActionKind::B) {
+        const std::vector<float>& w =
+            s.weight_policy == WeightPolicy::current ? x.params : x.forward_weights[m];
+        std::vector<float> dx(first ? 0 : kBatch * kSeq * c.config.d_model);
+        x.stage->backward(w, x.grads, x.slots.at(m),
+                          last ? std::span<const float>() : input_grads[{a.stage + 1, m}], dx);
+        if (!first) input_grads[{a.stage, m}] = std::move(dx);
+        x.slots.erase(m);
+        x.forward_weights.erase(m);
+      } else {
+        x.adamw->step(x.params, x.grads, lr.at(x.steps++));
+        model::zero(x.grads);
+      }
+      ++next[d];
+      progress = true;
+    }
+  }
+  Replay r;
+  for (std::int32_t k = 0; k < s.steps; ++k) {
+    double sum = 0.0;
+    for (std::int32_t i = 0; i < s.microbatches; ++i)
+      sum += losses[static_cast<std::size_t>(k * s.microbatches + i)];
+    r.step_losses.push_back(sum / s.microbatches);
+  }
+  for (const auto& x : st) r.params.insert(r.params.end(), x.params.begin(), x.params.end());
+  return r;
+}
+
+TEST(Executor, AsyncSchedulesEqualAPlainReplayOfTheirSemanticsBitwise) {
+  for (const char* kind : {"paci", "pipedream", "2bw"})
+    for (std::int32_t M : {1, 2, 4}) {
+      if (std::string(kind) == "2bw" && M < 3) continue;
+      const Schedule s = generate_schedule(kind, 3, M, 4);
+      const Replay want = replay(s);
+      Executor ex(s, config_for(3));
+      const ExecResult got = ex.run();
+      EXPECT_EQ(got.step_losses, want.step_losses) << kind << " M=" << M;
+      EXPECT_EQ(whole_params(ex, 3), want.params) << kind << " M=" << M;
+    }
 }
 
 TEST(Executor, AFailingWorkerStopsTheRunPromptly) {
