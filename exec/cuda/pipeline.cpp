@@ -214,8 +214,11 @@ class GpuPipeline::Run {
     dev.last_end = end;
     dev.last_stage = a.stage;
     sample_memory(device, end);
-    if (a.kind == ActionKind::F && rt.is_last() && (a.microbatch + 1) % schedule_.microbatches == 0)
+    if (a.kind == ActionKind::F && rt.is_last() &&
+        (a.microbatch + 1) % schedule_.microbatches == 0) {
       step_event_[static_cast<std::size_t>(a.microbatch / schedule_.microbatches)] = end;
+      ++steps_queued_;
+    }
     send_outputs(device, a, rt, b);
     ++dev.next;
     return true;
@@ -266,10 +269,7 @@ class GpuPipeline::Run {
     while (reported_ < schedule_.steps) {
       const int id = step_event_[static_cast<std::size_t>(reported_)];
       if (id < 0) return;
-      const std::int32_t queued_ahead =
-          static_cast<std::int32_t>(
-              std::count_if(step_event_.begin(), step_event_.end(), [](int e) { return e >= 0; })) -
-          reported_;
+      const std::int32_t queued_ahead = steps_queued_ - reported_;
       if (all || queued_ahead > kStepsAhead) {
         event(id).synchronize();
       } else {
@@ -339,7 +339,7 @@ class GpuPipeline::Run {
   ConsumerIndex consumers_;
   cuda::PinnedBuffer<double> losses_;
   std::vector<int> step_event_;  // per step: end event of its last loss, −1 until queued
-  std::int32_t reported_ = 0;
+  std::int32_t reported_ = 0, steps_queued_ = 0;
   std::vector<StageBuffers> buffers_;
   std::size_t width_ = 0;
   std::vector<DeviceState> devices_;

@@ -209,8 +209,12 @@ def main():
                     help="trainings at once (each gets threads/jobs threads)")
     ap.add_argument("--flops", default="4e14", help="sustained FLOP/s of the paper-setting GPU")
     ap.add_argument("--mem-bandwidth", default="4.8e12", help="its memory bandwidth, B/s")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results"))
+    ap.add_argument("--out", default=None,
+                    help="where the tables and plots go (default docs/results; quick: "
+                         "out/convergence-quick)")
     args = ap.parse_args()
+    args.out = args.out or (os.path.join(ROOT, "out", "convergence-quick") if args.quick
+                            else os.path.join(ROOT, "docs", "results"))
     tokens = args.tokens or (120_000 if args.quick else 2_000_000)
     args.seeds = args.seeds or ("1" if args.quick else "1,2")
     if args.lr_sweep is None:
