@@ -68,6 +68,7 @@ ActivationSlot::ActivationSlot(const model::StageShape& shape, Precision precisi
   values_ = DeviceTensor(precision, n.values);
   stats_ = DeviceBuffer<float>(n.stats);
   ids_ = DeviceBuffer<std::int32_t>(n.ids);
+  ids_host_ = PinnedBuffer<std::int32_t>(5 * shape.rows() + 1);
   PACI_MODEL_CHECK(bytes() == bytes_for(shape, precision), "slot layout and bytes_for() disagree");
 }
 

@@ -66,6 +66,11 @@ class ActivationSlot {
   DeviceBuffer<std::int32_t> ids_;
   float loss_scale_ = 1.0f;
   bool filled_ = false;
+  // Host staging of this slot's ids (tokens, grouped rows, group starts, group tokens, targets:
+  // 5R + 1), reused only after ids_copied_ says the previous copy left it. One per slot, so a
+  // forward waits for the copy of this slot's previous micro-batch, not for the stream's work.
+  PinnedBuffer<std::int32_t> ids_host_;
+  Event ids_copied_;
 };
 
 }  // namespace paci::cuda

@@ -29,7 +29,6 @@ Stage::Stage(const model::StageShape& shape, Precision precision)
       resources_(partial_floats(shape.rows(), widest_columns(shape))),
       loss_mean_(1),
       loss_host_(1),
-      ids_host_(5 * shape.rows() + 1),
       group_keys_(shape.rows()) {
   shape_.validate();
   const std::size_t R = shape.rows(), C = shape.config.d_model, V = shape.config.vocab;
@@ -68,12 +67,12 @@ TensorView Stage::logits() const {
 }
 
 // Copies the first stage's tokens (with their grouping for the encoder backward) and the last
-// stage's targets into the slot, through pinned staging that the previous copy has left.
+// stage's targets into the slot, through the slot's pinned staging once its previous copy left.
 void Stage::stage_ids(const StageInput& input, std::span<const std::int32_t> targets,
                       ActivationSlot& slot) {
   const std::size_t R = shape_.rows();
-  ids_copied_.synchronize();
-  std::int32_t* host = ids_host_.data();
+  slot.ids_copied_.synchronize();  // the slot's previous staging copy has left its buffer
+  std::int32_t* host = slot.ids_host_.data();
   if (is_first()) {
     std::copy(input.token_ids().begin(), input.token_ids().end(), host);
     slot.group_count_ = group_tokens({host, R}, group_keys_, {host + R, R}, {host + 2 * R, R + 1},
@@ -87,7 +86,7 @@ void Stage::stage_ids(const StageInput& input, std::span<const std::int32_t> tar
     PACI_CUDA_CHECK(cudaMemcpyAsync(slot.ids_.data() + slot.targets_, host + 4 * R + 1,
                                     R * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream()));
   }
-  ids_copied_.record(stream());
+  slot.ids_copied_.record(stream());
 }
 
 template <typename floatX>

@@ -107,18 +107,15 @@ class Stage {
   Precision precision_;
   Resources resources_;
   // Scratch, one micro-batch at a time (R = B·T), in the stage's precision unless noted.
-  DeviceTensor logits_, dlogits_;     // (R,V) last stage
-  DeviceTensor dres_a_, dres_b_;      // (R,C) residual-stream gradients, ping-pong
-  DeviceTensor dres2_, dln_, datty_;  // (R,C)
-  DeviceTensor dqkv_, dfch_;          // (R,3C), (R,4C)
-  DeviceTensor dsoft_;                // (B,NH,T,T) softmax input gradient
-  DeviceBuffer<float> scores_;        // (B,NH,T,T) float: Q·Kᵀ, then dL/d(att)
-  DeviceBuffer<double> loss_mean_;    // (1)
-  PinnedBuffer<double> loss_host_;    // (1)
-  // Host staging of ids: tokens, grouped rows, group starts, group tokens, targets (5R + 1).
-  PinnedBuffer<std::int32_t> ids_host_;
-  std::vector<std::uint64_t> group_keys_;  // (R)
-  Event ids_copied_;                       // the last staging copy has left ids_host_
+  DeviceTensor logits_, dlogits_;          // (R,V) last stage
+  DeviceTensor dres_a_, dres_b_;           // (R,C) residual-stream gradients, ping-pong
+  DeviceTensor dres2_, dln_, datty_;       // (R,C)
+  DeviceTensor dqkv_, dfch_;               // (R,3C), (R,4C)
+  DeviceTensor dsoft_;                     // (B,NH,T,T) softmax input gradient
+  DeviceBuffer<float> scores_;             // (B,NH,T,T) float: Q·Kᵀ, then dL/d(att)
+  DeviceBuffer<double> loss_mean_;         // (1)
+  PinnedBuffer<double> loss_host_;         // (1)
+  std::vector<std::uint64_t> group_keys_;  // (R) host scratch of the token grouping
 };
 
 }  // namespace paci::cuda

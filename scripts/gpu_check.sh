@@ -100,7 +100,7 @@ done
 tests_s=$(($(date +%s) - t0))
 count() { sed -n "s/^\[  $1 \] \([0-9]*\) test.*/\1/p" "$OUT/tests.log" | awk '{s+=$1} END {print s+0}'; }
 passed=$(count 'PASSED ') failed=$(count 'FAILED ') skipped=$(count SKIPPED)
-grep -E '^\[  (FAILED|SKIPPED) \]' "$OUT/tests.log" | tee -a "$log"
+grep -E '^\[  (FAILED  |SKIPPED )\]' "$OUT/tests.log" | tee -a "$log"
 say "tests: $passed passed, $failed failed, $skipped skipped in ${tests_s}s (rc $tests_rc)"
 [ "$tests_rc" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$passed" -gt 0 ] ||
   fail "GPU tests failed (see $OUT/tests.log)"
@@ -153,7 +153,8 @@ bench_s=$(($(date +%s) - t0))
 # ---- 6. NCCL transport, where NCCL was found: rendezvous always, the exchange with 2+ GPUs ---------
 phase=nccl
 nccl=skipped filter=none
-if cmake --build build-gpu --target help 2>/dev/null | grep -q paci_nccl_tests; then
+targets=$(cmake --build build-gpu --target help 2>/dev/null)
+if grep -q paci_nccl_tests <<<"$targets"; then
   filter='*'
   [ "$(nvidia-smi -L | wc -l)" -ge 2 ] || filter='-*TwoGpus*'
   if timeout 300 cmake --build build-gpu -j "$(nproc)" --target paci_nccl_tests >>"$log" 2>&1 &&

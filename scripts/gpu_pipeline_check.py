@@ -30,9 +30,15 @@ def main():
         if g["peak_activations"] != w["peak_activations"]:
             problems.append(f"stage {g['stage']}: peak activations {g['peak_activations']}, "
                             f"analysed {w['peak_activations']}")
-    worst = max(abs(g - c) / abs(c) for g, c in zip(gpu["loss"], cpu["loss"]))
-    if len(gpu["loss"]) != len(cpu["loss"]) or worst > a.rtol:
-        problems.append(f"losses differ from the CPU run by up to {worst:.2e} (rtol {a.rtol})")
+    worst = float("inf")
+    if not gpu["loss"] or len(gpu["loss"]) != len(cpu["loss"]):
+        problems.append(f"{len(gpu['loss'])} step losses, the CPU run has {len(cpu['loss'])}")
+    elif any(g is None or c is None for g, c in zip(gpu["loss"], cpu["loss"])):
+        problems.append("a step loss is not a number")
+    else:
+        worst = max(abs(g - c) / max(abs(c), 1e-12) for g, c in zip(gpu["loss"], cpu["loss"]))
+        if worst > a.rtol:
+            problems.append(f"losses differ from the CPU run by up to {worst:.2e} (rtol {a.rtol})")
     mstale = [s["max_staleness"] for s in gpu["stages"]]
     line = (f"{gpu['schedule']['kind']} P={gpu['schedule']['stages']}: {len(got_versions)} "
             f"versions, max staleness {mstale}, worst loss difference vs CPU {worst:.2e}, "

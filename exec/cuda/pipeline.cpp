@@ -7,6 +7,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "cuda/check.hpp"
@@ -76,6 +77,7 @@ class GpuPipeline::Run {
         while (dev.next < list.size() && issue(static_cast<std::int32_t>(d))) progress = true;
         if (dev.next < list.size()) all_done = false;
       }
+      current_device_ = -1;
       report_steps(clock, false);
       if (!all_done && !progress) {
         for (std::size_t d = 0; d < devices_.size(); ++d)
@@ -85,6 +87,7 @@ class GpuPipeline::Run {
                             to_string(schedule_.devices[d][devices_[d].next])));
       }
     }
+    current_device_ = -1;
     PACI_CUDA_CHECK(cudaDeviceSynchronize());
     report_steps(clock, true);
     ExecResult result;
@@ -93,12 +96,14 @@ class GpuPipeline::Run {
     return result;
   }
 
-  // The device whose action failed, and that action (for the error message).
-  std::int32_t failing_device() const { return current_device_; }
-  const Action& failing_action() const {
+  // Where a failure happened, for its message: the action being queued, or (−1) none, when the
+  // failure surfaced while reporting losses or waiting for the GPU.
+  std::string failure_context() const {
+    if (current_device_ < 0) return "GPU run";
     const auto& list = schedule_.devices[static_cast<std::size_t>(current_device_)];
-    return list[std::min(devices_[static_cast<std::size_t>(current_device_)].next,
-                         list.size() - 1)];
+    const Action& a =
+        list[std::min(devices_[static_cast<std::size_t>(current_device_)].next, list.size() - 1)];
+    return fmt::format("device {}, stage {}, action {}", current_device_, a.stage, to_string(a));
   }
 
  private:
@@ -201,7 +206,7 @@ class GpuPipeline::Run {
       m.consumed.record(stream);
       m.used_before = true;
       m.in_use = false;
-      if (p_.config_.record_timeline)
+      if (p_.config_.record_timeline && it->second.src_device != device)
         recorded_.push_back(
             {it->second.producer, a, static_cast<DependencyKind>(std::get<0>(it->first)),
              it->second.src_device, device, it->second.send_start, it->second.send_end, start});
@@ -224,9 +229,17 @@ class GpuPipeline::Run {
     return true;
   }
 
+  // A buffer whose last reader has finished on the GPU (so reusing it orders nothing new), else
+  // a new one: the pool grows to the messages really in flight.
   std::size_t free_buffer() {
-    for (std::size_t i = 0; i < messages_.size(); ++i)
-      if (!messages_[i].in_use) return i;
+    for (std::size_t i = 0; i < messages_.size(); ++i) {
+      Message& m = messages_[i];
+      if (m.in_use) continue;
+      if (!m.used_before) return i;
+      const cudaError_t state = cudaEventQuery(m.consumed.get());
+      if (state == cudaSuccess) return i;
+      if (state != cudaErrorNotReady) PACI_CUDA_CHECK(state);
+    }
     messages_.push_back(
         {cuda::DeviceTensor(p_.config_.precision, width_), cuda::Event(), false, false, -1, -1});
     return messages_.size() - 1;
@@ -283,8 +296,10 @@ class GpuPipeline::Run {
         sum += losses_[static_cast<std::size_t>(i)];
       const double loss = sum / M;
       if (!std::isfinite(loss))
-        throw std::runtime_error(fmt::format("loss is {} at optimizer step {}", loss,
-                                             p_.config_.first_step + reported_));
+        throw std::runtime_error(
+            fmt::format("loss is {} at optimizer step {} (micro-batches {}..{})", loss,
+                        p_.config_.first_step + static_cast<std::size_t>(reported_), reported_ * M,
+                        (reported_ + 1) * M - 1));
       if (p_.config_.on_step)
         p_.config_.on_step(
             {reported_, loss, clock.now_s(), static_cast<std::int64_t>(reported_ + 1) * M});
@@ -347,7 +362,7 @@ class GpuPipeline::Run {
   std::deque<Message> messages_;
   std::map<Key, PendingMessage> pending_;
   std::vector<RecordedMessage> recorded_;
-  std::int32_t current_device_ = 0;
+  std::int32_t current_device_ = -1;
 };
 
 GpuPipeline::GpuPipeline(const Schedule& schedule, const GpuExecConfig& config)
@@ -384,9 +399,7 @@ ExecResult GpuPipeline::run() {
     return result;
   } catch (const std::exception& e) {
     cudaDeviceSynchronize();  // let queued work drain; a sticky error is already in e
-    throw std::runtime_error(fmt::format("device {}, stage {}, action {}: {}", run.failing_device(),
-                                         run.failing_action().stage,
-                                         to_string(run.failing_action()), e.what()));
+    throw std::runtime_error(fmt::format("{}: {}", run.failure_context(), e.what()));
   }
 }
 

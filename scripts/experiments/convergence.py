@@ -60,7 +60,7 @@ def train(kind, stages, m, seed, tokens, lr_ref, m_ref, warmup, outdir, threads)
     steps = max(2, tokens // (m * TOKENS_PER_MICROBATCH))
     lr = lr_ref * math.sqrt(m / m_ref)  # square-root scaling with the batch, as the paper
     warmup_steps = max(1, round(warmup * steps))
-    name = f"{kind}_P{stages}_M{m}_seed{seed}_lr{lr:.3g}"
+    name = f"{kind}_P{stages}_M{m}_N{steps}_seed{seed}_lr{lr:.3g}"
     metrics = os.path.join(outdir, name + ".jsonl")
     report = os.path.join(outdir, name + ".report.json")
     if not (os.path.exists(metrics) and os.path.exists(report)):
@@ -203,6 +203,9 @@ def main():
     ap.add_argument("--lr-sweep", default=None,
                     help="peak LRs for 1f1b and paci at M=P/2 (default 3e-4,5e-4,1e-3,2e-3; "
                          "quick: none)")
+    ap.add_argument("--long-tokens", type=int, default=None,
+                    help="also 1f1b and paci at M=P/2 with this budget (default 6,000,000; "
+                         "quick: none)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="compute threads in all")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
@@ -217,6 +220,8 @@ def main():
                             else os.path.join(ROOT, "docs", "results"))
     tokens = args.tokens or (120_000 if args.quick else 2_000_000)
     args.seeds = args.seeds or ("1" if args.quick else "1,2")
+    if args.long_tokens is None:
+        args.long_tokens = 0 if args.quick else 6_000_000
     if args.lr_sweep is None:
         args.lr_sweep = "" if args.quick else "3e-4,5e-4,1e-3,2e-3"
     runs_dir = os.path.join(ROOT, "out", "convergence" + ("-quick" if args.quick else ""))
@@ -228,18 +233,35 @@ def main():
     todo = [(kind, m, seed, args.lr, args.lr_microbatches)
             for i, seed in enumerate(seeds)
             for kind, m in configurations(args.stages, args.quick, i == 0)]
-    m_sweep = max(1, args.stages // 2)
-    todo += [(kind, m_sweep, seeds[0], float(lr), m_sweep)
+    todo = [(*r, tokens) for r in todo]
+    m_half = max(1, args.stages // 2)
+    todo += [(kind, m_half, seeds[0], float(lr), m_half, tokens)
              for lr in args.lr_sweep.split(",") if lr for kind in ("1f1b", "paci")]
+    if args.long_tokens:
+        todo += [(kind, m_half, seeds[0], args.lr, args.lr_microbatches, args.long_tokens)
+                 for kind in ("1f1b", "paci")]
     threads = max(1, args.threads // args.jobs)
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        list(pool.map(lambda r: train(r[0], args.stages, r[1], r[2], tokens, r[3], r[4],
+        list(pool.map(lambda r: train(r[0], args.stages, r[1], r[2], r[5], r[3], r[4],
                                       args.warmup, runs_dir, threads), todo))
     runs = [train(kind, args.stages, m, seed, tokens, args.lr, args.lr_microbatches, args.warmup,
                   runs_dir, threads)
             for i, seed in enumerate(seeds)
             for kind, m in configurations(args.stages, args.quick, i == 0)]
     sweep = lr_sweep(args, tokens, runs_dir, threads)
+    # Does PACI's gap at M = P/2 close with a longer training? The same LR rule, 3x the tokens.
+    longer = []
+    if args.long_tokens:
+        pair = {k: train(k, args.stages, m_half, seeds[0], args.long_tokens, args.lr,
+                         args.lr_microbatches, args.warmup, runs_dir, threads)
+                for k in ("1f1b", "paci")}
+        short = {k: next(r for r in runs if r["kind"] == k and r["microbatches"] == m_half and
+                         r["seed"] == seeds[0]) for k in ("1f1b", "paci")}
+        for budget, runs_ in ((tokens, short), (args.long_tokens, pair)):
+            longer.append({"microbatches": m_half, "seed": seeds[0], "tokens": budget,
+                           "steps": runs_["1f1b"]["steps"],
+                           "1f1b_val_loss": runs_["1f1b"]["final_val_loss"],
+                           "paci_val_loss": runs_["paci"]["final_val_loss"]})
     series = aggregate(runs)
 
     per_token, paper = paper_seconds_per_token(runs_dir, args.flops, args.mem_bandwidth)
@@ -265,7 +287,7 @@ def main():
                "runs": [{k: v for k, v in r.items() if k not in ("train_curve", "val_curve")}
                         for r in runs],
                "schedules": [{k: v for k, v in a.items() if k != "train_curve"} for a in series],
-               "lr_sweep": sweep}
+               "lr_sweep": sweep, "longer_training": longer}
     # GPipe and 1F1B accumulate the same micro-batches in the same order: identical losses.
     same = {}
     for m in groups:
@@ -318,6 +340,15 @@ def main():
         for row in sweep:
             d = 100 * (row["paci_val_loss"] / row["1f1b_val_loss"] - 1)
             md.append(f"| {row['lr']:.3g} | {row['1f1b_val_loss']:.4f} | "
+                      f"{row['paci_val_loss']:.4f} | {d:+.2f}% |")
+    if longer:
+        md += ["", f"Longer training at M={longer[0]['microbatches']} (seed {longer[0]['seed']}, "
+               "same LR rule and warm-up fraction):", "",
+               "| tokens | steps | 1f1b val loss | paci val loss | paci vs 1f1b |",
+               "|---|---|---|---|---|"]
+        for row in longer:
+            d = 100 * (row["paci_val_loss"] / row["1f1b_val_loss"] - 1)
+            md.append(f"| {row['tokens']:,} | {row['steps']} | {row['1f1b_val_loss']:.4f} | "
                       f"{row['paci_val_loss']:.4f} | {d:+.2f}% |")
     with open(os.path.join(args.out, "convergence.md"), "w") as f:
         f.write("\n".join(md) + "\n")
