@@ -34,6 +34,8 @@ blocks = {
     "FIDELITY_TABLE": read("docs/results/fidelity.md", "(run scripts/experiments/fidelity.sh)"),
     "CONVERGENCE_TABLE": read("docs/results/convergence_headline.md",
                               "(run scripts/experiments/convergence.sh)"),
+    "CONVERGENCE_FINDINGS": read("docs/results/convergence_findings.md",
+                                 "(run scripts/experiments/convergence.sh)"),
     "COMPARE_8_8_8": run("paci compare --stages 8 --microbatches 8 --steps 8 --tf 1 --tb 2").rstrip(),
     "STEPS_TABLE": "\n".join(rows),
     "GATE_LINE": read("docs/results/gate_headline.md", "(run scripts/experiments/gate.sh)"),

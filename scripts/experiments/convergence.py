@@ -65,7 +65,19 @@ def train(kind, stages, m, seed, tokens, lr_ref, m_ref, warmup, outdir, threads)
     report = os.path.join(outdir, name + ".report.json")
     if not (os.path.exists(metrics) and os.path.exists(report)):
         start = time.time()
-        paci("train", "--kind", kind, "--stages", stages, "--microbatches", m, "--steps", steps,
+        if kind == "paci-stash":  # PACI's order with PipeDream's weight stashing: delay only
+            path = os.path.join(outdir, f"{name}.schedule.json")
+            paci("schedule", "--kind", "paci", "--stages", stages, "--microbatches", m,
+                 "--steps", steps, "-o", path)
+            with open(path) as f:
+                sched = json.load(f)
+            sched["weight_policy"] = "stash"
+            with open(path, "w") as f:
+                json.dump(sched, f)
+            what = ["--schedule", path]
+        else:
+            what = ["--kind", kind, "--stages", stages, "--microbatches", m, "--steps", steps]
+        paci("train", *what,
              "--lr", f"{lr:.6g}", "--warmup-steps", warmup_steps, "--seed", seed,
              "--val-every", max(1, steps // 12), "--val-microbatches", 32, "--sequential",
              "--threads", threads, "--quiet", "--metrics", metrics, "--report", report)
@@ -191,6 +203,54 @@ def lr_sweep(args, tokens, runs_dir, threads):
     return rows
 
 
+def findings(series, groups, sweep, longer, mechanism, stages, per_token):
+    """The README's sentences about the study, every number taken from this run's results."""
+    def get(kind, m):
+        return next((a for a in series if a["kind"] == kind and a["microbatches"] == m), None)
+    gaps = []
+    for m in sorted(groups, reverse=True):
+        f, p = get("1f1b", m), get("paci", m)
+        if f and p:
+            gaps.append(f"{100 * (p['final_val_loss'] / f['final_val_loss'] - 1):+.2f}% at M={m} "
+                        f"(max staleness {max(p['max_staleness'])})")
+    seeds = max((len(a["seeds"]) for a in series), default=1)
+    out = [f"At the same token budget, PACI's final validation loss against 1F1B's: "
+           f"{', '.join(gaps)} — means over {seeds} seed(s)."]
+    m2 = 2 * stages
+    f, p = get("1f1b", m2), get("paci", m2)
+    if f and p and f.get("targets") and p.get("targets"):
+        fh = f["targets"][str(m2)]["paper_setting_hours"]
+        ph = p["targets"][str(m2)]["paper_setting_hours"]
+        if fh and ph:
+            out.append(f"Time to the M={m2} group's target loss "
+                       f"({p['targets'][str(m2)]['target_val_loss']:.4f}, its worst final "
+                       f"validation loss) in the simulated paper setting: PACI {fh / ph:.2f}x "
+                       f"faster than 1F1B-flush (its simulated speed per token there: "
+                       f"{per_token['1f1b'] / per_token['paci']:.2f}x).")
+    if sweep:
+        parts = [f"{100 * (r['paci_val_loss'] / r['1f1b_val_loss'] - 1):+.1f}% at {r['lr']:.3g}"
+                 for r in sweep]
+        out.append(f"The gap grows with the peak learning rate (M={sweep[0]['microbatches']}, "
+                   f"seed {sweep[0]['seed']}): {', '.join(parts)}; 1F1B's own loss falls from "
+                   f"{sweep[0]['1f1b_val_loss']:.4f} to {sweep[-1]['1f1b_val_loss']:.4f} over "
+                   f"the same range while PACI's stays between "
+                   f"{min(r['paci_val_loss'] for r in sweep):.4f} and "
+                   f"{max(r['paci_val_loss'] for r in sweep):.4f}.")
+    if mechanism:
+        out.append(f"With weight stashing in PACI's order (the same delay, no mixed-version "
+                   f"gradient) the loss is {mechanism['paci_stash_val_loss']:.4f} against PACI's "
+                   f"{mechanism['paci_val_loss']:.4f} and 1F1B's {mechanism['1f1b_val_loss']:.4f} "
+                   f"(M={mechanism['microbatches']}, peak LR {mechanism['lr']:.3g}, seed "
+                   f"{mechanism['seed']}).")
+    if len(longer) == 2:
+        a, b = longer
+        d = lambda r: 100 * (r["paci_val_loss"] / r["1f1b_val_loss"] - 1)
+        out.append(f"Training longer at M={a['microbatches']} (seed {a['seed']}): "
+                   f"{d(a):+.2f}% after {a['tokens']:,} tokens ({a['steps']} steps), "
+                   f"{d(b):+.2f}% after {b['tokens']:,} tokens ({b['steps']} steps).")
+    return " ".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny budget, fewer runs")
@@ -240,6 +300,8 @@ def main():
     if args.long_tokens:
         todo += [(kind, m_half, seeds[0], args.lr, args.lr_microbatches, args.long_tokens)
                  for kind in ("1f1b", "paci")]
+    if not args.quick:
+        todo.append(("paci-stash", m_half, seeds[0], args.lr, args.lr_microbatches, tokens))
     threads = max(1, args.threads // args.jobs)
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(lambda r: train(r[0], args.stages, r[1], r[2], r[5], r[3], r[4],
@@ -249,6 +311,18 @@ def main():
             for i, seed in enumerate(seeds)
             for kind, m in configurations(args.stages, args.quick, i == 0)]
     sweep = lr_sweep(args, tokens, runs_dir, threads)
+    # Delay or mixed versions? PACI's order with weight stashing (every backward reads the weights
+    # its forward read) keeps the delay and removes the mixed-version gradient.
+    mechanism = {}
+    if not args.quick:
+        stash = train("paci-stash", args.stages, m_half, seeds[0], tokens, args.lr,
+                      args.lr_microbatches, args.warmup, runs_dir, threads)
+        pick = lambda k: next(r for r in runs if r["kind"] == k and r["microbatches"] == m_half
+                              and r["seed"] == seeds[0])
+        mechanism = {"microbatches": m_half, "seed": seeds[0], "lr": stash["lr"],
+                     "1f1b_val_loss": pick("1f1b")["final_val_loss"],
+                     "paci_val_loss": pick("paci")["final_val_loss"],
+                     "paci_stash_val_loss": stash["final_val_loss"]}
     # Does PACI's gap at M = P/2 close with a longer training? The same LR rule, 3x the tokens.
     longer = []
     if args.long_tokens:
@@ -287,7 +361,7 @@ def main():
                "runs": [{k: v for k, v in r.items() if k not in ("train_curve", "val_curve")}
                         for r in runs],
                "schedules": [{k: v for k, v in a.items() if k != "train_curve"} for a in series],
-               "lr_sweep": sweep, "longer_training": longer}
+               "lr_sweep": sweep, "longer_training": longer, "delay_vs_mixed": mechanism}
     # GPipe and 1F1B accumulate the same micro-batches in the same order: identical losses.
     same = {}
     for m in groups:
@@ -341,6 +415,12 @@ def main():
             d = 100 * (row["paci_val_loss"] / row["1f1b_val_loss"] - 1)
             md.append(f"| {row['lr']:.3g} | {row['1f1b_val_loss']:.4f} | "
                       f"{row['paci_val_loss']:.4f} | {d:+.2f}% |")
+    if mechanism:
+        md += ["", f"Delay or mixed versions (M={mechanism['microbatches']}, seed "
+               f"{mechanism['seed']}, peak LR {mechanism['lr']:.3g}): 1f1b "
+               f"{mechanism['1f1b_val_loss']:.4f}, paci {mechanism['paci_val_loss']:.4f}, paci "
+               f"with weight stashing (same order and delay, every backward reads its forward's "
+               f"weights) {mechanism['paci_stash_val_loss']:.4f}."]
     if longer:
         md += ["", f"Longer training at M={longer[0]['microbatches']} (seed {longer[0]['seed']}, "
                "same LR rule and warm-up fraction):", "",
@@ -374,6 +454,8 @@ def main():
                     f"{max(p['max_staleness'])} | {speed} |")
     with open(os.path.join(args.out, "convergence_headline.md"), "w") as f:
         f.write("\n".join(head) + "\n")
+    with open(os.path.join(args.out, "convergence_findings.md"), "w") as f:
+        f.write(findings(series, groups, sweep, longer, mechanism, args.stages, per_token) + "\n")
 
 
 if __name__ == "__main__":
