@@ -179,8 +179,8 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
                                  config.max_seq_len));
   try {
     config.validate();
-  } catch (const std::exception& e) {
-    throw InputError(e.what());
+  } catch (const model::ModelError& e) {
+    throw InputError(e.explanation());  // the user's shape flags, not a bug: no file and line
   }
   if (t.first_step >= static_cast<std::size_t>(f.steps))
     throw InputError(fmt::format("{} already holds {} steps; --steps {} leaves none to run",
@@ -221,8 +221,8 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   e.lr.total_steps = t.total_steps;
   try {
     e.lr.validate();
-  } catch (const std::exception& err) {
-    throw InputError(err.what());
+  } catch (const model::ModelError& err) {
+    throw InputError(err.explanation());
   }
   if (f.clip < 0) throw InputError("--clip must be non-negative");
   e.clip = f.clip;

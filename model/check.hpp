@@ -7,11 +7,21 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace paci::model {
 
-struct ModelError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// what(): "file:line: check failed: expression: explanation" (for bug reports); explanation():
+// the explanation alone (for a user whose input tripped the check).
+class ModelError : public std::runtime_error {
+ public:
+  explicit ModelError(const std::string& what, std::string explanation = {})
+      : std::runtime_error(what),
+        explanation_(explanation.empty() ? what : std::move(explanation)) {}
+  const std::string& explanation() const { return explanation_; }
+
+ private:
+  std::string explanation_;
 };
 
 // Bad input from the user's side — a missing or malformed data, model or checkpoint file, an
@@ -23,7 +33,8 @@ struct InputError : std::runtime_error {
 
 [[noreturn]] inline void fail_check(const char* file, int line, const char* expression,
                                     const std::string& message) {
-  throw ModelError(fmt::format("{}:{}: check failed: {}: {}", file, line, expression, message));
+  throw ModelError(fmt::format("{}:{}: check failed: {}: {}", file, line, expression, message),
+                   message);
 }
 
 }  // namespace paci::model

@@ -56,11 +56,15 @@ def configurations(stages, quick, first_seed):
     return runs
 
 
+LAYERS = 4  # transformer blocks of the trained GPT (--layers)
+
+
 def train(kind, stages, m, seed, tokens, lr_ref, m_ref, warmup, outdir, threads):
     steps = max(2, tokens // (m * TOKENS_PER_MICROBATCH))
     lr = lr_ref * math.sqrt(m / m_ref)  # square-root scaling with the batch, as the paper
     warmup_steps = max(1, round(warmup * steps))
-    name = f"{kind}_P{stages}_M{m}_N{steps}_seed{seed}_lr{lr:.3g}"
+    depth = "" if LAYERS == 4 else f"_L{LAYERS}"
+    name = f"{kind}_P{stages}{depth}_M{m}_N{steps}_seed{seed}_lr{lr:.3g}"
     metrics = os.path.join(outdir, name + ".jsonl")
     report = os.path.join(outdir, name + ".report.json")
     if not (os.path.exists(metrics) and os.path.exists(report)):
@@ -77,7 +81,7 @@ def train(kind, stages, m, seed, tokens, lr_ref, m_ref, warmup, outdir, threads)
             what = ["--schedule", path]
         else:
             what = ["--kind", kind, "--stages", stages, "--microbatches", m, "--steps", steps]
-        paci("train", *what,
+        paci("train", *what, "--layers", LAYERS,
              "--lr", f"{lr:.6g}", "--warmup-steps", warmup_steps, "--seed", seed,
              "--val-every", max(1, steps // 12), "--val-microbatches", 32, "--sequential",
              "--threads", threads, "--quiet", "--metrics", metrics, "--report", report)
@@ -131,7 +135,7 @@ def paper_seconds_per_token(outdir, flops, bandwidth):
     return {r["kind"]: 1.0 / (r["microbatches_per_s"] * tokens_per_mb) for r in rows["rows"]}, rows
 
 
-def svg(series, m, path):
+def svg(series, m, path, stages):
     """Loss versus tokens at one M: per schedule, training loss (thin) and validation loss (thick),
     each the mean over seeds."""
     colors = {"1f1b": "#1f77b4", "gpipe": "#17becf", "paci": "#d62728", "2bw": "#2ca02c",
@@ -148,7 +152,7 @@ def svg(series, m, path):
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
            f'font-family="sans-serif" font-size="12">',
            f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">loss vs tokens, P=4, '
+           f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">loss vs tokens, P={stages}, '
            f'M={m} (pipedream: M=1), mean over seeds</text>']
     for i in range(6):
         y = y0 + (y1 - y0) * i / 5
@@ -266,6 +270,10 @@ def main():
     ap.add_argument("--long-tokens", type=int, default=None,
                     help="also 1f1b and paci at M=P/2 with this budget (default 6,000,000; "
                          "quick: none)")
+    ap.add_argument("--layers", type=int, default=4, help="transformer blocks of the GPT")
+    ap.add_argument("--kinds", default="1f1b,gpipe,pipedream,2bw,paci,paci-stash",
+                    help="schedules to train (comma list; paci-stash: the weight-stashing "
+                         "control at M=P/2)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="compute threads in all")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
@@ -280,6 +288,9 @@ def main():
                             else os.path.join(ROOT, "docs", "results"))
     tokens = args.tokens or (120_000 if args.quick else 2_000_000)
     args.seeds = args.seeds or ("1" if args.quick else "1,2")
+    global LAYERS
+    LAYERS = args.layers
+    kinds = set(args.kinds.split(","))
     if args.long_tokens is None:
         args.long_tokens = 0 if args.quick else 6_000_000
     if args.lr_sweep is None:
@@ -292,7 +303,7 @@ def main():
     # Every training, run --jobs at a time (results do not depend on threads or concurrency).
     todo = [(kind, m, seed, args.lr, args.lr_microbatches)
             for i, seed in enumerate(seeds)
-            for kind, m in configurations(args.stages, args.quick, i == 0)]
+            for kind, m in configurations(args.stages, args.quick, i == 0) if kind in kinds]
     todo = [(*r, tokens) for r in todo]
     m_half = max(1, args.stages // 2)
     todo += [(kind, m_half, seeds[0], float(lr), m_half, tokens)
@@ -300,7 +311,7 @@ def main():
     if args.long_tokens:
         todo += [(kind, m_half, seeds[0], args.lr, args.lr_microbatches, args.long_tokens)
                  for kind in ("1f1b", "paci")]
-    if not args.quick:
+    if not args.quick and "paci-stash" in kinds:
         todo.append(("paci-stash", m_half, seeds[0], args.lr, args.lr_microbatches, tokens))
     threads = max(1, args.threads // args.jobs)
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -309,12 +320,12 @@ def main():
     runs = [train(kind, args.stages, m, seed, tokens, args.lr, args.lr_microbatches, args.warmup,
                   runs_dir, threads)
             for i, seed in enumerate(seeds)
-            for kind, m in configurations(args.stages, args.quick, i == 0)]
+            for kind, m in configurations(args.stages, args.quick, i == 0) if kind in kinds]
     sweep = lr_sweep(args, tokens, runs_dir, threads)
     # Delay or mixed versions? PACI's order with weight stashing (every backward reads the weights
     # its forward read) keeps the delay and removes the mixed-version gradient.
     mechanism = {}
-    if not args.quick:
+    if not args.quick and "paci-stash" in kinds:
         stash = train("paci-stash", args.stages, m_half, seeds[0], tokens, args.lr,
                       args.lr_microbatches, args.warmup, runs_dir, threads)
         pick = lambda k: next(r for r in runs if r["kind"] == k and r["microbatches"] == m_half
@@ -349,7 +360,8 @@ def main():
                 "target_val_loss": target, "tokens_to_target": tt,
                 "paper_setting_hours": None if tt is None else tt * per_token[a["kind"]] / 3600}
 
-    summary = {"setting": {"model": "4 layers, 4 heads, d_model 128, seq 128, batch 16, bytes",
+    summary = {"setting": {"model": f"{args.layers} layers, 4 heads, d_model 128, seq 128, "
+                                    "batch 16, bytes",
                            "corpus": "King James Bible (Debian bible-kjv), 95/5 split",
                            "stages": args.stages, "seeds": seeds, "tokens_per_run": tokens,
                            "lr": f"{args.lr} at M={args.lr_microbatches}, scaled by sqrt(M/"
@@ -374,7 +386,7 @@ def main():
     with open(os.path.join(args.out, "convergence.json"), "w") as f:
         json.dump(summary, f, indent=1)
     for m in groups:
-        svg(series, m, os.path.join(args.out, f"convergence_M{m}.svg"))
+        svg(series, m, os.path.join(args.out, f"convergence_M{m}.svg"), args.stages)
 
     md = ["| M | schedule | seeds | tokens | peak LR | final train loss | final val loss | "
           "val perplexity | max staleness per stage | tokens to target | time to target, paper "

@@ -15,6 +15,7 @@ namespace paci {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::run_paci;
 using testing::slurp;
 using testing::temp_path;
@@ -173,6 +174,19 @@ TEST(CliTrain, BadInputIsOneLineExitTwo) {
   expect_bad(data_flags() + " -p 2 --seq-len 16 --init " + wrong, "version");
   const auto ok = run_paci(base + " -p 2 --seq-len 16" + data_flags() + " --init " + model);
   EXPECT_EQ(ok.status, 0) << ok.err;
+  // Shape and optimizer mistakes read as the user's, without the model library's file and line.
+  for (const auto& [args, fragment] :
+       {std::pair<std::string, std::string>{" --heads 3", "not a multiple of heads 3"},
+        {" --lr -1", "learning rates must be non-negative"}}) {
+    const auto r = run_paci("train -k 1f1b -n 1 --quiet --seq-len 16" + data_flags() + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(fragment)) << args;
+    EXPECT_THAT(r.err, Not(HasSubstr("check failed"))) << args;
+  }
+  // Backend flags.
+  expect_bad(data_flags() + sized + " --device tpu", "--device must be cpu or cuda");
+  expect_bad(data_flags() + sized + " --precision bf16", "needs --device cuda");
+  expect_bad(data_flags() + sized + " --device cuda --sequential", "CPU executor");
 }
 
 TEST(CliTrain, FailuresExitOneNamingStageAndAction) {
