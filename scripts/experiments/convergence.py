@@ -415,7 +415,9 @@ def main():
            "reaches it; tokens to target by linear interpolation on the mean validation curve; "
            "time to target = tokens × the simulator's time per token for that schedule at P=8, "
            "M=8, GPT-2 Medium (`paper_setting` in convergence.json). PipeDream (M=1) is listed in "
-           "every group against that group's target."]
+           "every group against that group's target. Schedules run with fewer seeds (GPipe, "
+           "2BW, PipeDream: the first only) are averaged over those seeds, so GPipe's row can "
+           "differ from 1F1B's although every seed's losses are identical."]
     for m, ok in same.items():
         md.append(f"GPipe and 1F1B at M={m}: per-step training and validation losses "
                   f"{'identical (bitwise)' if ok else 'DIFFER'}.")
