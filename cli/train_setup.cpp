@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <thread>
+#include <utility>
 
 #include "cli/load.hpp"
 #include "exec/partition.hpp"
@@ -276,9 +277,10 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     train->microbatch(offset + i, B, T, in, out);
   };
   t.init_path = f.init_path;
-  if (state) t.resume_state = std::make_shared<const model::TrainingState>(*state);
   if (state) {
-    e.init_stage = [state, path = f.resume_path](std::int32_t, exec::StageRuntime& rt) {
+    // One copy of the loaded state, shared by the CPU initialiser below and the GPU backend.
+    t.resume_state = std::make_shared<const model::TrainingState>(std::move(*state));
+    e.init_stage = [state = t.resume_state](std::int32_t, exec::StageRuntime& rt) {
       const model::StageState s = model::stage_state(*state, rt.layout().range());
       std::copy(s.weights.begin(), s.weights.end(), rt.params().begin());
       auto m = rt.optimizer().first_moment();

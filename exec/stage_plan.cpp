@@ -24,6 +24,16 @@ void check_runnable(const Schedule& schedule, const TrainingConfig& config,
   if (!config.data) throw std::invalid_argument("TrainingConfig::data is not set");
 }
 
+std::size_t StagePlan::snapshot_count() const {
+  if (snapshot_every <= 0) return 0;
+  const auto k = static_cast<std::size_t>(snapshot_every);
+  return (lr_step_offset + static_cast<std::size_t>(updates)) / k - lr_step_offset / k;
+}
+
+bool StagePlan::snapshot_after(std::size_t step) const {
+  return snapshot_every > 0 && (step + 1) % static_cast<std::size_t>(snapshot_every) == 0;
+}
+
 std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& analysis,
                                    const TrainingConfig& config) {
   model::LrSchedule lr = config.lr;

@@ -64,6 +64,12 @@ struct StagePlan {
   std::int32_t updates = 0;         // U actions of the stage in the schedule (N)
   std::size_t lr_step_offset = 0;   // optimizer steps done before this run (resume)
   std::int32_t snapshot_every = 0;  // > 0: keep a copy of the weights after every k-th update
+
+  // Weight copies kept for validation: the multiples of snapshot_every among the global steps
+  // (lr_step_offset, lr_step_offset + updates]; and whether the update of global step `step`
+  // (0-based) is one of them.
+  std::size_t snapshot_count() const;
+  bool snapshot_after(std::size_t step) const;
 };
 
 // Throws InputError when `schedule` cannot run on an executor: invalid, split backwards (I/W),

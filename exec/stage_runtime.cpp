@@ -19,13 +19,7 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
             config.total_microbatches),
       stash_(book_.stash_slots(), std::vector<float>(params_.size(), 0.0f)) {
   config_.lr.validate();
-  if (config.snapshot_every > 0) {
-    // Multiples of snapshot_every among the global steps (offset, offset + updates].
-    const std::size_t k = static_cast<std::size_t>(config.snapshot_every);
-    const std::size_t end = config.lr_step_offset + static_cast<std::size_t>(config.updates);
-    snapshots_.assign(end / k - config.lr_step_offset / k,
-                      std::vector<float>(params_.size(), 0.0f));
-  }
+  snapshots_.assign(config.snapshot_count(), std::vector<float>(params_.size(), 0.0f));
 }
 
 float StageRuntime::forward(std::int32_t mb, const model::StageInput& input,
@@ -70,9 +64,7 @@ void StageRuntime::update() {
     grad_scale = model::clip_coefficient(model::squared_norm(grads_), config_.clip);
   optimizer_.step(params_, grads_, config_.lr.at(step), grad_scale);
   model::zero(grads_);
-  if (config_.snapshot_every > 0 &&
-      (step + 1) % static_cast<std::size_t>(config_.snapshot_every) == 0 &&
-      snapshots_taken_ < snapshots_.size())
+  if (config_.snapshot_after(step) && snapshots_taken_ < snapshots_.size())
     std::copy(params_.begin(), params_.end(), snapshots_[snapshots_taken_++].begin());
 }
 

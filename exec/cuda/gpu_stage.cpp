@@ -32,12 +32,8 @@ GpuStageRuntime::GpuStageRuntime(const GpuStageConfig& config)
   for (std::size_t i = 0; i < capacity; ++i) slots_.push_back(stage_.make_slot());
   slot_mb_.assign(capacity, -1);
   for (std::size_t i = 0; i < book_.stash_slots(); ++i) stash_.emplace_back(config.precision, n);
-  if (config.snapshot_every > 0) {
-    const std::size_t k = static_cast<std::size_t>(config.snapshot_every);
-    const std::size_t end = config.lr_step_offset + static_cast<std::size_t>(config.updates);
-    for (std::size_t i = 0; i < end / k - config.lr_step_offset / k; ++i)
-      snapshots_.emplace_back(config.precision, n);
-  }
+  for (std::size_t i = 0; i < config.snapshot_count(); ++i)
+    snapshots_.emplace_back(config.precision, n);
   cuda::zero(stream(), grads_.data(), n);
 }
 
@@ -148,9 +144,7 @@ void GpuStageRuntime::update() {
   optimizer_.step(stream(), master_.data(), grads_.data(), config_.lr.at(step), grad_scale,
                   config_.precision == cuda::Precision::bf16 ? compute_.as<cuda::bf16>() : nullptr);
   cuda::zero(stream(), grads_.data(), grads_.size());
-  if (config_.snapshot_every > 0 &&
-      (step + 1) % static_cast<std::size_t>(config_.snapshot_every) == 0 &&
-      snapshots_taken_ < snapshots_.size())
+  if (config_.snapshot_after(step) && snapshots_taken_ < snapshots_.size())
     copy_async(stream(), snapshots_[snapshots_taken_++].view().data, weights().data, bytes);
 }
 

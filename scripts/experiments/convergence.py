@@ -301,10 +301,9 @@ def main():
     seeds = [int(s) for s in args.seeds.split(",")]
 
     # Every training, run --jobs at a time (results do not depend on threads or concurrency).
-    todo = [(kind, m, seed, args.lr, args.lr_microbatches)
-            for i, seed in enumerate(seeds)
+    grid = [(kind, m, seed) for i, seed in enumerate(seeds)
             for kind, m in configurations(args.stages, args.quick, i == 0) if kind in kinds]
-    todo = [(*r, tokens) for r in todo]
+    todo = [(kind, m, seed, args.lr, args.lr_microbatches, tokens) for kind, m, seed in grid]
     m_half = max(1, args.stages // 2)
     todo += [(kind, m_half, seeds[0], float(lr), m_half, tokens)
              for lr in args.lr_sweep.split(",") if lr for kind in ("1f1b", "paci")]
@@ -318,9 +317,7 @@ def main():
         list(pool.map(lambda r: train(r[0], args.stages, r[1], r[2], r[5], r[3], r[4],
                                       args.warmup, runs_dir, threads), todo))
     runs = [train(kind, args.stages, m, seed, tokens, args.lr, args.lr_microbatches, args.warmup,
-                  runs_dir, threads)
-            for i, seed in enumerate(seeds)
-            for kind, m in configurations(args.stages, args.quick, i == 0) if kind in kinds]
+                  runs_dir, threads) for kind, m, seed in grid]
     sweep = lr_sweep(args, tokens, runs_dir, threads)
     # Delay or mixed versions? PACI's order with weight stashing (every backward reads the weights
     # its forward read) keeps the delay and removes the mixed-version gradient.
