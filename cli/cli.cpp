@@ -57,10 +57,23 @@ namespace {
 
 void print_help() {
   std::cout << "paci — pipeline-parallel schedules: generate, validate, analyse, simulate\n\n"
-               "usage: paci <command> [options]   (paci <command> --help for its options)\n\n"
+               "usage: paci <command> [options]   (paci <command> --help for its options)\n"
+               "       paci --version               (and the backends this build has)\n\n"
                "commands:\n";
   for (const auto& c : commands()) std::cout << fmt::format("  {:<10} {}\n", c.name, c.summary);
   std::cout << "\nexit status: 0 success, 2 bad usage or bad input, 1 failure while running\n";
+}
+
+// The version and what this build can run (paci train --device, one process per GPU).
+void print_version() {
+  std::cout << "paci " << PACI_VERSION << "\nbackends: cpu"
+#ifdef PACI_HAVE_CUDA
+            << ", cuda"
+#endif
+#ifdef PACI_HAVE_NCCL
+            << ", nccl (one process per GPU)"
+#endif
+            << "\n";
 }
 
 }  // namespace
@@ -73,6 +86,10 @@ int main(int argc, char** argv) {
   }
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_help();
+    return 0;
+  }
+  if (args[0] == "--version") {
+    print_version();
     return 0;
   }
   const std::string name = args[0];

@@ -69,7 +69,7 @@ int run_train(const std::vector<std::string>& args) {
     return 0;
   TrainSetup t = make_train_setup(f, vm);
   if (f.device == "cuda") return run_train_gpu(t, f);
-  return train_with<CpuTrainer>(t, f);
+  return train_with<CpuTrainer>(t, f, true);
 }
 
 }  // namespace paci::cli

@@ -34,14 +34,15 @@ model::StateMetadata state_metadata(const TrainSetup& t, std::size_t steps_done)
 
 }  // namespace
 
-TrainOutputs::TrainOutputs(TrainSetup& t, const TrainFlags& f)
+TrainOutputs::TrainOutputs(TrainSetup& t, const TrainFlags& f, bool writer)
     : t_(t),
       f_(f),
       progress_(fmt::format("{} P={}", t.schedule.kind, t.schedule.stages),
                 static_cast<std::int64_t>(t.first_step), static_cast<std::int64_t>(t.last_step),
-                f.quiet),
+                f.quiet || !writer),
       tokens_per_step_(static_cast<double>(t.schedule.microbatches) *
-                       static_cast<double>(t.exec.batch * t.exec.seq_len)) {}
+                       static_cast<double>(t.exec.batch * t.exec.seq_len)),
+      writer_(writer) {}
 
 TrainOutputs::~TrainOutputs() = default;
 
@@ -68,7 +69,7 @@ void TrainOutputs::install_step_hook() {
 
 void TrainOutputs::abandon() {
   progress_.finish();
-  if (!f_.metrics_path.empty()) write_output(f_.metrics_path, lines_);
+  if (writer_ && !f_.metrics_path.empty()) write_output(f_.metrics_path, lines_);
 }
 
 void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummary& run,
@@ -81,6 +82,7 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
       val_losses_.emplace_back((t_.first_step / every + k + 1) * every, validate(k));
     if (val_losses_.empty() || val_losses_.back().first != t_.last_step)
       val_losses_.emplace_back(t_.last_step, validate(std::nullopt));
+    if (!writer_) return;  // another process writes
     for (const auto& [step, loss] : val_losses_) {
       ordered_json j;
       j["step"] = step;
@@ -88,6 +90,7 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
       add_metric(j);
     }
   }
+  if (!writer_) return;
   if (!f_.metrics_path.empty()) write_output(f_.metrics_path, lines_);
   if (!f_.report_path.empty()) {
     ordered_json head = run_report_head(t_.schedule, run);

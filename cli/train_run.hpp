@@ -1,6 +1,7 @@
 // paci train after its setup, shared by the backends: the step hook (metrics JSONL, progress), the
 // run, validation, the report, the trace, the checkpoint, the llm.c export and the summary line.
-// A backend is a Trainer, constructed as Trainer(const TrainSetup&, const TrainFlags&), with
+// A backend is a Trainer, constructed as Trainer(const TrainSetup&, const TrainFlags&, extra...),
+// with
 //   exec::ExecResult run();
 //   std::size_t snapshots() const;                 // weight copies kept every --val-every steps
 //   double validate(std::optional<std::size_t> snapshot, const exec::DataFn& val,
@@ -27,10 +28,12 @@
 namespace paci::cli {
 
 // What a run leaves behind. Metrics JSONL lines are collected during the run and written
-// (atomically) at its end.
+// (atomically) at its end. One process per device: every process goes through the same calls
+// (validation and the gathers behind state_views() and whole_params() are collective), and only
+// the writer (the process running the last stage, where the losses are) writes or prints.
 class TrainOutputs {
  public:
-  TrainOutputs(TrainSetup& t, const TrainFlags& f);
+  TrainOutputs(TrainSetup& t, const TrainFlags& f, bool writer = true);
   ~TrainOutputs();
   // Installs the per-step hook (metrics line, progress) into t.exec.on_step.
   void install_step_hook();
@@ -58,6 +61,7 @@ class TrainOutputs {
   Progress progress_;
   double tokens_per_step_ = 0.0;
   std::vector<std::pair<std::size_t, double>> val_losses_;
+  bool writer_ = true;
 };
 
 template <typename Trainer>
@@ -70,23 +74,30 @@ void TrainOutputs::finish(Trainer& trainer, const exec::ExecResult& result) {
     };
   ordered_json backend_keys = ordered_json::object();
   trainer.describe(backend_keys);
-  const RunSummary run = trainer.summary(result);
+  const RunSummary run = writer_ ? trainer.summary(result) : RunSummary{};
   write_results(
       result, run, trainer.snapshots(),
       [&](std::optional<std::size_t> k) { return trainer.validate(k, val, f_.val_microbatches); },
       std::move(backend_keys));
-  if (!f_.save_path.empty()) save_checkpoint(trainer.state_views());
-  if (!f_.export_path.empty()) export_whole_model(trainer.whole_params());
-  print_summary(result, run);
+  if (!f_.save_path.empty()) {
+    const auto views = trainer.state_views();
+    if (writer_) save_checkpoint(views);
+  }
+  if (!f_.export_path.empty()) {
+    const auto params = trainer.whole_params();
+    if (writer_) export_whole_model(params);
+  }
+  if (writer_) print_summary(result, run);
 }
 
-// paci train with the backend `Trainer`, constructed as Trainer(t, f) once the step hook is in
-// t.exec: the run, then every output; on a failure the metrics gathered so far are written.
-template <typename Trainer>
-int train_with(TrainSetup& t, const TrainFlags& f) {
-  TrainOutputs outputs(t, f);
+// paci train with the backend `Trainer`, constructed as Trainer(t, f, extra...) once the step
+// hook is in t.exec: the run, then every output (written when `writer`); on a failure the metrics
+// gathered so far are written.
+template <typename Trainer, typename... Extra>
+int train_with(TrainSetup& t, const TrainFlags& f, bool writer, Extra&&... extra) {
+  TrainOutputs outputs(t, f, writer);
   outputs.install_step_hook();
-  Trainer trainer(t, f);
+  Trainer trainer(t, f, std::forward<Extra>(extra)...);
   exec::ExecResult result;
   try {
     result = trainer.run();

@@ -67,6 +67,7 @@ Analysis observed_analysis(const Schedule& schedule, std::span<const StageObserv
   obs.total_microbatches = schedule.total_microbatches();
   for (std::int32_t s = 0; s < schedule.stages; ++s) {
     const StageObservation& o = stages[static_cast<std::size_t>(s)];
+    if (o.versions == nullptr) continue;  // a stage another process runs
     StageAnalysis sa;
     sa.stage = s;
     sa.device = schedule.placement[static_cast<std::size_t>(s)];
@@ -78,7 +79,7 @@ Analysis observed_analysis(const Schedule& schedule, std::span<const StageObserv
       obs.versions.push_back({s, static_cast<std::int32_t>(m), o.versions->v_f(m),
                               o.versions->v_b(m), o.versions->update_of(m)});
   }
-  summarize_versions(obs);
+  if (static_cast<std::int32_t>(obs.stages.size()) == schedule.stages) summarize_versions(obs);
   return obs;
 }
 

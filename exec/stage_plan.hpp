@@ -102,6 +102,8 @@ struct StageObservation {
   std::size_t peak_activations = 0;
 };
 // The analysis of a finished run: versions really read, measured peaks, staleness summaries.
+// A stage without a VersionBook (run by another process) is left out, and then so are the
+// summaries: merge_rank_results() (exec/rank_results.hpp) completes them.
 Analysis observed_analysis(const Schedule& schedule, std::span<const StageObservation> stages);
 
 }  // namespace paci::exec

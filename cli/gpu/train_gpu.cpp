@@ -1,23 +1,37 @@
 // paci train --device cuda: the same setup, outputs and report as the CPU path, with the schedule
-// run by exec::gpu::GpuPipeline on the current GPU (every stage on its own stream). Built only
-// with the CUDA backend (PACI_HAVE_CUDA).
+// run by exec::gpu::GpuPipeline on the current GPU (every stage on its own stream). Under a
+// launcher (mpirun, srun, or PACI_RANK/PACI_WORLD_SIZE), one process per schedule device: the
+// ranks connect over NCCL (exec::gpu::NcclLinks), each runs its device, and the process running
+// the last stage gathers the others' results and state and writes every output. Built only with
+// the CUDA backend (PACI_HAVE_CUDA); the multi-process path only where NCCL is found
+// (PACI_HAVE_NCCL).
 #include <fmt/format.h>
+#include <algorithm>
+#include <chrono>
 
 #include "cli/common.hpp"
 #include "cli/train_run.hpp"
 #include "cli/train_setup.hpp"
 #include "cuda/device.hpp"
 #include "exec/cuda/pipeline.hpp"
+#include "exec/rank_plan.hpp"
+#include "exec/rank_results.hpp"
 #include "model/checkpoint_llmc.hpp"
+#ifdef PACI_HAVE_NCCL
+#include "cuda/nccl/communicator.hpp"
+#include "exec/cuda/nccl_links.hpp"
+#endif
 
 namespace paci::cli {
 
 namespace {
 
-exec::gpu::GpuExecConfig gpu_config(const TrainSetup& t, const TrainFlags& f) {
+exec::gpu::GpuExecConfig gpu_config(const TrainSetup& t, const TrainFlags& f,
+                                    exec::gpu::RemoteLinks* remote) {
   exec::gpu::GpuExecConfig g;
   static_cast<exec::TrainingConfig&>(g) = t.exec;
   g.precision = cuda::parse_precision(f.precision);
+  g.remote = remote;
   if (t.resume_state) {
     g.init_stage = [state = t.resume_state](std::int32_t, exec::gpu::GpuStageRuntime& rt) {
       const model::StageState s = model::stage_state(*state, rt.layout().range());
@@ -32,58 +46,109 @@ exec::gpu::GpuExecConfig gpu_config(const TrainSetup& t, const TrainFlags& f) {
   return g;
 }
 
-// The GPU backend as train_run.hpp's Trainer.
+// The GPU backend as train_run.hpp's Trainer; with `remote`, one process of a multi-process
+// launch (every method is then collective: all processes call them in the same order).
 class GpuTrainer {
  public:
-  GpuTrainer(const TrainSetup& t, const TrainFlags& f)
-      : t_(t), precision_(f.precision), pipeline_(t.schedule, gpu_config(t, f)) {}
+  GpuTrainer(const TrainSetup& t, const TrainFlags& f, exec::gpu::RemoteLinks* remote)
+      : t_(t),
+        precision_(f.precision),
+        remote_(remote),
+        pipeline_(t.schedule, gpu_config(t, f, remote)) {}
 
-  exec::ExecResult run() { return pipeline_.run(); }
-  std::size_t snapshots() const { return pipeline_.stage(0).snapshots(); }
+  exec::ExecResult run() {
+    exec::ExecResult local = pipeline_.run();
+    if (!remote_) return local;
+    const auto parts = remote_->gather(
+        exec::encode_rank_result(t_.schedule, local, remote_->local_device()), writer());
+    return remote_->local_device() == writer() ? exec::merge_rank_results(t_.schedule, parts)
+                                               : local;
+  }
+  std::size_t snapshots() const { return pipeline_.stage(first_local()).snapshots(); }
   double validate(std::optional<std::size_t> snapshot, const exec::DataFn& val,
                   std::uint64_t count) {
-    std::vector<cuda::TensorView> weights;
+    std::vector<cuda::TensorView> weights(static_cast<std::size_t>(t_.schedule.stages));
     for (std::int32_t s = 0; s < t_.schedule.stages; ++s)
-      weights.push_back(snapshot ? pipeline_.stage(s).snapshot(*snapshot)
-                                 : pipeline_.stage(s).weights());
+      if (pipeline_.runs(s))
+        weights[static_cast<std::size_t>(s)] =
+            snapshot ? pipeline_.stage(s).snapshot(*snapshot) : pipeline_.stage(s).weights();
     return pipeline_.evaluate(weights, val, 0, count);
   }
   RunSummary summary(const exec::ExecResult& r) const { return pipeline_.summary(r); }
   std::vector<model::StageStateView> state_views() {
     host_.clear();
     for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
+      if (!pipeline_.runs(s)) continue;
       const exec::gpu::GpuStageRuntime& rt = pipeline_.stage(s);
       host_.push_back({rt.layout().range(), rt.optimizer_steps(), rt.params(), rt.first_moment(),
                        rt.second_moment()});
     }
+    if (remote_) gather_states();
     std::vector<model::StageStateView> views;
     for (const auto& h : host_) views.push_back(h.view());
     return views;
   }
   std::vector<float> whole_params() {
     std::vector<float> params;
-    for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
-      const auto p = pipeline_.stage(s).params();
-      params.insert(params.end(), p.begin(), p.end());
-    }
+    for (const model::StageStateView& v : state_views())
+      params.insert(params.end(), v.weights.begin(), v.weights.end());
     return params;
   }
   void describe(ordered_json& keys) const {
     keys["device"] = cuda::device_description();
     keys["precision"] = precision_;
+    if (remote_) keys["processes"] = t_.schedule.num_devices();
   }
 
  private:
+  std::int32_t writer() const { return t_.schedule.placement.back(); }
+  std::int32_t first_local() const {
+    std::int32_t s = 0;
+    while (!pipeline_.runs(s)) ++s;
+    return s;
+  }
+  // Every process's stages into the writer's host_, in stage (layer) order.
+  void gather_states() {
+    std::vector<model::StageStateView> mine;
+    for (const auto& h : host_) mine.push_back(h.view());
+    const auto parts = remote_->gather(exec::encode_stage_states(mine), writer());
+    if (remote_->local_device() != writer()) return;
+    host_.clear();
+    for (const std::string& part : parts) exec::decode_stage_states(part, host_);
+    std::sort(host_.begin(), host_.end(), [](const auto& a, const auto& b) {
+      return a.range.first_layer < b.range.first_layer;
+    });
+  }
+
   const TrainSetup& t_;
   std::string precision_;
+  exec::gpu::RemoteLinks* remote_;
   exec::gpu::GpuPipeline pipeline_;
   std::vector<model::StageState> host_;  // state_views() storage
 };
 
+#ifdef PACI_HAVE_NCCL
+// How long a process waits for the others to join (the rendezvous and NCCL's set-up).
+constexpr std::chrono::seconds kJoinTimeout{300};
+
+int run_train_processes(TrainSetup& t, const TrainFlags& f, const cuda::LaunchInfo& info) {
+  exec::check_launch(t.schedule, info.world_size);  // before waiting on anyone
+  cuda::NcclCommunicator world =
+      cuda::connect_ranks(info, cuda::rendezvous_endpoint_from_environment(), kJoinTimeout);
+  exec::gpu::NcclLinks links(world, t.schedule);
+  const bool writer = info.rank == t.schedule.placement.back();
+  return train_with<GpuTrainer>(t, f, writer, &links);
+}
+#endif
+
 }  // namespace
 
 int run_train_gpu(TrainSetup& t, const TrainFlags& f) {
-  return train_with<GpuTrainer>(t, f);
+#ifdef PACI_HAVE_NCCL
+  const cuda::LaunchInfo info = cuda::launch_info_from_environment();
+  if (info.world_size > 1) return run_train_processes(t, f, info);
+#endif
+  return train_with<GpuTrainer>(t, f, true, static_cast<exec::gpu::RemoteLinks*>(nullptr));
 }
 
 }  // namespace paci::cli

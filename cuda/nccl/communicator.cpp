@@ -30,6 +30,19 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world_s
   PACI_NCCL_CHECK(ncclCommInitRank(&comm_, world_size, id, rank));
 }
 
+NcclCommunicator NcclCommunicator::split(int color, int key) const {
+  ncclComm_t comm = nullptr;
+  PACI_NCCL_CHECK(
+      ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &comm, nullptr));
+  NcclCommunicator out;
+  if (comm == nullptr) return out;
+  out.comm_ = comm;
+  out.uncaught_at_construction_ = std::uncaught_exceptions();
+  PACI_NCCL_CHECK(ncclCommUserRank(comm, &out.rank_));
+  PACI_NCCL_CHECK(ncclCommCount(comm, &out.world_size_));
+  return out;
+}
+
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
   if (std::uncaught_exceptions() > uncaught_at_construction_) {
@@ -75,6 +88,7 @@ void NcclCommunicator::send_recv(TensorView send_data, int send_peer, MutableTen
 }
 
 void NcclCommunicator::check_async() const {
+  if (comm_ == nullptr) return;
   ncclResult_t status = ncclSuccess;
   PACI_NCCL_CHECK(ncclCommGetAsyncError(comm_, &status));
   if (status != ncclSuccess) {

@@ -34,12 +34,19 @@ class NcclCommunicator {
   // Collective: every rank calls it with the same id and world size, its own rank, and the GPU it
   // uses already current (cudaSetDevice). Blocks until all ranks have joined.
   NcclCommunicator(const ncclUniqueId& id, int rank, int world_size);
+  // Empty: belongs to no group (what split() returns to a process outside the new group).
+  NcclCommunicator() = default;
   ~NcclCommunicator();
   NcclCommunicator(NcclCommunicator&& other) noexcept;
   NcclCommunicator& operator=(NcclCommunicator&& other) noexcept;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
+  // Collective over this communicator (ncclCommSplit): the processes giving the same color >= 0
+  // get a new communicator among them, ranked by key; a negative color gets an empty one.
+  NcclCommunicator split(int color, int key) const;
+
+  bool empty() const { return comm_ == nullptr; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   ncclComm_t get() const { return comm_; }
@@ -53,6 +60,7 @@ class NcclCommunicator {
                  cudaStream_t stream);
 
   // Throws CudaError if NCCL reported an asynchronous error (a peer aborted, a link failed).
+  // Nothing to check on an empty communicator.
   void check_async() const;
   // ncclCommAbort: drops this rank out so that it never blocks anyone again. Idempotent.
   void abort() noexcept;

@@ -7,11 +7,14 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
+#include "exec/rank_plan.hpp"
 #include "exec/transport.hpp"
 #include "model/init.hpp"
 #include "schedules/consumers.hpp"
@@ -42,11 +45,16 @@ class GpuPipeline::Run {
         rules_(schedule_),
         consumers_(schedule_, index_, rules_),
         losses_(static_cast<std::size_t>(schedule_.total_microbatches())),
-        step_event_(static_cast<std::size_t>(schedule_.steps), -1) {
+        step_event_(static_cast<std::size_t>(schedule_.steps), -1),
+        remote_(p.config_.remote) {
     const std::size_t rows = p.config_.batch * p.config_.seq_len;
     const std::size_t width = rows * p.config_.config.d_model;
     for (std::int32_t s = 0; s < schedule_.stages; ++s) {
       StageBuffers b;
+      if (!p.runs(s)) {  // another process runs it
+        buffers_.push_back(std::move(b));
+        continue;
+      }
       b.tokens.resize(rows);
       b.targets.resize(rows);
       if (!p.stage(s).is_first()) b.d_input = cuda::DeviceTensor(p.config_.precision, width);
@@ -62,32 +70,44 @@ class GpuPipeline::Run {
 
   ExecResult execute() {
     PACI_CUDA_CHECK(cudaDeviceSynchronize());
+    if (remote_) remote_->barrier();  // the processes' clocks start together
     const int origin = new_event();
-    events_[static_cast<std::size_t>(origin)].record(p_.stage(0).stream());
+    std::int32_t first_local = 0;
+    while (!p_.runs(first_local)) ++first_local;
+    events_[static_cast<std::size_t>(origin)].record(p_.stage(first_local).stream());
     RunClock clock;
     for (std::size_t d = 0; d < devices_.size(); ++d)
-      sample_memory(static_cast<std::int32_t>(d), origin);
+      if (local(static_cast<std::int32_t>(d))) sample_memory(static_cast<std::int32_t>(d), origin);
     bool all_done = false;
     while (!all_done) {
       all_done = true;
       bool progress = false;
       for (std::size_t d = 0; d < devices_.size(); ++d) {
+        if (!local(static_cast<std::int32_t>(d))) continue;
         auto& dev = devices_[d];
         const auto& list = schedule_.devices[d];
-        while (dev.next < list.size() && issue(static_cast<std::int32_t>(d))) progress = true;
+        while (dev.next < list.size() && issue(static_cast<std::int32_t>(d))) {
+          progress = true;
+          if (remote_) bound_run_ahead(static_cast<std::int32_t>(d));
+        }
         if (dev.next < list.size()) all_done = false;
       }
       current_device_ = -1;
       report_steps(clock, false);
       if (!all_done && !progress) {
         for (std::size_t d = 0; d < devices_.size(); ++d)
-          if (devices_[d].next < schedule_.devices[d].size())
+          if (local(static_cast<std::int32_t>(d)) && devices_[d].next < schedule_.devices[d].size())
             throw std::runtime_error(
                 fmt::format("deadlock: device {} waits at {}", d,
                             to_string(schedule_.devices[d][devices_[d].next])));
       }
     }
     current_device_ = -1;
+    if (remote_) {  // never block on the GPU without watching the links
+      for (const DeviceState& dev : devices_)
+        if (dev.last_end >= 0) wait_event(dev.last_end);
+      remote_->wait_idle();
+    }
     PACI_CUDA_CHECK(cudaDeviceSynchronize());
     report_steps(clock, true);
     ExecResult result;
@@ -146,6 +166,43 @@ class GpuPipeline::Run {
     return static_cast<int>(events_.size() - 1);
   }
   cuda::Event& event(int id) { return events_[static_cast<std::size_t>(id)]; }
+  // Whether this process runs schedule device d.
+  bool local(std::int32_t d) const { return !remote_ || d == remote_->local_device(); }
+  // Waits for an event; with remote links, watching them for a failed peer.
+  void wait_event(int id) {
+    if (remote_)
+      remote_->wait(event(id).get());
+    else
+      event(id).synchronize();
+  }
+
+  // One process per device: the host may queue at most kStepsAhead steps' worth of this
+  // device's actions beyond the last one the GPU finished. Waiting on an own earlier action
+  // cannot deadlock: every message it needs comes from an action that precedes it in the
+  // schedule's (acyclic) order, and the peers queue those without waiting on this process.
+  void bound_run_ahead(std::int32_t device) {
+    const DeviceState& dev = devices_[static_cast<std::size_t>(device)];
+    const std::size_t per_step =
+        std::max<std::size_t>(1, schedule_.devices[static_cast<std::size_t>(device)].size() /
+                                     static_cast<std::size_t>(std::max(1, schedule_.steps)));
+    const std::size_t window = static_cast<std::size_t>(kStepsAhead) * per_step;
+    if (dev.next > window) wait_event(dev.times[dev.next - 1 - window].second);
+  }
+
+  // Queues the receive of a message from another process into a free buffer; from then on it is
+  // pending like a message from a stage of this process.
+  std::map<Key, PendingMessage>::iterator receive_remote(const Dependency& d, const Action& a) {
+    const std::size_t i = free_buffer();
+    Message& m = messages_[i];
+    m.in_use = true;
+    const int start = new_event(), end = new_event();
+    const std::int32_t src = device_of(d.action.stage);
+    remote_->receive(src, m.data.view(), event(start).get(), event(end).get());
+    return pending_
+        .insert_or_assign({static_cast<int>(d.kind), d.action.stage, a.microbatch},
+                          PendingMessage{i, d.action, src, start, end})
+        .first;
+  }
   std::int32_t device_of(std::int32_t stage) const {
     return schedule_.placement[static_cast<std::size_t>(stage)];
   }
@@ -160,13 +217,20 @@ class GpuPipeline::Run {
     std::vector<std::map<Key, PendingMessage>::iterator> inputs;
     for (int j = 0; j < n; ++j) {
       const Dependency& d = deps[static_cast<std::size_t>(j)];
-      if (d.kind == DependencyKind::local) continue;
+      if (d.kind == DependencyKind::local || !local(device_of(d.action.stage))) continue;
       const auto it = pending_.find({static_cast<int>(d.kind), d.action.stage, a.microbatch});
       if (it == pending_.end()) return false;
       inputs.push_back(it);
     }
     if (p_.config_.fail_at && *p_.config_.fail_at == a)
       throw std::runtime_error("injected failure (--fail-at)");
+    // Messages from other processes: queued now, in dependency order (the order their links
+    // carry them), never waited for on the host.
+    for (int j = 0; j < n; ++j) {
+      const Dependency& d = deps[static_cast<std::size_t>(j)];
+      if (d.kind != DependencyKind::local && !local(device_of(d.action.stage)))
+        inputs.push_back(receive_remote(d, a));
+    }
     GpuStageRuntime& rt = p_.stage(a.stage);
     StageBuffers& b = buffers_[static_cast<std::size_t>(a.stage)];
     const cudaStream_t stream = rt.stream();
@@ -262,6 +326,13 @@ class GpuPipeline::Run {
       copy_async(stream, m.data.view().data, data.data,
                  data.count * cuda::element_bytes(data.precision));
       event(end).record(stream);
+      const std::int32_t dst = index_.position(c.vertex).device;
+      if (!local(dst)) {  // to another process: the buffer is free again once the send is done
+        remote_->send(dst, std::as_const(m.data).view(), event(end).get(), m.consumed.get());
+        m.used_before = true;
+        m.in_use = false;
+        continue;
+      }
       pending_[{static_cast<int>(c.kind), a.stage, a.microbatch}] = {i, a, device, start, end};
     }
   }
@@ -284,7 +355,7 @@ class GpuPipeline::Run {
       if (id < 0) return;
       const std::int32_t queued_ahead = steps_queued_ - reported_;
       if (all || queued_ahead > kStepsAhead) {
-        event(id).synchronize();
+        wait_event(id);
       } else {
         const cudaError_t state = cudaEventQuery(event(id).get());
         if (state == cudaErrorNotReady) return;
@@ -315,6 +386,7 @@ class GpuPipeline::Run {
     result.timeline.source = "measured";
     result.timeline.num_devices = schedule_.num_devices();
     for (std::size_t d = 0; d < devices_.size(); ++d) {
+      if (!local(static_cast<std::int32_t>(d))) continue;  // another process's part
       const DeviceState& dev = devices_[d];
       const auto& list = schedule_.devices[d];
       for (std::size_t i = 0; i < list.size(); ++i) {
@@ -363,6 +435,7 @@ class GpuPipeline::Run {
   std::map<Key, PendingMessage> pending_;
   std::vector<RecordedMessage> recorded_;
   std::int32_t current_device_ = -1;
+  RemoteLinks* remote_ = nullptr;
 };
 
 GpuPipeline::GpuPipeline(const Schedule& schedule, const GpuExecConfig& config)
@@ -371,7 +444,13 @@ GpuPipeline::GpuPipeline(const Schedule& schedule, const GpuExecConfig& config)
   std::string reason;
   if (cuda::device_count(&reason) == 0) throw InputError(fmt::format("--device cuda: {}", reason));
   analysis_ = analyze(schedule);
+  if (config.remote) check_launch(schedule, schedule.num_devices());  // links agree in order
   for (const StagePlan& plan : plan_stages(schedule, analysis_, config)) {
+    if (config.remote &&
+        schedule.placement[static_cast<std::size_t>(plan.stage)] != config.remote->local_device()) {
+      stages_.push_back(nullptr);  // another process runs it
+      continue;
+    }
     GpuStageConfig rc;
     static_cast<StagePlan&>(rc) = plan;
     rc.precision = config.precision;
@@ -394,11 +473,16 @@ ExecResult GpuPipeline::run() {
   try {
     ExecResult result = run.execute();
     std::vector<StageObservation> observed;
-    for (const auto& rt : stages_) observed.push_back({&rt->versions(), rt->peak_activations()});
+    for (const auto& rt : stages_)
+      observed.push_back(rt ? StageObservation{&rt->versions(), rt->peak_activations()}
+                            : StageObservation{});
     result.observed = observed_analysis(schedule_, observed);
     return result;
   } catch (const std::exception& e) {
-    cudaDeviceSynchronize();  // let queued work drain; a sticky error is already in e
+    if (config_.remote)
+      config_.remote->abort();  // the peers stop waiting for us; our blocked transfers end
+    else
+      cudaDeviceSynchronize();  // let queued work drain; a sticky error is already in e
     throw std::runtime_error(fmt::format("{}: {}", run.failure_context(), e.what()));
   }
 }
@@ -407,26 +491,47 @@ double GpuPipeline::evaluate(const std::vector<cuda::TensorView>& weights, const
                              std::uint64_t first, std::uint64_t count) {
   if (weights.size() != stages_.size())
     throw std::invalid_argument("evaluate: one weight view per stage");
+  RemoteLinks* remote = config_.remote;
   const std::size_t rows = config_.batch * config_.seq_len;
   std::vector<std::int32_t> tokens(rows), targets(rows);
-  std::vector<cuda::ActivationSlot> slots;
-  for (auto& rt : stages_) slots.push_back(rt->compute().make_slot());
+  std::vector<std::optional<cuda::ActivationSlot>> slots(stages_.size());
+  for (std::size_t s = 0; s < stages_.size(); ++s)
+    if (stages_[s]) slots[s].emplace(stages_[s]->compute().make_slot());
+  const auto device_of = [&](std::size_t s) { return schedule_.placement[s]; };
+  // One process per device: an activation from another process arrives here.
+  cuda::DeviceTensor incoming;
+  cuda::Event start, arrived, ready, sent;
+  if (remote) incoming = cuda::DeviceTensor(config_.precision, rows * config_.config.d_model);
   double sum = 0.0;
   for (std::uint64_t i = 0; i < count; ++i) {
     data(first + i, tokens, targets);
     cuda::TensorView x;
     for (std::size_t s = 0; s < stages_.size(); ++s) {
+      if (!stages_[s]) continue;  // another process runs it
       cuda::Stage& st = stages_[s]->compute();
+      const cudaStream_t stream = stages_[s]->stream();
+      if (s > 0 && !stages_[s - 1]) {
+        remote->receive(device_of(s - 1), incoming.view(), start.get(), arrived.get());
+        arrived.wait_on(stream);
+        x = std::as_const(incoming).view();
+      }
       const cuda::StageInput input =
           s == 0 ? cuda::StageInput::tokens(tokens) : cuda::StageInput::activations(x);
       if (st.is_last()) {
-        sum += st.forward_loss(weights[s], input, targets, 1.0f, slots[s]);
+        sum += st.forward_loss(weights[s], input, targets, 1.0f, *slots[s]);
+        continue;
+      }
+      x = st.forward(weights[s], input, *slots[s]);
+      if (!stages_[s + 1]) {  // to the process running the next stage
+        ready.record(stream);
+        remote->send(device_of(s + 1), x, ready.get(), sent.get());
+        remote->wait(sent.get());
       } else {
-        x = st.forward(weights[s], input, slots[s]);
         st.synchronize();  // the next stage reads x on its own stream
       }
     }
   }
+  if (!stages_.back()) return 0.0;  // the loss is known where the last stage runs
   return count ? sum / static_cast<double>(count) : 0.0;
 }
 

@@ -10,6 +10,12 @@
 // Results depend only on each device's order, like the CPU executor: the same file and seed give
 // the same numbers on the same GPU. Several schedule devices may share the GPU (one stream per
 // stage); actions of one schedule device stay in order even when they belong to several stages.
+//
+// One process per GPU: with GpuExecConfig::remote set, this process runs only the schedule
+// device remote->local_device() (its stages alone are allocated); a message to or from another
+// device goes through RemoteLinks (NCCL), queued in the order exec::device_links() checked. The
+// result then holds this device's part (exec/rank_results.hpp merges the parts), and the losses
+// are known on the process that runs the last stage.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +27,7 @@
 
 #include "cuda/precision.hpp"
 #include "exec/cuda/gpu_stage.hpp"
+#include "exec/cuda/remote.hpp"
 #include "exec/executor.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/ir.hpp"
@@ -34,6 +41,8 @@ struct GpuExecConfig : TrainingConfig {
   // Sets a stage's starting weights (and optimizer state, to resume); when unset, the weights
   // get the seeded GPT-2 initialisation.
   std::function<void(std::int32_t stage, GpuStageRuntime& runtime)> init_stage;
+  // One process per device: the links to the other processes (not owned; outlives the pipeline).
+  RemoteLinks* remote = nullptr;
 };
 
 class GpuPipeline {
@@ -47,14 +56,19 @@ class GpuPipeline {
   // bad configuration and std::runtime_error naming the stage and action on a failure.
   ExecResult run();
 
+  // Whether this process runs stage s (always, unless config.remote is set).
+  bool runs(std::int32_t s) const { return stages_[static_cast<std::size_t>(s)] != nullptr; }
+  // A stage this process runs.
   GpuStageRuntime& stage(std::int32_t s) { return *stages_[static_cast<std::size_t>(s)]; }
   const GpuStageRuntime& stage(std::int32_t s) const {
     return *stages_[static_cast<std::size_t>(s)];
   }
 
   // Mean loss of `count` micro-batches of `data` through every stage with the given weights (one
-  // device view per stage: weights() or a snapshot), forward only. Call when no run is in
-  // progress.
+  // device view per stage: weights() or a snapshot; empty for stages other processes run),
+  // forward only. Call when no run is in progress. One process per device: every process calls
+  // it (activations go through the links) and the one running the last stage gets the loss; the
+  // others get 0.
   double evaluate(const std::vector<cuda::TensorView>& weights, const DataFn& data,
                   std::uint64_t first, std::uint64_t count);
 

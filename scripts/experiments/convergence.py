@@ -37,11 +37,11 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def configurations(stages, quick, first_seed):
-    """(kind, M) runs of one seed. GPipe computes exactly what 1F1B computes (same accumulation
+def configurations(stages, quick, first_seed, ms=None):
+    """(kind, M) runs of one seed, at ms (default P/2, P-1 and 2P). GPipe computes exactly what 1F1B computes (same accumulation
     order: the executor's tests check it bitwise), so it runs at one M and for the first seed only,
     to show it; 2BW and PipeDream run for the first seed only."""
-    ms = sorted({max(1, stages // 2), stages - 1, 2 * stages})
+    ms = sorted(set(ms or [max(1, stages // 2), stages - 1, 2 * stages]))
     runs = []
     for m in ms:
         runs += [("1f1b", m), ("paci", m)]
@@ -263,6 +263,8 @@ def main():
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (default 1,2; quick: 1)")
     ap.add_argument("--lr", type=float, default=3e-4, help="peak LR at --lr-microbatches")
     ap.add_argument("--lr-microbatches", type=int, default=2)
+    ap.add_argument("--microbatches", default=None,
+                    help="comma-separated M of the main grid (default P/2,P-1,2P)")
     ap.add_argument("--warmup", type=float, default=0.1, help="warm-up, a fraction of the steps")
     ap.add_argument("--lr-sweep", default=None,
                     help="peak LRs for 1f1b and paci at M=P/2 (default 3e-4,5e-4,1e-3,2e-3; "
@@ -299,10 +301,13 @@ def main():
     os.makedirs(runs_dir, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
+    ms = [int(m) for m in args.microbatches.split(",")] if args.microbatches else None
+    if ms and min(ms) < 1:
+        sys.exit("convergence.py: --microbatches must be positive")
 
     # Every training, run --jobs at a time (results do not depend on threads or concurrency).
     grid = [(kind, m, seed) for i, seed in enumerate(seeds)
-            for kind, m in configurations(args.stages, args.quick, i == 0) if kind in kinds]
+            for kind, m in configurations(args.stages, args.quick, i == 0, ms) if kind in kinds]
     todo = [(kind, m, seed, args.lr, args.lr_microbatches, tokens) for kind, m, seed in grid]
     m_half = max(1, args.stages // 2)
     todo += [(kind, m_half, seeds[0], float(lr), m_half, tokens)

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -187,6 +189,28 @@ TEST(CliTrain, BadInputIsOneLineExitTwo) {
   expect_bad(data_flags() + sized + " --device tpu", "--device must be cpu or cuda");
   expect_bad(data_flags() + sized + " --precision bf16", "needs --device cuda");
   expect_bad(data_flags() + sized + " --device cuda --sequential", "CPU executor");
+}
+
+// One process per GPU: a launch whose process count is not the schedule's device count is refused
+// in one line before any process waits for another (a build with NCCL); a build without the CUDA
+// backend says that instead.
+TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
+  const auto version = run_paci("--version");
+  ASSERT_EQ(version.status, 0);
+  ASSERT_THAT(version.out, HasSubstr("backends: cpu"));
+  const bool cuda = version.out.find("cuda") != std::string::npos;
+  const bool nccl = version.out.find("nccl") != std::string::npos;
+  if (cuda && !nccl) GTEST_SKIP() << "built with CUDA but without NCCL: no multi-process launch";
+  ::setenv("PACI_RANK", "0", 1);
+  ::setenv("PACI_WORLD_SIZE", "3", 1);
+  const auto r = run_paci(std::string("train -k paci -p 2 -m 2 -n 1 --quiet --device cuda") +
+                          kTiny + data_flags());
+  ::unsetenv("PACI_RANK");
+  ::unsetenv("PACI_WORLD_SIZE");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(nccl ? "the launch has 3 processes but the schedule has 2 devices"
+                                    : "built without the CUDA backend"));
 }
 
 TEST(CliTrain, FailuresExitOneNamingStageAndAction) {

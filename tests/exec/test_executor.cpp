@@ -5,12 +5,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "exec/executor.hpp"
 #include "exec/partition.hpp"
+#include "exec/rank_results.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
 #include "synthetic.hpp"
@@ -313,6 +317,89 @@ TEST(Executor, MeasuredTimelineIsComplete) {
   const RunSummary summary = ex.summary(r);
   EXPECT_GT(summary.timing.makespan_s, 0.0);
   EXPECT_GT(r.device_peak_memory_bytes[0], ex.stage(0).static_bytes());
+}
+
+// One process per device: each device's part of a run, encoded and merged back (in any order),
+// is the run: times, timeline, losses, observed versions and peaks, and the summary made of them.
+TEST(RankResults, EveryDevicesPartMergesBackIntoTheWholeRun) {
+  const Schedule s = generate_schedule("paci", 3, 2, 2);
+  Executor ex(s, config_for(3));
+  const ExecResult r = ex.run();
+  std::vector<std::string> parts;
+  for (std::int32_t d = s.num_devices() - 1; d >= 0; --d)
+    parts.push_back(encode_rank_result(s, r, d));
+  const ExecResult m = merge_rank_results(s, parts);
+  EXPECT_EQ(m.step_losses, r.step_losses);
+  EXPECT_EQ(m.microbatch_losses, r.microbatch_losses);
+  EXPECT_EQ(m.wall_s, r.wall_s);
+  EXPECT_EQ(m.device_peak_memory_bytes, r.device_peak_memory_bytes);
+  ASSERT_EQ(m.times.size(), r.times.size());
+  for (std::size_t d = 0; d < r.times.size(); ++d)
+    for (std::size_t i = 0; i < r.times[d].size(); ++i) {
+      EXPECT_EQ(m.times[d][i].start_s, r.times[d][i].start_s);
+      EXPECT_EQ(m.times[d][i].end_s, r.times[d][i].end_s);
+    }
+  const auto by_device = [](auto v) {
+    std::stable_sort(v.begin(), v.end(),
+                     [](const auto& a, const auto& b) { return a.device < b.device; });
+    return v;
+  };
+  const auto mc = by_device(m.timeline.compute), rc = by_device(r.timeline.compute);
+  ASSERT_EQ(mc.size(), rc.size());
+  for (std::size_t i = 0; i < rc.size(); ++i) {
+    EXPECT_EQ(mc[i].action, rc[i].action);
+    EXPECT_EQ(mc[i].start_s, rc[i].start_s);
+    EXPECT_EQ(mc[i].version, rc[i].version);
+  }
+  ASSERT_EQ(m.timeline.messages.size(), r.timeline.messages.size());
+  const auto mm = by_device(m.timeline.memory), rm = by_device(r.timeline.memory);
+  ASSERT_EQ(mm.size(), rm.size());
+  for (std::size_t i = 0; i < rm.size(); ++i) EXPECT_EQ(mm[i].bytes, rm[i].bytes);
+  ASSERT_EQ(m.observed.stages.size(), r.observed.stages.size());
+  for (std::size_t i = 0; i < r.observed.stages.size(); ++i) {
+    EXPECT_EQ(m.observed.stages[i].peak_activations, r.observed.stages[i].peak_activations);
+    EXPECT_EQ(m.observed.stages[i].max_staleness, r.observed.stages[i].max_staleness);
+    EXPECT_EQ(m.observed.stages[i].mean_update_delay, r.observed.stages[i].mean_update_delay);
+  }
+  ASSERT_EQ(m.observed.versions.size(), r.observed.versions.size());
+  for (std::size_t i = 0; i < r.observed.versions.size(); ++i) {
+    EXPECT_EQ(m.observed.versions[i].v_b, r.observed.versions[i].v_b);
+    EXPECT_EQ(m.observed.versions[i].update, r.observed.versions[i].update);
+  }
+  EXPECT_EQ(ex.summary(m).timing.makespan_s, ex.summary(r).timing.makespan_s);
+
+  const auto refused = [&](std::vector<std::string> bad, const std::string& why) {
+    try {
+      merge_rank_results(s, bad);
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(why));
+    }
+  };
+  refused({parts[0], parts[0], parts[1]}, "two rank results for device 2");
+  refused({parts[0], parts[1]}, "no rank result for device 0");
+  refused({parts[0], parts[1], "not msgpack"}, "does not decode");
+}
+
+TEST(RankResults, StageStatesRoundTripAndRefuseTruncation) {
+  const model::StageState a{{0, 2}, 5, {1.0f, 2.0f, 3.0f}, {0.1f, 0.2f, 0.3f}, {4.0f, 5.0f, 6.0f}};
+  const model::StageState b{{2, 1}, 5, {-1.0f}, {0.5f}, {0.25f}};
+  const std::vector<model::StageStateView> views{a.view(), b.view()};
+  const std::string bytes = encode_stage_states(views);
+  std::vector<model::StageState> back;
+  decode_stage_states(bytes, back);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].range, a.range);
+  EXPECT_EQ(back[0].optimizer_steps, 5u);
+  EXPECT_EQ(back[0].weights, a.weights);
+  EXPECT_EQ(back[0].second_moment, a.second_moment);
+  EXPECT_EQ(back[1].range, b.range);
+  EXPECT_EQ(back[1].first_moment, b.first_moment);
+  std::vector<model::StageState> ignored;
+  EXPECT_THROW(decode_stage_states(std::string_view(bytes).substr(0, bytes.size() - 1), ignored),
+               std::runtime_error);
+  EXPECT_THROW(decode_stage_states(bytes + "x", ignored), std::runtime_error);
+  EXPECT_THROW(decode_stage_states("garbage", ignored), std::runtime_error);
 }
 
 TEST(Partition, BalancedAndExplicit) {

@@ -1,0 +1,92 @@
+// The one-process-per-device plan: every cross-device message is on exactly one link, in an order
+// both ends agree on, for every generator; a valid schedule whose receiver takes a link's messages
+// in another order is refused with the link and the message named; launches with the wrong
+// number of processes are refused; the fingerprint tells schedules apart.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "exec/rank_plan.hpp"
+#include "schedules/generators.hpp"
+#include "schedules/validate.hpp"
+
+namespace paci::exec {
+namespace {
+
+TEST(RankPlan, EveryGeneratorSendsInTheOrderItsConsumersReceive) {
+  for (const std::string& kind : generator_kinds())
+    for (std::int32_t P : {2, 4, 8})
+      for (std::int32_t M : {1, 3, 8}) {
+        if (kind == "2bw" && M < P) continue;
+        const std::int32_t N = 3;
+        const Schedule s = generate_schedule(kind, P, M, N);
+        const std::string what = kind + " P=" + std::to_string(P) + " M=" + std::to_string(M);
+        const auto links = device_links(s);
+        ASSERT_EQ(links.size(), static_cast<std::size_t>(2 * (P - 1))) << what;
+        for (const DeviceLink& link : links) {
+          EXPECT_EQ(std::abs(link.src - link.dst), 1) << what;
+          const bool forward = link.dst == link.src + 1;
+          EXPECT_EQ(link.messages.size(), static_cast<std::size_t>(N * M)) << what;
+          std::int32_t previous = -1;
+          for (const LinkMessage& m : link.messages) {
+            EXPECT_EQ(m.kind, forward ? DependencyKind::activation : DependencyKind::gradient)
+                << what;
+            EXPECT_EQ(m.producer.stage, link.src) << what;
+            EXPECT_EQ(m.consumer.stage, link.dst) << what;
+            EXPECT_EQ(m.producer.microbatch, m.consumer.microbatch) << what;
+            // Each of these generators sends a link's micro-batches in increasing order.
+            EXPECT_GT(m.producer.microbatch, previous) << what;
+            previous = m.producer.microbatch;
+          }
+        }
+        EXPECT_NO_THROW(check_launch(s, P)) << what;
+      }
+}
+
+TEST(RankPlan, RefusesAValidScheduleWhoseReceiverReordersALink) {
+  Schedule s = generate_schedule("gpipe", 2, 2, 1);
+  auto& list = s.devices[1];
+  const auto f0 = std::find(list.begin(), list.end(), Action{ActionKind::F, 1, 0});
+  const auto f1 = std::find(list.begin(), list.end(), Action{ActionKind::F, 1, 1});
+  ASSERT_TRUE(f0 != list.end() && f1 != list.end());
+  std::iter_swap(f0, f1);  // device 1 now receives micro-batch 1's activation first
+  ASSERT_NO_THROW(validate(s));
+  try {
+    device_links(s);
+    FAIL() << "a reordered link was accepted";
+  } catch (const InputError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("from device 0 to device 1"), std::string::npos) << text;
+    EXPECT_NE(text.find("message 1 is sent as 0F0 -> 1F0 (activation) but received as 0F1 -> "
+                        "1F1 (activation)"),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_THROW(check_launch(s, 2), InputError);
+}
+
+TEST(RankPlan, ALaunchNeedsOneProcessPerDevice) {
+  const Schedule s = generate_schedule("paci", 4, 4, 2);
+  try {
+    check_launch(s, 2);
+    FAIL() << "2 processes for 4 devices were accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 processes but the schedule has 4 devices"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(check_launch(s, 5), InputError);
+  EXPECT_NO_THROW(check_launch(s, 4));
+}
+
+TEST(RankPlan, FingerprintTellsSchedulesApart) {
+  const Schedule a = generate_schedule("paci", 4, 4, 2);
+  EXPECT_EQ(schedule_fingerprint(a), schedule_fingerprint(generate_schedule("paci", 4, 4, 2)));
+  EXPECT_NE(schedule_fingerprint(a), schedule_fingerprint(generate_schedule("1f1b", 4, 4, 2)));
+  EXPECT_NE(schedule_fingerprint(a), schedule_fingerprint(generate_schedule("paci", 4, 4, 3)));
+  EXPECT_NE(schedule_fingerprint(a), schedule_fingerprint(generate_schedule("paci", 4, 5, 2)));
+}
+
+}  // namespace
+}  // namespace paci::exec
