@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 
 #include "exec/cuda/pipeline.hpp"
 #include "exec/executor.hpp"
 #include "exec/partition.hpp"
+#include "exec/rank_results.hpp"
+#include "loopback_links.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
 #include "support.hpp"
@@ -166,6 +169,89 @@ TEST_F(GpuPipelineTest, AFailingActionIsNamed) {
     EXPECT_NE(std::string(e.what()).find("stage 2"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("2B1"), std::string::npos) << e.what();
   }
+}
+
+// One process per device, played by one thread per device on this GPU with LoopbackLinks in
+// place of NCCL: what each "process" runs, its results, and its pipelined validation.
+struct ProcessRun {
+  std::vector<std::string> parts;   // encoded results, one per device
+  std::vector<std::string> errors;  // one per device, empty when it succeeded
+  double val_loss = 0.0;            // on the last stage's process
+};
+
+ProcessRun run_as_processes(const Schedule& s, const GpuExecConfig& base) {
+  const std::int32_t P = s.num_devices();
+  loopback::LoopbackHub hub(P);
+  ProcessRun out;
+  out.parts.resize(static_cast<std::size_t>(P));
+  out.errors.resize(static_cast<std::size_t>(P));
+  std::vector<std::thread> threads;
+  for (std::int32_t d = 0; d < P; ++d)
+    threads.emplace_back([&, d] {
+      loopback::LoopbackLinks links(hub, d);
+      try {
+        GpuExecConfig c = base;
+        c.remote = &links;
+        GpuPipeline p(s, c);
+        const ExecResult r = p.run();
+        out.parts[static_cast<std::size_t>(d)] = encode_rank_result(s, r, d);
+        std::vector<cuda::TensorView> weights(static_cast<std::size_t>(s.stages));
+        for (std::int32_t st = 0; st < s.stages; ++st)
+          if (p.runs(st)) weights[static_cast<std::size_t>(st)] = p.stage(st).weights();
+        const double loss = p.evaluate(weights, synthetic, 100, 4);
+        if (p.runs(s.stages - 1)) out.val_loss = loss;
+      } catch (const std::exception& e) {
+        out.errors[static_cast<std::size_t>(d)] = e.what();
+        links.abort();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST_P(GpuPipelinePrecisionTest, OneProcessPerDeviceComputesWhatOneProcessDoes) {
+  const Precision precision = GetParam();
+  for (const char* kind : {"1f1b", "paci", "2bw"}) {
+    const Schedule s = generate_schedule(kind, 4, 4, 3);
+    GpuPipeline whole(s, gpu_config(4, precision));
+    const ExecResult want = whole.run();
+    std::vector<cuda::TensorView> weights;
+    for (std::int32_t st = 0; st < 4; ++st) weights.push_back(whole.stage(st).weights());
+    const double want_val = whole.evaluate(weights, synthetic, 100, 4);
+
+    const ProcessRun run = run_as_processes(s, gpu_config(4, precision));
+    for (const std::string& e : run.errors) ASSERT_EQ(e, "") << kind;
+    const ExecResult got = merge_rank_results(s, run.parts);
+    // The same kernels on the same inputs in the same order: bit for bit.
+    EXPECT_EQ(got.step_losses, want.step_losses) << kind;
+    EXPECT_EQ(got.microbatch_losses, want.microbatch_losses) << kind;
+    ASSERT_EQ(got.observed.versions.size(), want.observed.versions.size()) << kind;
+    for (std::size_t k = 0; k < want.observed.versions.size(); ++k) {
+      EXPECT_EQ(got.observed.versions[k].v_f, want.observed.versions[k].v_f) << kind;
+      EXPECT_EQ(got.observed.versions[k].v_b, want.observed.versions[k].v_b) << kind;
+      EXPECT_EQ(got.observed.versions[k].update, want.observed.versions[k].update) << kind;
+    }
+    for (std::size_t st = 0; st < want.observed.stages.size(); ++st) {
+      EXPECT_EQ(got.observed.stages[st].peak_activations, want.observed.stages[st].peak_activations)
+          << kind;
+      EXPECT_EQ(got.observed.stages[st].peak_weight_versions,
+                want.observed.stages[st].peak_weight_versions)
+          << kind;
+    }
+    EXPECT_EQ(got.timeline.compute.size(), want.timeline.compute.size()) << kind;
+    EXPECT_EQ(got.timeline.messages.size(), want.timeline.messages.size()) << kind;
+    EXPECT_EQ(run.val_loss, want_val) << kind;
+  }
+}
+
+TEST_F(GpuPipelineTest, AFailingProcessStopsTheOthers) {
+  const Schedule s = generate_schedule("paci", 4, 2, 2);
+  GpuExecConfig c = gpu_config(4, Precision::fp32);
+  c.fail_at = Action{ActionKind::B, 1, 1};
+  const ProcessRun run = run_as_processes(s, c);  // returning at all: nobody hangs
+  EXPECT_NE(run.errors[1].find("stage 1, action 1B1"), std::string::npos) << run.errors[1];
+  // Device 0 needs 1B1's gradient: it must have stopped with an error, not waited forever.
+  EXPECT_NE(run.errors[0], "");
 }
 
 }  // namespace
