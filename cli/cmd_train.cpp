@@ -68,7 +68,13 @@ int run_train(const std::vector<std::string>& args) {
                      options, {}, args, vm))
     return 0;
   TrainSetup t = make_train_setup(f, vm);
-  if (f.device == "cuda") return run_train_gpu(t, f);
+  const exec::LaunchInfo launch = launch_info();
+  if (launch.world_size > 1 && f.device != "cuda")
+    throw InputError(fmt::format(
+        "started as process {} of {} by a launcher ({}), but --device cpu runs every stage in "
+        "one process: start it once, or use --device cuda for one process per GPU",
+        launch.rank, launch.world_size, launch.source));
+  if (f.device == "cuda") return run_train_gpu(t, f, launch);
   return train_with<CpuTrainer>(t, f, true);
 }
 

@@ -297,8 +297,16 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   return t;
 }
 
+exec::LaunchInfo launch_info() {
+  try {
+    return exec::launch_info_from_environment();
+  } catch (const exec::RendezvousError& e) {
+    throw InputError(e.what());
+  }
+}
+
 #ifndef PACI_HAVE_CUDA
-int run_train_gpu(TrainSetup&, const TrainFlags&) {
+int run_train_gpu(TrainSetup&, const TrainFlags&, const exec::LaunchInfo&) {
   throw InputError(
       "--device cuda: this paci was built without the CUDA backend (PACI_CUDA=OFF, or no nvcc "
       "when it was configured; see docs/cuda.md)");

@@ -8,6 +8,7 @@
 
 #include "cli/common.hpp"
 #include "exec/executor.hpp"
+#include "exec/launch.hpp"
 #include "model/checkpoint_state.hpp"
 #include "model/data.hpp"
 
@@ -53,8 +54,13 @@ struct TrainSetup {
 // Throws UsageError / InputError with one clear line for every bad combination.
 TrainSetup make_train_setup(const TrainFlags& flags, const po::variables_map& vm);
 
-// paci train on one GPU (cli/gpu/train_gpu.cpp); where paci was built without the CUDA backend,
-// an InputError saying so.
-int run_train_gpu(TrainSetup& t, const TrainFlags& flags);
+// Where this process sits in a launch (exec/launch.hpp); a malformed launcher variable is an
+// InputError.
+exec::LaunchInfo launch_info();
+
+// paci train on the GPU (cli/gpu/train_gpu.cpp): on the current one, or, when `launch` has more
+// than one process, one process per schedule device over NCCL. Where paci was built without the
+// CUDA backend (or, for a launch, without NCCL), an InputError saying so.
+int run_train_gpu(TrainSetup& t, const TrainFlags& flags, const exec::LaunchInfo& launch);
 
 }  // namespace paci::cli

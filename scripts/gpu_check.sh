@@ -150,7 +150,7 @@ bench_rc=${PIPESTATUS[0]}
 bench_s=$(($(date +%s) - t0))
 [ "$bench_rc" -eq 0 ] || fail "benchmark failed (rc $bench_rc, see $OUT/bench.log)"
 
-# ---- 6. NCCL transport, where NCCL was found: rendezvous always, the exchange with 2+ GPUs ---------
+# ---- 6. NCCL transport, where NCCL was found: the two-rank exchange with 2+ GPUs ---------------
 phase=nccl
 nccl=skipped filter=none
 targets=$(cmake --build build-gpu --target help 2>/dev/null)

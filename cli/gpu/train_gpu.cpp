@@ -131,10 +131,10 @@ class GpuTrainer {
 // How long a process waits for the others to join (the rendezvous and NCCL's set-up).
 constexpr std::chrono::seconds kJoinTimeout{300};
 
-int run_train_processes(TrainSetup& t, const TrainFlags& f, const cuda::LaunchInfo& info) {
+int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& info) {
   exec::check_launch(t.schedule, info.world_size);  // before waiting on anyone
   cuda::NcclCommunicator world =
-      cuda::connect_ranks(info, cuda::rendezvous_endpoint_from_environment(), kJoinTimeout);
+      cuda::connect_ranks(info, exec::rendezvous_endpoint_from_environment(), kJoinTimeout);
   exec::gpu::NcclLinks links(world, t.schedule);
   const bool writer = info.rank == t.schedule.placement.back();
   return train_with<GpuTrainer>(t, f, writer, &links);
@@ -143,11 +143,17 @@ int run_train_processes(TrainSetup& t, const TrainFlags& f, const cuda::LaunchIn
 
 }  // namespace
 
-int run_train_gpu(TrainSetup& t, const TrainFlags& f) {
+int run_train_gpu(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& launch) {
+  if (launch.world_size > 1) {
 #ifdef PACI_HAVE_NCCL
-  const cuda::LaunchInfo info = cuda::launch_info_from_environment();
-  if (info.world_size > 1) return run_train_processes(t, f, info);
+    return run_train_processes(t, f, launch);
+#else
+    throw InputError(fmt::format(
+        "started as process {} of {} by a launcher ({}), but this paci was built without NCCL, "
+        "which one process per GPU needs (see docs/cuda.md)",
+        launch.rank, launch.world_size, launch.source));
 #endif
+  }
   return train_with<GpuTrainer>(t, f, true, static_cast<exec::gpu::RemoteLinks*>(nullptr));
 }
 

@@ -8,8 +8,8 @@
 #include <chrono>
 
 #include "cuda/check.hpp"
-#include "cuda/nccl/rendezvous.hpp"
 #include "cuda/precision.hpp"
+#include "exec/launch.hpp"
 
 namespace paci::cuda {
 
@@ -74,7 +74,7 @@ class NcclCommunicator {
 // The whole connection of one rank: rank 0 makes the unique id and serves it at `endpoint` (its
 // port on every interface), the others fetch it from there; then the communicator. Selects GPU
 // info.local_rank first. Throws RendezvousError or CudaError after `timeout` or on failure.
-NcclCommunicator connect_ranks(const LaunchInfo& info, const Endpoint& endpoint,
+NcclCommunicator connect_ranks(const exec::LaunchInfo& info, const exec::Endpoint& endpoint,
                                std::chrono::milliseconds timeout);
 
 }  // namespace paci::cuda

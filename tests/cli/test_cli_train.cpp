@@ -193,7 +193,8 @@ TEST(CliTrain, BadInputIsOneLineExitTwo) {
 
 // One process per GPU: a launch whose process count is not the schedule's device count is refused
 // in one line before any process waits for another (a build with NCCL); a build without the CUDA
-// backend says that instead.
+// backend says that instead; the CPU executor refuses a launch of several processes, and a
+// malformed launcher variable is named.
 TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
   const auto version = run_paci("--version");
   ASSERT_EQ(version.status, 0);
@@ -203,10 +204,20 @@ TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
   if (cuda && !nccl) GTEST_SKIP() << "built with CUDA but without NCCL: no multi-process launch";
   ::setenv("PACI_RANK", "0", 1);
   ::setenv("PACI_WORLD_SIZE", "3", 1);
-  const auto r = run_paci(std::string("train -k paci -p 2 -m 2 -n 1 --quiet --device cuda") +
-                          kTiny + data_flags());
+  const std::string args =
+      std::string("train -k paci -p 2 -m 2 -n 1 --quiet") + kTiny + data_flags();
+  const auto r = run_paci(args + " --device cuda");
+  // The CPU executor runs every stage in one process: a launch of several is a mistake.
+  const auto cpu = run_paci(args);
+  ::setenv("PACI_WORLD_SIZE", "three", 1);
+  const auto malformed = run_paci(args);
   ::unsetenv("PACI_RANK");
   ::unsetenv("PACI_WORLD_SIZE");
+  EXPECT_EQ(cpu.status, 2) << cpu.err;
+  EXPECT_THAT(cpu.err, HasSubstr("process 0 of 3 by a launcher (PACI_RANK"));
+  EXPECT_THAT(cpu.err, HasSubstr("--device cpu runs every stage in one process"));
+  EXPECT_EQ(malformed.status, 2) << malformed.err;
+  EXPECT_THAT(malformed.err, HasSubstr("PACI_WORLD_SIZE"));
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr(nccl ? "the launch has 3 processes but the schedule has 2 devices"

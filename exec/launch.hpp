@@ -1,6 +1,7 @@
 // Where a process sits in a multi-process launch (rank, world size, local rank, read from the
 // launcher's environment: mpirun, srun, or plain variables) and a TCP rendezvous that hands rank
-// 0's bytes (the NCCL unique id) to every other rank. Host-only: needs neither NCCL nor MPI.
+// 0's bytes (the NCCL unique id) to every other rank. Host-only: needs neither NCCL nor MPI, so
+// paci train can tell it was started by a launcher whatever backends the build has.
 #pragma once
 
 #include <chrono>
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace paci::cuda {
+namespace paci::exec {
 
 struct RendezvousError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -62,4 +63,4 @@ class RendezvousServer {
 std::vector<std::uint8_t> fetch_from_rendezvous(const Endpoint& endpoint, int rank,
                                                 std::chrono::milliseconds timeout);
 
-}  // namespace paci::cuda
+}  // namespace paci::exec

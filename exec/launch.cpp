@@ -1,7 +1,7 @@
 // The launch environment and the TCP rendezvous. Protocol, one connection per rank: the client
 // sends its rank (4 bytes, network order); the server answers the payload's length (4 bytes) and
 // the payload, then closes. Every socket call is bounded by the caller's timeout.
-#include "cuda/nccl/rendezvous.hpp"
+#include "exec/launch.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <thread>
 
-namespace paci::cuda {
+namespace paci::exec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -195,4 +195,4 @@ std::vector<std::uint8_t> fetch_from_rendezvous(const Endpoint& endpoint, int ra
        " ms (last error: " + last_error + ")");
 }
 
-}  // namespace paci::cuda
+}  // namespace paci::exec

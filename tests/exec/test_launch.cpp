@@ -1,6 +1,6 @@
 // Tests of the launch environment and the TCP rendezvous (no GPU, no NCCL calls): rank variables
 // of each launcher, the endpoint, and a loopback rendezvous with several ranks and its timeouts.
-#include "cuda/nccl/rendezvous.hpp"
+#include "exec/launch.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-namespace paci::cuda {
+namespace paci::exec {
 namespace {
 
 // A fake environment for the parsers.
@@ -98,4 +98,4 @@ TEST(Rendezvous, TimesOutSayingHowManyCame) {
 }
 
 }  // namespace
-}  // namespace paci::cuda
+}  // namespace paci::exec
