@@ -72,25 +72,24 @@ void TrainOutputs::abandon() {
   if (writer_ && !f_.metrics_path.empty()) write_output(f_.metrics_path, lines_);
 }
 
+void TrainOutputs::validate_all(std::size_t snapshots, const Validate& validate) {
+  // The weights after every --val-every steps (snapshots), and the final weights.
+  if (!t_.val) return;
+  const auto every = static_cast<std::size_t>(std::max(f_.val_every, 1));
+  for (std::size_t k = 0; k < snapshots; ++k)
+    val_losses_.emplace_back((t_.first_step / every + k + 1) * every, validate(k));
+  if (val_losses_.empty() || val_losses_.back().first != t_.last_step)
+    val_losses_.emplace_back(t_.last_step, validate(std::nullopt));
+}
+
 void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummary& run,
-                                 std::size_t snapshots, const Validate& validate,
                                  ordered_json backend_keys) {
-  // Validation: the weights after every --val-every steps (snapshots), and the final weights.
-  if (t_.val) {
-    const auto every = static_cast<std::size_t>(std::max(f_.val_every, 1));
-    for (std::size_t k = 0; k < snapshots; ++k)
-      val_losses_.emplace_back((t_.first_step / every + k + 1) * every, validate(k));
-    if (val_losses_.empty() || val_losses_.back().first != t_.last_step)
-      val_losses_.emplace_back(t_.last_step, validate(std::nullopt));
-    if (!writer_) return;  // another process writes
-    for (const auto& [step, loss] : val_losses_) {
-      ordered_json j;
-      j["step"] = step;
-      j["val_loss"] = loss;
-      add_metric(j);
-    }
+  for (const auto& [step, loss] : val_losses_) {
+    ordered_json j;
+    j["step"] = step;
+    j["val_loss"] = loss;
+    add_metric(j);
   }
-  if (!writer_) return;
   if (!f_.metrics_path.empty()) write_output(f_.metrics_path, lines_);
   if (!f_.report_path.empty()) {
     ordered_json head = run_report_head(t_.schedule, run);

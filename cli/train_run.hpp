@@ -46,9 +46,11 @@ class TrainOutputs {
 
  private:
   using Validate = std::function<double(std::optional<std::size_t>)>;
-  // Validation, metrics, report and trace.
-  void write_results(const exec::ExecResult& result, const RunSummary& run, std::size_t snapshots,
-                     const Validate& validate, ordered_json backend_keys);
+  // Validation of every snapshot and of the final weights, into val_losses_.
+  void validate_all(std::size_t snapshots, const Validate& validate);
+  // Metrics, report and trace.
+  void write_results(const exec::ExecResult& result, const RunSummary& run,
+                     ordered_json backend_keys);
   void print_summary(const exec::ExecResult& result, const RunSummary& run) const;
   void save_checkpoint(const std::vector<model::StageStateView>& views) const;
   void export_whole_model(const std::vector<float>& params) const;
@@ -72,22 +74,24 @@ void TrainOutputs::finish(Trainer& trainer, const exec::ExecResult& result) {
     val = [&](std::uint64_t i, std::span<std::int32_t> in, std::span<std::int32_t> out) {
       t_.val->microbatch(i, t_.exec.batch, t_.exec.seq_len, in, out);
     };
+  // Every collective step first, on every process, so that a writer failing to write cannot
+  // leave the others waiting: validation, the whole model, then the state (whole_params may reuse
+  // state_views' storage).
+  validate_all(trainer.snapshots(), [&](std::optional<std::size_t> k) {
+    return trainer.validate(k, val, f_.val_microbatches);
+  });
+  std::vector<float> params;
+  if (!f_.export_path.empty()) params = trainer.whole_params();
+  std::vector<model::StageStateView> views;
+  if (!f_.save_path.empty()) views = trainer.state_views();
+  if (!writer_) return;
   ordered_json backend_keys = ordered_json::object();
   trainer.describe(backend_keys);
-  const RunSummary run = writer_ ? trainer.summary(result) : RunSummary{};
-  write_results(
-      result, run, trainer.snapshots(),
-      [&](std::optional<std::size_t> k) { return trainer.validate(k, val, f_.val_microbatches); },
-      std::move(backend_keys));
-  if (!f_.save_path.empty()) {
-    const auto views = trainer.state_views();
-    if (writer_) save_checkpoint(views);
-  }
-  if (!f_.export_path.empty()) {
-    const auto params = trainer.whole_params();
-    if (writer_) export_whole_model(params);
-  }
-  if (writer_) print_summary(result, run);
+  const RunSummary run = trainer.summary(result);
+  write_results(result, run, std::move(backend_keys));
+  if (!f_.save_path.empty()) save_checkpoint(views);
+  if (!f_.export_path.empty()) export_whole_model(params);
+  print_summary(result, run);
 }
 
 // paci train with the backend `Trainer`, constructed as Trainer(t, f, extra...) once the step

@@ -78,13 +78,16 @@ void check_launch(const Schedule& schedule, std::int32_t world_size) {
   device_links(schedule);
 }
 
-std::uint64_t schedule_fingerprint(const Schedule& schedule) {
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
-  for (const char c : write_schedule(schedule, ScheduleFormat::text)) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
+std::uint64_t fingerprint(std::string_view text, std::uint64_t hash) {
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
   }
-  return h;
+  return hash;
+}
+
+std::uint64_t schedule_fingerprint(const Schedule& schedule) {
+  return fingerprint(write_schedule(schedule, ScheduleFormat::text));
 }
 
 }  // namespace paci::exec

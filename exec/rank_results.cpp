@@ -77,6 +77,10 @@ void decode_into(const Schedule& schedule, const json& j, ExecResult& r, std::ve
   }
   if (d == last_stage_device(schedule)) {
     r.microbatch_losses = j.at("losses").get<std::vector<float>>();
+    r.step_losses = j.at("step_losses").get<std::vector<double>>();
+    if (static_cast<std::int32_t>(r.step_losses.size()) != schedule.steps)
+      throw std::runtime_error(fmt::format("device {} reports {} step losses for {} steps", d,
+                                           r.step_losses.size(), schedule.steps));
     if (static_cast<std::int64_t>(r.microbatch_losses.size()) != schedule.total_microbatches())
       throw std::runtime_error(fmt::format("device {} reports {} losses for {} micro-batches", d,
                                            r.microbatch_losses.size(),
@@ -123,7 +127,10 @@ std::string encode_rank_result(const Schedule& schedule, const ExecResult& resul
                       {"versions", std::move(versions)}});
   }
   j["stages"] = std::move(stages);
-  if (device == last_stage_device(schedule)) j["losses"] = result.microbatch_losses;
+  if (device == last_stage_device(schedule)) {
+    j["losses"] = result.microbatch_losses;
+    j["step_losses"] = result.step_losses;  // as the backend summed them (the GPU in double)
+  }
   const std::vector<std::uint8_t> bytes = json::to_msgpack(j);
   return {bytes.begin(), bytes.end()};
 }
@@ -162,13 +169,6 @@ ExecResult merge_rank_results(const Schedule& schedule, std::span<const std::str
   std::stable_sort(
       r.timeline.memory.begin(), r.timeline.memory.end(),
       [](const MemorySample& a, const MemorySample& b) { return a.device < b.device; });
-  const std::int32_t M = schedule.microbatches;
-  for (std::int32_t k = 0; k < schedule.steps; ++k) {
-    double sum = 0.0;
-    for (std::int32_t i = 0; i < M; ++i)
-      sum += r.microbatch_losses[static_cast<std::size_t>(k * M + i)];
-    r.step_losses.push_back(sum / M);
-  }
   return r;
 }
 

@@ -3,8 +3,8 @@
 //
 // A rank's part holds its device's action times, compute slices, memory samples and peak, the
 // messages it received, the observed versions and peaks of its stages, and (the device holding
-// the last stage) the micro-batch losses. Timestamps are each rank's own clock, started at a
-// common barrier (docs/cuda.md says how close that is).
+// the last stage) the micro-batch and step losses. Timestamps are each rank's own clock, started at
+// a common barrier (docs/cuda.md says how close that is).
 #pragma once
 
 #include <cstdint>

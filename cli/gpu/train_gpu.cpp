@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "cli/common.hpp"
 #include "cli/train_run.hpp"
@@ -131,11 +132,36 @@ class GpuTrainer {
 // How long a process waits for the others to join (the rendezvous and NCCL's set-up).
 constexpr std::chrono::seconds kJoinTimeout{300};
 
+// What every process must agree on: the schedule and each setting that shapes a message or the
+// data (sizes, precision, the partition, seeds).
+std::uint64_t run_fingerprint(const TrainSetup& t, const TrainFlags& f) {
+  const auto& c = t.exec.config;
+  std::string settings = fmt::format(
+      "{} {} {} {} {} {} {} {} {} {} {}", c.layers, c.heads, c.d_model, c.vocab, c.max_seq_len,
+      t.exec.batch, t.exec.seq_len, f.precision, t.exec.seed, t.data_seed, t.first_microbatch);
+  for (const auto& r : t.exec.ranges)
+    settings += fmt::format(" {}:{}", r.first_layer, r.num_layers);
+  return exec::fingerprint(settings, exec::schedule_fingerprint(t.schedule));
+}
+
+// PACI_NCCL_TIMEOUT_S: how long a run may make no progress before the watchdog stops it.
+std::chrono::seconds nccl_timeout() {
+  const char* text = std::getenv("PACI_NCCL_TIMEOUT_S");
+  if (text == nullptr || *text == '\0') return std::chrono::seconds(600);
+  char* end = nullptr;
+  const long seconds = std::strtol(text, &end, 10);
+  if (*end != '\0' || seconds <= 0)
+    throw InputError(
+        fmt::format("PACI_NCCL_TIMEOUT_S must be a positive number of seconds, not '{}'", text));
+  return std::chrono::seconds(seconds);
+}
+
 int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& info) {
   exec::check_launch(t.schedule, info.world_size);  // before waiting on anyone
+  const std::chrono::seconds timeout = nccl_timeout();
   cuda::NcclCommunicator world =
       cuda::connect_ranks(info, exec::rendezvous_endpoint_from_environment(), kJoinTimeout);
-  exec::gpu::NcclLinks links(world, t.schedule);
+  exec::gpu::NcclLinks links(world, t.schedule, run_fingerprint(t, f), timeout);
   const bool writer = info.rank == t.schedule.placement.back();
   return train_with<GpuTrainer>(t, f, writer, &links);
 }

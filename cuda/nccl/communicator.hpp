@@ -64,6 +64,8 @@ class NcclCommunicator {
   void check_async() const;
   // ncclCommAbort: drops this rank out so that it never blocks anyone again. Idempotent.
   void abort() noexcept;
+  // Forgets the handle without destroying it (after another thread aborted it through get()).
+  void release() noexcept { comm_ = nullptr; }
 
  private:
   ncclComm_t comm_ = nullptr;

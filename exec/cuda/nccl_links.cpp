@@ -1,37 +1,109 @@
-// NcclLinks: the start-up checks and link communicators, transfers on the link streams, polling
-// waits that turn a peer's failure into an error, and the world's barrier and gather.
+// NcclLinks: the start-up checks, link communicators and their first messages, transfers on the
+// link streams, polling waits, the watchdog, and the world's barrier and gather.
 #include "exec/cuda/nccl_links.hpp"
 
 #include <fmt/format.h>
-#include <chrono>
-#include <thread>
 
 #include "cuda/check.hpp"
 #include "exec/rank_plan.hpp"
 
 namespace paci::exec::gpu {
 
-NcclLinks::NcclLinks(cuda::NcclCommunicator& world, const Schedule& schedule) : world_(world) {
+double NcclLinks::clock_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+NcclLinks::NcclLinks(cuda::NcclCommunicator& world, const Schedule& schedule,
+                     std::uint64_t fingerprint, std::chrono::seconds timeout)
+    : world_(world), timeout_(timeout) {
   check_launch(schedule, world.world_size());
-  const std::vector<std::uint64_t> prints = all_gather(schedule_fingerprint(schedule));
+  progress();
+  const std::vector<std::uint64_t> prints = all_gather(fingerprint);
   for (std::size_t r = 1; r < prints.size(); ++r)
     if (prints[r] != prints[0])
       throw InputError(fmt::format(
-          "process {} runs another schedule than process 0 (fingerprint {:016x} against "
-          "{:016x}): give every process the same schedule file and flags",
+          "process {} runs another schedule or other settings than process 0 (fingerprint "
+          "{:016x} against {:016x}): give every process the same schedule and flags",
           r, prints[r], prints[0]));
   // Every process takes part in every split, in the same (src, dst) order.
   const std::int32_t me = world.rank();
+  const std::vector<DeviceLink> all = device_links(schedule);
   int color = 0;
-  for (const DeviceLink& l : device_links(schedule)) {
+  for (const DeviceLink& l : all) {
     const bool mine = l.src == me || l.dst == me;
     cuda::NcclCommunicator comm = world.split(mine ? color : -1, l.src == me ? 0 : 1);
     ++color;
     if (mine) links_.push_back({l.src, l.dst, std::move(comm), cuda::Stream()});
   }
+  watchdog_ = std::thread([this] { watch(); });
+  try {
+    // Connect every link in the one global order: the earliest link not yet connected has both
+    // ends waiting on it, so the walk cannot deadlock.
+    cuda::DeviceBuffer<float> one(1);
+    for (Link& l : links_) {
+      if (l.src == me)
+        l.comm.send(cuda::TensorView{one.data(), 1, cuda::Precision::fp32}, 1, l.stream.get());
+      else
+        l.comm.recv(cuda::MutableTensorView{one.data(), 1, cuda::Precision::fp32}, 0,
+                    l.stream.get());
+      done_.record(l.stream.get());
+      wait(done_.get());
+    }
+  } catch (...) {
+    abort();  // stops the watchdog (no destructor runs for a constructor that throws)
+    throw;
+  }
 }
 
-NcclLinks::~NcclLinks() = default;
+NcclLinks::~NcclLinks() {
+  stop_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
+  if (aborted_) {  // the watchdog aborted them: nothing left to destroy
+    for (Link& l : links_) l.comm.release();
+    world_.release();
+  }
+}
+
+void NcclLinks::watch() {
+  while (!stop_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stop_ || aborted_) continue;
+    std::string why;
+    auto check = [&](const cuda::NcclCommunicator& c, const std::string& which) {
+      ncclResult_t status = ncclSuccess;
+      if (why.empty() && c.get() != nullptr &&
+          ncclCommGetAsyncError(c.get(), &status) == ncclSuccess && status != ncclSuccess)
+        why = fmt::format("NCCL reported {} on {}: {}", ncclGetErrorString(status), which,
+                          ncclGetLastError(c.get()));
+    };
+    check(world_, "the world communicator");
+    for (const Link& l : links_)
+      check(l.comm, fmt::format("the link from device {} to device {}", l.src, l.dst));
+    if (why.empty() && clock_s() - last_progress_s_ > static_cast<double>(timeout_.count()))
+      why = fmt::format(
+          "no progress for {} s (a peer may have stopped; PACI_NCCL_TIMEOUT_S sets "
+          "the limit)",
+          timeout_.count());
+    if (!why.empty()) abort_from_watchdog(why);
+  }
+}
+
+void NcclLinks::abort_from_watchdog(const std::string& why) noexcept {
+  {
+    std::lock_guard lock(failure_mutex_);
+    failure_ = why;
+  }
+  for (Link& l : links_)
+    if (l.comm.get() != nullptr) ncclCommAbort(l.comm.get());
+  if (world_.get() != nullptr) ncclCommAbort(world_.get());
+  aborted_ = true;
+}
+
+void NcclLinks::check_failed() {
+  if (!aborted_) return;
+  std::lock_guard lock(failure_mutex_);
+  throw std::runtime_error(fmt::format("process {}: {}", world_.rank(), failure_));
+}
 
 NcclLinks::Link& NcclLinks::link(std::int32_t src, std::int32_t dst) {
   for (Link& l : links_)
@@ -40,33 +112,33 @@ NcclLinks::Link& NcclLinks::link(std::int32_t src, std::int32_t dst) {
 }
 
 void NcclLinks::send(std::int32_t dst, cuda::TensorView data, cudaEvent_t ready, cudaEvent_t done) {
+  check_failed();
   Link& l = link(world_.rank(), dst);
   PACI_CUDA_CHECK(cudaStreamWaitEvent(l.stream.get(), ready, 0));
   l.comm.send(data, 1, l.stream.get());
   PACI_CUDA_CHECK(cudaEventRecord(done, l.stream.get()));
+  progress();
 }
 
 void NcclLinks::receive(std::int32_t src, cuda::MutableTensorView into, cudaEvent_t start,
                         cudaEvent_t done) {
+  check_failed();
   Link& l = link(src, world_.rank());
   PACI_CUDA_CHECK(cudaEventRecord(start, l.stream.get()));
   l.comm.recv(into, 0, l.stream.get());
   PACI_CUDA_CHECK(cudaEventRecord(done, l.stream.get()));
-}
-
-void NcclLinks::check() const {
-  world_.check_async();
-  for (const Link& l : links_) l.comm.check_async();
+  progress();
 }
 
 void NcclLinks::wait(cudaEvent_t event) {
   for (;;) {
+    check_failed();
     const cudaError_t state = cudaEventQuery(event);
-    if (state == cudaSuccess) return;
+    if (state == cudaSuccess) break;
     if (state != cudaErrorNotReady) PACI_CUDA_CHECK(state);
-    check();
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  progress();
 }
 
 void NcclLinks::wait_idle() {
@@ -79,11 +151,14 @@ void NcclLinks::wait_idle() {
 std::vector<std::uint64_t> NcclLinks::all_gather(std::uint64_t value) {
   const auto n = static_cast<std::size_t>(world_.world_size());
   cuda::DeviceBuffer<std::uint64_t> mine(1), all(n);
-  PACI_CUDA_CHECK(cudaMemcpy(mine.data(), &value, sizeof(value), cudaMemcpyHostToDevice));
+  // Ordered on stream_ (a plain cudaMemcpy from pageable memory may return before the data lands
+  // and is not ordered with a non-blocking stream).
+  PACI_CUDA_CHECK(
+      cudaMemcpyAsync(mine.data(), &value, sizeof(value), cudaMemcpyHostToDevice, stream_.get()));
   PACI_NCCL_CHECK(
       ncclAllGather(mine.data(), all.data(), 1, ncclUint64, world_.get(), stream_.get()));
   done_.record(stream_.get());
-  wait(done_.get());
+  wait(done_.get());  // polled: a copy queued behind the all-gather would block unwatched
   std::vector<std::uint64_t> out(n);
   PACI_CUDA_CHECK(cudaMemcpy(out.data(), all.data(), all.bytes(), cudaMemcpyDeviceToHost));
   return out;
@@ -110,8 +185,8 @@ std::vector<std::string> NcclLinks::gather(const std::string& bytes, std::int32_
     PACI_NCCL_CHECK(ncclGroupEnd());
   } else if (!bytes.empty()) {
     buffers[0] = cuda::DeviceBuffer<unsigned char>(bytes.size());
-    PACI_CUDA_CHECK(
-        cudaMemcpy(buffers[0].data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    PACI_CUDA_CHECK(cudaMemcpyAsync(buffers[0].data(), bytes.data(), bytes.size(),
+                                    cudaMemcpyHostToDevice, stream_.get()));
     PACI_NCCL_CHECK(
         ncclSend(buffers[0].data(), bytes.size(), ncclUint8, root, world_.get(), stream_.get()));
   }
@@ -132,8 +207,16 @@ std::vector<std::string> NcclLinks::gather(const std::string& bytes, std::int32_
 }
 
 void NcclLinks::abort() noexcept {
+  stop_ = true;
+  if (watchdog_.joinable() && watchdog_.get_id() != std::this_thread::get_id()) watchdog_.join();
+  if (aborted_) return;  // the watchdog already did
+  {
+    std::lock_guard lock(failure_mutex_);
+    failure_ = "this process stopped its links after a failure";
+  }
   for (Link& l : links_) l.comm.abort();
   world_.abort();
+  aborted_ = true;
 }
 
 }  // namespace paci::exec::gpu

@@ -3,11 +3,21 @@
 // stream, so a link's transfers wait only for their producer and for the link's earlier messages,
 // never for the consumer's compute: with both ends queueing a link's messages in the same order
 // (exec::device_links() refuses a schedule where they differ), no cycle of waits can form.
+// NCCL connects a point-to-point pair lazily, blocking the host on the first message until the
+// peer makes its first call too, so the constructor sends one message over every link in one
+// global order first; the run then never meets an unconnected link.
+// A watchdog thread polls every communicator for NCCL's asynchronous errors and for a run that
+// makes no progress for `timeout`; either aborts every communicator (which also ends transfers
+// a CUDA call is blocked behind) and the next wait() throws the reason.
 // Built only where NCCL is found (target paci_exec_nccl); compiled, never run yet (docs/cuda.md).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda/memory.hpp"
@@ -21,9 +31,11 @@ class NcclLinks final : public RemoteLinks {
  public:
   // Collective over every process of the launch; world.rank() is this process's device. Throws
   // InputError when the world's size is not the schedule's device count, when the schedule
-  // cannot run one process per device, or when another process runs a different schedule (their
-  // fingerprints differ); cuda::CudaError on an NCCL failure.
-  NcclLinks(cuda::NcclCommunicator& world, const Schedule& schedule);
+  // cannot run one process per device, or when another process gives another `fingerprint`
+  // (of the schedule and every setting that shapes the messages); cuda::CudaError on an NCCL
+  // failure.
+  NcclLinks(cuda::NcclCommunicator& world, const Schedule& schedule, std::uint64_t fingerprint,
+            std::chrono::seconds timeout);
   ~NcclLinks() override;
   NcclLinks(const NcclLinks&) = delete;
   NcclLinks& operator=(const NcclLinks&) = delete;
@@ -45,8 +57,13 @@ class NcclLinks final : public RemoteLinks {
     cuda::Stream stream;
   };
   Link& link(std::int32_t src, std::int32_t dst);
-  // Throws if NCCL reported an asynchronous error on any communicator of this process.
-  void check() const;
+  // Throws the watchdog's reason once it has aborted the communicators.
+  void check_failed();
+  void progress() { last_progress_s_ = clock_s(); }
+  static double clock_s();
+  void watch();
+  // Aborts every communicator from the watchdog thread, recording why.
+  void abort_from_watchdog(const std::string& why) noexcept;
   // The world's 64-bit values, one per process, in rank order.
   std::vector<std::uint64_t> all_gather(std::uint64_t value);
 
@@ -54,6 +71,12 @@ class NcclLinks final : public RemoteLinks {
   cuda::Stream stream_;  // the world's collectives
   cuda::Event done_;
   std::vector<Link> links_;  // the links this process is an end of
+  std::chrono::seconds timeout_;
+  std::atomic<double> last_progress_s_{0.0};
+  std::atomic<bool> stop_{false}, aborted_{false};
+  std::mutex failure_mutex_;
+  std::string failure_;
+  std::thread watchdog_;
 };
 
 }  // namespace paci::exec::gpu

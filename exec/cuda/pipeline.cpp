@@ -512,6 +512,7 @@ double GpuPipeline::evaluate(const std::vector<cuda::TensorView>& weights, const
       const cudaStream_t stream = stages_[s]->stream();
       if (s > 0 && !stages_[s - 1]) {
         remote->receive(device_of(s - 1), incoming.view(), start.get(), arrived.get());
+        remote->wait(arrived.get());  // watched: the stage's own syncs would wait unwatched
         arrived.wait_on(stream);
         x = std::as_const(incoming).view();
       }

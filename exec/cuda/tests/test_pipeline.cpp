@@ -4,6 +4,8 @@
 // timeline keeps every device's order; a failing action is named. They skip without a GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -186,8 +188,11 @@ ProcessRun run_as_processes(const Schedule& s, const GpuExecConfig& base) {
   out.parts.resize(static_cast<std::size_t>(P));
   out.errors.resize(static_cast<std::size_t>(P));
   std::vector<std::thread> threads;
-  for (std::int32_t d = 0; d < P; ++d)
-    threads.emplace_back([&, d] {
+  std::vector<std::future<void>> finished;
+  for (std::int32_t d = 0; d < P; ++d) {
+    std::promise<void> done;
+    finished.push_back(done.get_future());
+    threads.emplace_back([&, d, done = std::move(done)]() mutable {
       loopback::LoopbackLinks links(hub, d);
       try {
         GpuExecConfig c = base;
@@ -204,7 +209,17 @@ ProcessRun run_as_processes(const Schedule& s, const GpuExecConfig& base) {
         out.errors[static_cast<std::size_t>(d)] = e.what();
         links.abort();
       }
+      done.set_value();
     });
+  }
+  // A hang fails the test instead of hanging it: after the deadline every waiter is woken.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (auto& f : finished)
+    if (f.wait_until(deadline) != std::future_status::ready) {
+      ADD_FAILURE() << "the processes did not finish within 120 s";
+      loopback::LoopbackLinks(hub, 0).abort();
+      break;
+    }
   for (auto& t : threads) t.join();
   return out;
 }
