@@ -38,7 +38,8 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_schedule("sequential", po::bool_switch(&f.sequential),
                "replay all devices in one thread (CPU)");
   add_schedule("device", po::value(&f.device)->default_value(f.device),
-               "cpu | cuda (every stage on the current GPU, a stream each)");
+               "cpu | cuda (every stage on the current GPU, a stream each; under mpirun, srun or "
+               "PACI_RANK/PACI_WORLD_SIZE: one process per GPU over NCCL, see docs/cuda.md)");
   add_schedule("precision", po::value(&f.precision)->default_value(f.precision),
                "fp32 | bf16 (bf16: --device cuda; fp32 master weights and AdamW)");
   po::options_description model("model (ignored with --init or --resume, which carry a shape)");
