@@ -23,10 +23,6 @@ Action action_from(const json& j) {
                 j.at(2).get<std::int32_t>()};
 }
 
-std::int32_t last_stage_device(const Schedule& s) {
-  return s.placement[static_cast<std::size_t>(s.stages - 1)];
-}
-
 void decode_into(const Schedule& schedule, const json& j, ExecResult& r, std::vector<bool>& seen) {
   const auto d = j.at("device").get<std::int32_t>();
   if (d < 0 || d >= schedule.num_devices())
@@ -89,6 +85,10 @@ void decode_into(const Schedule& schedule, const json& j, ExecResult& r, std::ve
 }
 
 }  // namespace
+
+std::int32_t last_stage_device(const Schedule& s) {
+  return s.placement[static_cast<std::size_t>(s.stages - 1)];
+}
 
 std::string encode_rank_result(const Schedule& schedule, const ExecResult& result,
                                std::int32_t device) {

@@ -19,6 +19,10 @@
 
 namespace paci::exec {
 
+// The device running the last stage: its part carries the losses, so its process writes the
+// outputs of a multi-process run.
+std::int32_t last_stage_device(const Schedule& schedule);
+
 // Device `device`'s part of `result` (a rank's own result, or a whole run's: the other devices'
 // data is left out either way), as MessagePack bytes.
 std::string encode_rank_result(const Schedule& schedule, const ExecResult& result,

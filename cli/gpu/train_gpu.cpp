@@ -65,7 +65,9 @@ class GpuTrainer {
     return remote_->local_device() == writer() ? exec::merge_rank_results(t_.schedule, parts)
                                                : local;
   }
-  std::size_t snapshots() const { return pipeline_.stage(first_local()).snapshots(); }
+  std::size_t snapshots() const {
+    return pipeline_.stage(pipeline_.first_local_stage()).snapshots();
+  }
   double validate(std::optional<std::size_t> snapshot, const exec::DataFn& val,
                   std::uint64_t count) {
     std::vector<cuda::TensorView> weights(static_cast<std::size_t>(t_.schedule.stages));
@@ -91,8 +93,15 @@ class GpuTrainer {
   }
   std::vector<float> whole_params() {
     std::vector<float> params;
-    for (const model::StageStateView& v : state_views())
-      params.insert(params.end(), v.weights.begin(), v.weights.end());
+    if (remote_) {  // every stage's weights come with the gathered states
+      for (const model::StageStateView& v : state_views())
+        params.insert(params.end(), v.weights.begin(), v.weights.end());
+      return params;
+    }
+    for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
+      const auto p = pipeline_.stage(s).params();
+      params.insert(params.end(), p.begin(), p.end());
+    }
     return params;
   }
   void describe(ordered_json& keys) const {
@@ -102,12 +111,7 @@ class GpuTrainer {
   }
 
  private:
-  std::int32_t writer() const { return t_.schedule.placement.back(); }
-  std::int32_t first_local() const {
-    std::int32_t s = 0;
-    while (!pipeline_.runs(s)) ++s;
-    return s;
-  }
+  std::int32_t writer() const { return exec::last_stage_device(t_.schedule); }
   // Every process's stages into the writer's host_, in stage (layer) order.
   void gather_states() {
     std::vector<model::StageStateView> mine;
@@ -162,7 +166,7 @@ int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchIn
   cuda::NcclCommunicator world =
       cuda::connect_ranks(info, exec::rendezvous_endpoint_from_environment(), kJoinTimeout);
   exec::gpu::NcclLinks links(world, t.schedule, run_fingerprint(t, f), timeout);
-  const bool writer = info.rank == t.schedule.placement.back();
+  const bool writer = info.rank == exec::last_stage_device(t.schedule);
   return train_with<GpuTrainer>(t, f, writer, &links);
 }
 #endif

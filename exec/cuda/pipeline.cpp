@@ -72,9 +72,7 @@ class GpuPipeline::Run {
     PACI_CUDA_CHECK(cudaDeviceSynchronize());
     if (remote_) remote_->barrier();  // the processes' clocks start together
     const int origin = new_event();
-    std::int32_t first_local = 0;
-    while (!p_.runs(first_local)) ++first_local;
-    events_[static_cast<std::size_t>(origin)].record(p_.stage(first_local).stream());
+    events_[static_cast<std::size_t>(origin)].record(p_.stage(p_.first_local_stage()).stream());
     RunClock clock;
     for (std::size_t d = 0; d < devices_.size(); ++d)
       if (local(static_cast<std::int32_t>(d))) sample_memory(static_cast<std::int32_t>(d), origin);

@@ -58,6 +58,12 @@ class GpuPipeline {
 
   // Whether this process runs stage s (always, unless config.remote is set).
   bool runs(std::int32_t s) const { return stages_[static_cast<std::size_t>(s)] != nullptr; }
+  // The first stage this process runs (stage 0 unless config.remote is set).
+  std::int32_t first_local_stage() const {
+    std::int32_t s = 0;
+    while (!runs(s)) ++s;
+    return s;
+  }
   // A stage this process runs.
   GpuStageRuntime& stage(std::int32_t s) { return *stages_[static_cast<std::size_t>(s)]; }
   const GpuStageRuntime& stage(std::int32_t s) const {
