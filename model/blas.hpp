@@ -37,6 +37,15 @@ void gemm(const OpContext& ctx, Transpose trans_a, Transpose trans_b, std::size_
           std::size_t K, float alpha, const float* A, std::size_t lda, const float* B,
           std::size_t ldb, float beta, float* C, std::size_t ldc);
 
+// C(M×N) += alpha·op(A)·op(B), with the product of each row chunk computed into scratch first and
+// then added to C once. So C gains exactly one rounded addition per element per call, whatever
+// the BLAS kernel does inside (a kernel may add into C several times when it blocks K): two calls
+// with the same operands on a zero C give exactly twice the first. Parameter gradients accumulate
+// over micro-batches through this, as PyTorch accumulates `.grad`.
+void gemm_accumulate(const OpContext& ctx, Transpose trans_a, Transpose trans_b, std::size_t M,
+                     std::size_t N, std::size_t K, float alpha, const float* A, std::size_t lda,
+                     const float* B, std::size_t ldb, float* C, std::size_t ldc);
+
 // The same product as one single-threaded OpenBLAS call in the calling thread, untimed (for loops
 // that are already parallel, such as attention's per-(sequence, head) products).
 void gemm_serial(Transpose trans_a, Transpose trans_b, std::size_t M, std::size_t N, std::size_t K,

@@ -49,7 +49,8 @@ void matmul_backward(const OpContext& ctx, float* dinp, float* dweight, float* d
   if (dinp != nullptr) {
     gemm(ctx, Transpose::no, Transpose::no, R, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
   }
-  gemm(ctx, Transpose::yes, Transpose::no, OC, C, R, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  // dweight gains this micro-batch's product in one addition per element (gemm_accumulate).
+  gemm_accumulate(ctx, Transpose::yes, Transpose::no, OC, C, R, 1.0f, dout, OC, inp, C, dweight, C);
   if (dbias == nullptr) return;
 #pragma omp parallel for num_threads(team(ctx)) if (parallel : ctx.threads > 1) schedule(static)
   for (std::size_t block = 0; block < (OC + kChannelBlock - 1) / kChannelBlock; ++block) {

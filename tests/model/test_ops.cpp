@@ -127,6 +127,33 @@ TEST_P(Ops, Matmul) {
   }
 }
 
+// gemm_accumulate adds each call's product once, whatever the kernel's blocking of K: with K far
+// past any kernel's K block, accumulating the same product twice from zero gives exactly 2x, and
+// accumulating onto C gives C + Aᵀ·B (against the double reference). Rows cross the chunk sizes.
+TEST_P(Ops, GemmAccumulateAddsEachProductOnce) {
+  for (std::size_t M : {3, 64, 65, 300}) {
+    SCOPED_TRACE(M);
+    const std::size_t N = 37, K = 1500;
+    Input a(K * M, 40), b(K * N, 41), c0(M * N, 42);
+    std::vector<float> twice(M * N, 0.0f);
+    gemm_accumulate(ctx, Transpose::yes, Transpose::no, M, N, K, 1.0f, a.f.data(), M, b.f.data(),
+                    N, twice.data(), N);
+    const std::vector<float> once = twice;
+    gemm_accumulate(ctx, Transpose::yes, Transpose::no, M, N, K, 1.0f, a.f.data(), M, b.f.data(),
+                    N, twice.data(), N);
+    for (std::size_t i = 0; i < once.size(); ++i) ASSERT_EQ(twice[i], 2 * once[i]);
+    std::vector<float> c = c0.f;
+    gemm_accumulate(ctx, Transpose::yes, Transpose::no, M, N, K, 1.0f, a.f.data(), M, b.f.data(),
+                    N, c.data(), N);
+    Vec want = c0.d;
+    for (std::size_t m = 0; m < M; ++m)
+      for (std::size_t k = 0; k < K; ++k)
+        for (std::size_t n = 0; n < N; ++n) want[m * N + n] += a.d[k * M + m] * b.d[k * N + n];
+    // Sums of 1500 O(1) products: float rounding ~1e-5 relative to the O(40) terms.
+    EXPECT_TRUE(all_close(c, want, Tolerance{1e-3, 1e-4}, "C + AᵀB"));
+  }
+}
+
 TEST_P(Ops, Attention) {
   struct Shape {
     std::size_t B, T, C, NH;
