@@ -8,6 +8,7 @@
 #include <chrono>
 #include <vector>
 
+#include "bench/bench_main.hpp"
 #include "model/gpt.hpp"
 
 namespace {
@@ -130,4 +131,6 @@ BENCHMARK(BM_TrainStep)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return paci::bench::run_benchmarks(argc, argv);
+}

@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include "bench/bench_main.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/formats.hpp"
 #include "schedules/generators.hpp"
@@ -88,4 +89,6 @@ BENCHMARK_CAPTURE(BM_Stage, write_json, 3)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return paci::bench::run_benchmarks(argc, argv);
+}

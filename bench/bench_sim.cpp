@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include "bench/bench_main.hpp"
 #include "schedules/generators.hpp"
 #include "sim/engine.hpp"
 #include "traces/chrome_trace.hpp"
@@ -90,4 +91,6 @@ BENCHMARK_CAPTURE(BM_Simulate, paci_with_timeline, "paci", true)
 BENCHMARK(BM_Sweep)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_TraceJson)->Unit(benchmark::kMillisecond)->Iterations(3);
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return paci::bench::run_benchmarks(argc, argv);
+}

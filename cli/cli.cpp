@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "model/blas_kernel.hpp"
 #include "model/check.hpp"
 #include "schedules/index.hpp"
 
@@ -64,7 +65,8 @@ void print_help() {
   std::cout << "\nexit status: 0 success, 2 bad usage or bad input, 1 failure while running\n";
 }
 
-// The version and what this build can run (paci train --device, one process per GPU).
+// The version, what this build can run (paci train --device, one process per GPU), and the BLAS
+// kernel this process runs.
 void print_version() {
   std::cout << "paci " << PACI_VERSION << "\nbackends: cpu"
 #ifdef PACI_HAVE_CUDA
@@ -73,7 +75,8 @@ void print_version() {
 #ifdef PACI_HAVE_NCCL
             << ", nccl (one process per GPU)"
 #endif
-            << "\n";
+            << "\n"
+            << "blas: " << model::describe(model::blas_identity()) << "\n";
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // the CPU (one worker thread per device, or a sequential replay) or, with --device cuda, on one
 // GPU (cli/gpu/train_gpu.cpp). Both write the shared report and trace, metrics JSONL, checkpoints.
 #include <fmt/format.h>
+#include <iostream>
 
 #include "cli/common.hpp"
 #include "cli/train_run.hpp"
@@ -74,6 +75,8 @@ int run_train(const std::vector<std::string>& args) {
         "started as process {} of {} by a launcher ({}), but --device cpu runs every stage in "
         "one process: start it once, or use --device cuda for one process per GPU",
         launch.rank, launch.world_size, launch.source));
+  if (!f.quiet && launch.rank == 0)
+    for (const auto& note : t.notes) std::cerr << "paci train: note: " << note << '\n';
   if (f.device == "cuda") return run_train_gpu(t, f, launch);
   return train_with<CpuTrainer>(t, f, true);
 }

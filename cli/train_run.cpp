@@ -98,6 +98,7 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
                      {"vocab", t_.exec.config.vocab},     {"batch", t_.exec.batch}};
     head["partition"] = ordered_json::array();
     for (const auto& r : t_.exec.ranges) head["partition"].push_back(r.num_layers);
+    head["blas"] = blas_json(model::blas_identity());  // the CPU BLAS and kernel this run used
     for (auto& [key, value] : backend_keys.items()) head[key] = value;
     head["first_step"] = t_.first_step;
     head["loss"] = result.step_losses;

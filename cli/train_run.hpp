@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/blas_info.hpp"
 #include "cli/common.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_setup.hpp"
@@ -59,7 +60,7 @@ class TrainOutputs {
   TrainSetup& t_;
   const TrainFlags& f_;
   std::mutex mutex_;
-  std::string lines_;
+  std::string lines_ = metrics_head_line(t_);  // the run and its BLAS first; t_ is set by now
   Progress progress_;
   double tokens_per_step_ = 0.0;
   std::vector<std::pair<std::size_t, double>> val_losses_;

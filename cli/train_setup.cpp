@@ -266,7 +266,14 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   };
   t.train = std::make_shared<model::TokenData>(read(f.data), t.data_order, t.data_seed, f.data);
   t.train->windows(f.batch, f.seq_len);  // throws when the data is too small
-  if (f.val_data != "none" && !f.val_data.empty()) {
+  // Naming your own training data without validation data means no validation: the default
+  // corpus's validation file says nothing about another corpus (docs/data.md).
+  const bool own_data_only = given(vm, "data") && !given(vm, "val-data");
+  if (own_data_only)
+    t.notes.push_back(fmt::format(
+        "--data {} without --val-data: no validation loss (add --val-data FILE to get one)",
+        f.data));
+  if (!own_data_only && f.val_data != "none" && !f.val_data.empty()) {
     t.val = std::make_shared<model::TokenData>(read(f.val_data), model::DataOrder::sequential, 0,
                                                f.val_data);
     t.val->windows(f.batch, f.seq_len);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/common.hpp"
 #include "exec/executor.hpp"
@@ -49,6 +50,7 @@ struct TrainSetup {
   // backend reads them from here): a training state to resume, or an llm.c model file.
   std::shared_ptr<const model::TrainingState> resume_state;
   std::string init_path;
+  std::vector<std::string> notes;  // for the user, once on stderr (unless --quiet)
 };
 
 // Throws UsageError / InputError with one clear line for every bad combination.

@@ -1,8 +1,31 @@
 #!/usr/bin/env bash
-# Everything CI does: install dependencies, build into build/, run the whole test suite.
+# Everything CI does: install dependencies, build into build/, run the whole test suite, then the
+# model and executor tests under older OpenBLAS kernels and the suite under a simulated fallback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh -DPACI_WERROR=ON
 cd build
 ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600
+
+# The model and executor tests again under each older OpenBLAS kernel this CPU can run, chosen as
+# a user would (OPENBLAS_CORETYPE): results must not depend on the kernel (docs/blas.md). Their
+# suite names come from the sources, with any parameterised prefix (Threads/Ops.Matmul/1).
+suites=$(grep -ohE '^(TYPED_)?TEST(_F|_P)?\([A-Za-z0-9_]+' ../tests/model/*.cpp ../tests/exec/*.cpp |
+  sed 's/.*(//' | sort -u | paste -sd'|')
+model_exec="^([A-Za-z0-9_]+/)?($suites)\\."
+flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+has() { for f in "$@"; do [[ "$flags" == *" $f "* ]] || return 1; done; }
+kernels=(Prescott)
+if has avx2 fma; then kernels+=(Haswell); fi
+if has avx512f avx512bw avx512vl avx512dq avx512cd; then kernels+=(SkylakeX); fi
+for kernel in "${kernels[@]}"; do
+  echo "test: model and executor tests under OPENBLAS_CORETYPE=$kernel"
+  OPENBLAS_CORETYPE=$kernel ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600 \
+    -R "$model_exec"
+done
+# The whole suite on a machine where OpenBLAS "falls back" to Prescott: every binary re-runs itself
+# on the CPU's kernel (PACI_BLAS_TEST_FALLBACK: a testing aid, docs/blas.md).
+echo "test: whole suite, simulated OpenBLAS fallback to Prescott"
+OPENBLAS_CORETYPE=Prescott PACI_BLAS_TEST_FALLBACK=1 \
+  ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600

@@ -44,4 +44,21 @@ inline Result run_paci(const std::string& args, const std::string& stdin_text = 
   return r;
 }
 
+// " --data TRAIN --val-data VAL ": a small corpus, tokenized once per test binary.
+inline const std::string& corpus_flags() {
+  static const std::string flags = [] {
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+      text += "In the beginning God created the heaven and the earth. Verse " + std::to_string(i) +
+              ".\n";
+    const std::string txt = temp_path("corpus.txt"), train = temp_path("corpus_train.bin"),
+                      val = temp_path("corpus_val.bin");
+    write_text(txt, text);
+    const auto r = run_paci("data tokenize " + txt + " --train " + train + " --val " + val);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return " --data " + train + " --val-data " + val + " ";
+  }();
+  return flags;
+}
+
 }  // namespace paci::testing

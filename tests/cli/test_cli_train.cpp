@@ -25,21 +25,8 @@ using testing::write_text;
 
 const char* const kTiny = " --layers 4 --heads 2 --d-model 32 --seq-len 16 --batch 2 ";
 
-// A small corpus, tokenized once per test binary into train and val shards.
 const std::string& data_flags() {
-  static const std::string flags = [] {
-    std::string text;
-    for (int i = 0; i < 400; ++i)
-      text += "In the beginning God created the heaven and the earth. Verse " + std::to_string(i) +
-              ".\n";
-    const std::string txt = temp_path("corpus.txt"), train = temp_path("corpus_train.bin"),
-                      val = temp_path("corpus_val.bin");
-    write_text(txt, text);
-    const auto r = run_paci("data tokenize " + txt + " --train " + train + " --val " + val);
-    EXPECT_EQ(r.status, 0) << r.err;
-    return " --data " + train + " --val-data " + val + " ";
-  }();
-  return flags;
+  return testing::corpus_flags();
 }
 
 std::vector<nlohmann::json> jsonl(const std::string& path) {
@@ -97,8 +84,9 @@ TEST(CliTrain, ResumeContinuesBitwise) {
   std::vector<double> resumed = losses(jsonl(first));
   const std::vector<double> rest = losses(jsonl(second));
   resumed.insert(resumed.end(), rest.begin(), rest.end());
-  EXPECT_EQ(resumed, losses(jsonl(full)));  // bitwise: the same doubles
-  ASSERT_EQ(jsonl(second).front()["step"], 3);
+  EXPECT_EQ(resumed, losses(jsonl(full)));               // bitwise: the same doubles
+  ASSERT_FALSE(jsonl(second).front().contains("step"));  // the head line: {"run", "blas"}
+  ASSERT_EQ(jsonl(second).at(1)["step"], 3);
   // Validation points stay on global multiples of --val-every across a resume, and the data
   // position carries on from the checkpoint.
   const std::string a = temp_path("val_a.jsonl"), b = temp_path("val_b.jsonl"),
@@ -124,6 +112,29 @@ TEST(CliTrain, ResumeContinuesBitwise) {
                data_flags() + "--quiet --steps 6 --resume " + state3);
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("batch"));
+}
+
+// Naming your own --data without --val-data trains without validation and says so once (not
+// the default corpus's validation file); --quiet silences the note.
+TEST(CliTrain, OwnDataWithoutValidationDataSkipsValidationAndSaysSo) {
+  data_flags();  // tokenizes the corpus
+  const std::string report = temp_path("own_data_report.json");
+  const std::string base = "train -k 1f1b -p 2 -m 2 -n 2" + std::string(kTiny) + "--data " +
+                           temp_path("corpus_train.bin") + " --report " + report;
+  const auto r = run_paci(base);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("without --val-data: no validation loss"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;  // the note, the summary
+  EXPECT_EQ(nlohmann::json::parse(slurp(report))["val_loss"].size(), 0u);
+  const auto quiet = run_paci(base + " --quiet");
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  // With both named, validation runs.
+  ASSERT_EQ(run_paci("train -k 1f1b -p 2 -m 2 -n 2" + std::string(kTiny) + data_flags() +
+                     "--quiet --report " + report)
+                .status,
+            0);
+  EXPECT_EQ(nlohmann::json::parse(slurp(report))["val_loss"].size(), 1u);
 }
 
 TEST(CliTrain, CalibrateWritesACostModelThatSimulates) {
