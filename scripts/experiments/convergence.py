@@ -5,8 +5,9 @@ peak learning rate scaled with the square root of the batch, as the PACI paper d
 time each schedule needs to reach a target loss in the paper's setting (GPT-2 Medium on 8 stages)
 from the simulator.
 
-Writes docs/results/convergence.json, convergence.md and loss-vs-tokens SVGs. Run it through
-scripts/experiments/convergence.sh, which builds paci and prepares the data first.
+Writes docs/results/convergence.json, convergence.md and loss-vs-tokens SVGs (matplotlib). Run it
+through scripts/experiments/convergence.sh, which builds paci and prepares the data first;
+`convergence.py --plot-only [--out DIR]` redraws the SVGs from DIR/convergence.json alone.
 
 Every number comes from a paci run made by this script; nothing is typed in by hand.
 """
@@ -18,6 +19,8 @@ import os
 import subprocess
 import sys
 import time
+
+import plots
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACI = os.environ.get("PACI_BIN") or os.path.join(ROOT, "build", "cli", "paci")
@@ -164,43 +167,66 @@ def against_best_flush(series, per_token):
     return rows
 
 
-def svg(series, m, path, stages):
-    """Loss versus tokens at one M: per schedule, training loss (thin) and validation loss (thick),
-    each the mean over seeds."""
-    colors = {"1f1b": "#1f77b4", "gpipe": "#17becf", "paci": "#d62728", "2bw": "#2ca02c",
-              "pipedream": "#9467bd"}
+KIND_ORDER = ("1f1b", "gpipe", "pipedream", "2bw", "paci", "paci-stash")
+
+
+def plot_group(series, m, path, stages):
+    """Loss versus tokens at one M: per schedule, training loss (thin, faint) and validation loss
+    (thick), each the mean over seeds. series: convergence.json's "schedules" entries; a missing
+    "train_curve" (files written before the curves were saved) draws the validation loss only."""
     sel = [a for a in series if a["microbatches"] == m or a["kind"] == "pipedream"]
-    xs = [t for a in sel for t, _ in a["train_curve"]]
-    ys = [l for a in sel for _, l in a["train_curve"] + a["val_curve"]]
-    if not xs:
-        return
-    x0, x1, y0, y1 = 0, max(xs), min(ys), min(max(ys), 4.0)
-    w, h, pad = 720, 420, 60
-    X = lambda x: pad + (w - 2 * pad) * (x - x0) / (x1 - x0)
-    Y = lambda y: h - pad - (h - 2 * pad) * (min(y, y1) - y0) / (y1 - y0)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-           f'font-family="sans-serif" font-size="12">',
-           f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">loss vs tokens, P={stages}, '
-           f'M={m} (pipedream: M=1), mean over seeds</text>']
-    for i in range(6):
-        y = y0 + (y1 - y0) * i / 5
-        out.append(f'<line x1="{pad}" x2="{w-pad}" y1="{Y(y):.1f}" y2="{Y(y):.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{pad-6}" y="{Y(y)+4:.1f}" text-anchor="end">{y:.2f}</text>')
-        x = x0 + (x1 - x0) * i / 5
-        out.append(f'<text x="{X(x):.1f}" y="{h-pad+16}" text-anchor="middle">{x/1e6:.1f}M</text>')
-    out.append(f'<text x="{w/2}" y="{h-12}" text-anchor="middle">tokens</text>')
-    for k, a in enumerate(sel):
-        c = colors.get(a["kind"], "black")
-        pts = " ".join(f"{X(t):.1f},{Y(l):.1f}" for t, l in a["train_curve"])
-        out.append(f'<polyline fill="none" stroke="{c}" stroke-opacity="0.35" points="{pts}"/>')
-        pts = " ".join(f"{X(t):.1f},{Y(l):.1f}" for t, l in a["val_curve"])
-        out.append(f'<polyline fill="none" stroke="{c}" stroke-width="2.5" points="{pts}"/>')
-        out.append(f'<text x="{w-pad-110}" y="{pad+16*k}" fill="{c}">{a["kind"]} '
-                   f'(val {a["final_val_loss"]:.3f})</text>')
-    out.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
+    sel.sort(key=lambda a: (KIND_ORDER.index(a["kind"]) if a["kind"] in KIND_ORDER
+                            else len(KIND_ORDER), a["kind"]))
+    ys = [l for a in sel for _, l in a.get("train_curve", []) + a["val_curve"]]
+    if not ys:
+        return False
+    fig, ax = plots.figure()
+    for a in sel:
+        c = plots.color(a["kind"])
+        plots.loss_curve(ax, a.get("train_curve"), c, "train")
+        name = a["kind"] + (" (M=1)" if a["kind"] == "pipedream" else "")
+        plots.loss_curve(ax, a["val_curve"], c, "val",
+                         label=f"{name}: final val {a['final_val_loss']:.3f}")
+    handles, _ = ax.get_legend_handles_labels()
+    if any(a.get("train_curve") for a in sel):  # explain thin against thick
+        handles += plots.line_style_handles()
+    ax.legend(handles=handles, loc="upper right")
+    y0, y1 = min(ys), min(max(ys), 4.0)
+    margin = 0.02 * (y1 - y0)
+    ax.set_ylim(y0 - margin, y1 + margin)
+    ax.set_xlim(left=0)
+    plots.tokens_axis(ax)
+    ax.set_ylabel("loss (nats/byte)")
+    ax.set_title(f"loss vs tokens, P={stages}, M={m} (pipedream: M=1), mean over seeds")
+    plots.save(fig, path)
+    return True
+
+
+def plot_all(series, stages, out):
+    """convergence_M{m}.svg for every M of the grid (PipeDream, at M=1, is drawn in each)."""
+    groups = sorted({a["microbatches"] for a in series if a["kind"] != "pipedream"})
+    written = []
+    for m in groups:
+        path = os.path.join(out, f"convergence_M{m}.svg")
+        if plot_group(series, m, path, stages):
+            written.append(path)
+    return written
+
+
+def plot_only(out):
+    """Re-plots convergence_M*.svg from out/convergence.json, without training anything."""
+    path = os.path.join(out, "convergence.json")
+    try:
+        with open(path) as f:
+            summary = json.load(f)
+        series, stages = summary["schedules"], summary["setting"]["stages"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"convergence.py: cannot re-plot from {path}: {e}")
+    if not all(a.get("train_curve") for a in series):
+        print(f"convergence.py: warning: {path} has no training-loss curves (written before "
+              "they were saved); the plots show the validation loss only", file=sys.stderr)
+    for p in plot_all(series, stages, out):
+        print(f"wrote {p}")
 
 
 def aggregate(runs):
@@ -320,9 +346,15 @@ def main():
     ap.add_argument("--out", default=None,
                     help="where the tables and plots go (default docs/results; quick: "
                          "out/convergence-quick)")
+    ap.add_argument("--plot-only", action="store_true",
+                    help="train nothing: redraw convergence_M*.svg in --out from the "
+                         "convergence.json there")
     args = ap.parse_args()
     args.out = args.out or (os.path.join(ROOT, "out", "convergence-quick") if args.quick
                             else os.path.join(ROOT, "docs", "results"))
+    if args.plot_only:
+        plot_only(args.out)
+        return
     tokens = args.tokens or (120_000 if args.quick else 2_000_000)
     args.seeds = args.seeds or ("1" if args.quick else "1,2")
     global LAYERS
@@ -416,7 +448,10 @@ def main():
                                                                           in paper.items()}}},
                "runs": [{k: v for k, v in r.items() if k not in ("train_curve", "val_curve")}
                         for r in runs],
-               "schedules": [{k: v for k, v in a.items() if k != "train_curve"} for a in series],
+               # The mean training curves ride along (loss rounded to 5 decimals), so the plots
+               # can be redrawn from this file alone (--plot-only).
+               "schedules": [{**a, "train_curve": [[t, round(l, 5)] for t, l in a["train_curve"]]}
+                             for a in series],
                "lr_sweep": sweep, "longer_training": longer, "delay_vs_mixed": mechanism,
                "paci_vs_best_flush": vs_best}
     # GPipe and 1F1B accumulate the same micro-batches in the same order: identical losses.
@@ -430,8 +465,7 @@ def main():
     summary["gpipe_equals_1f1b_bitwise"] = same
     with open(os.path.join(args.out, "convergence.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    for m in groups:
-        svg(series, m, os.path.join(args.out, f"convergence_M{m}.svg"), args.stages)
+    plot_all(summary["schedules"], args.stages, args.out)
 
     md = ["| M | schedule | seeds | tokens | peak LR | final train loss | final val loss | "
           "val perplexity | max staleness per stage | tokens to target | time to target, paper "

@@ -1,48 +1,103 @@
 #!/usr/bin/env python3
 """Issue 4's convergence gate: the default small GPT (4 layers, 4 heads, d_model 128, seq 128,
-micro-batch 16, bytes) on the KJV corpus, one device, 3,000 steps. Writes docs/results/gate.md and
-gate.svg from the run's metrics (out/gate/metrics.jsonl). Run via scripts/experiments/gate.sh."""
+micro-batch 16, bytes) on the KJV corpus, one device, 3,000 steps. Writes docs/results/gate.md,
+gate.svg (matplotlib) and gate_curves.json (the plotted curves) from the run's metrics
+(out/gate/metrics.jsonl). Run via scripts/experiments/gate.sh;
+`gate.py --plot-only docs/results/gate_curves.json` (or the metrics file) redraws gate.svg alone."""
+import argparse
 import json
 import os
 import sys
 
+import plots
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-metrics, command, wall = sys.argv[1], sys.argv[2], sys.argv[3]
-lines = [json.loads(l) for l in open(metrics) if l.strip()]
-train = [(l["tokens"], l["loss"], l["elapsed_s"]) for l in lines if "loss" in l]
+GATE = 1.65  # target validation loss, nats/byte
+
+
+def plot(train, val, path):
+    """gate.svg: training loss (thin) and validation loss (thick) against tokens, the gate as a
+    dashed line. train, val: [(tokens, loss), ...]."""
+    fig, ax = plots.figure(6.4, 3.6)
+    plots.loss_curve(ax, train, "#1f77b4", "train", label="train loss", alpha=0.5)
+    plots.loss_curve(ax, val, "#d62728", "val", label="validation loss")
+    ax.axhline(GATE, color="#999999", linestyle="--", linewidth=1.2,
+               label=f"gate: validation loss ≤ {GATE}")
+    ax.set_ylim(1.0, 3.5)
+    ax.set_xlim(0, max(t for t, _ in train + val))
+    plots.tokens_axis(ax)
+    ax.set_ylabel("loss (nats/byte)")
+    ax.set_title("default GPT on KJV: loss vs tokens (one device)")
+    ax.legend(loc="upper right")
+    plots.save(fig, path)
+
+
+def plot_only(path, out):
+    """Redraws gate.svg from the curves a gate run saved (gate_curves.json) or from its metrics
+    (a .jsonl file)."""
+    try:
+        with open(path) as f:
+            if path.endswith(".jsonl"):
+                lines = [json.loads(l) for l in f if l.strip()]
+                train, val = curves(lines)[:2]
+            else:
+                saved = json.load(f)
+                train, val = saved["train"], saved["val"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"gate.py: cannot re-plot from {path}: {e}")
+    if not train or not val:
+        sys.exit(f"gate.py: {path} has no training or no validation losses")
+    plot(train, val, os.path.join(out, "gate.svg"))
+    print(f"wrote {os.path.join(out, 'gate.svg')}")
+
+
+def curves(lines):
+    """The metrics' training curve (every 5th step), validation curve, both [(tokens, loss)], and
+    the full [(tokens, loss, elapsed_s)] training record."""
+    record = [(l["tokens"], l["loss"], l["elapsed_s"]) for l in lines if "loss" in l]
+    if not record:
+        return [], [], []
+    tokens_per_step = record[0][0]
+    val = [(l["step"] * tokens_per_step, l["val_loss"]) for l in lines if "val_loss" in l]
+    return [(t, round(l, 5)) for t, l, _ in record[::5]], val, record
+
+
+ap = argparse.ArgumentParser(description="Writes gate.md, gate.svg, gate_curves.json and "
+                                         "gate_headline.md from the gate run's metrics.")
+ap.add_argument("metrics", help="the run's metrics (out/gate/metrics.jsonl); with --plot-only, "
+                                "that or the gate_curves.json a run saved")
+ap.add_argument("command", nargs="?", help="the paci command line, for gate.md")
+ap.add_argument("wall", nargs="?", help="its wall-clock time, for gate.md")
+ap.add_argument("--plot-only", action="store_true", help="redraw gate.svg only")
+ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results"),
+                help="where the files go (default docs/results)")
+args = ap.parse_args()
+out = args.out
+os.makedirs(out, exist_ok=True)
+if args.plot_only:
+    plot_only(args.metrics, out)
+    sys.exit(0)
+if args.command is None or args.wall is None:
+    ap.error("COMMAND and WALL are required unless --plot-only")
+try:
+    with open(args.metrics) as f:
+        lines = [json.loads(l) for l in f if l.strip()]
+except (OSError, ValueError) as e:
+    sys.exit(f"gate.py: cannot read {args.metrics}: {e}")
+train_curve, val_curve, train = curves(lines)
 val = [(l["step"], l["val_loss"]) for l in lines if "val_loss" in l]
+if not train or not val:
+    sys.exit(f"gate.py: {args.metrics} has no training or no validation losses")
 tokens_per_step = train[0][0]
 elapsed = {int(round(t / tokens_per_step)): e for t, _, e in train}
-first_ok = next(((s, v) for s, v in val if v <= 1.65), None)
+first_ok = next(((s, v) for s, v in val if v <= GATE), None)
 
-w, h, pad = 640, 360, 55
-x1 = train[-1][0]
-y0, y1 = 1.0, 3.5
-X = lambda x: pad + (w - 2 * pad) * x / x1
-Y = lambda y: h - pad - (h - 2 * pad) * (min(max(y, y0), y1) - y0) / (y1 - y0)
-svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
-       f'font-size="12"><rect width="{w}" height="{h}" fill="white"/>',
-       f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">default GPT on KJV: loss vs '
-       f'tokens (one device)</text>']
-for i in range(6):
-    y = y0 + (y1 - y0) * i / 5
-    svg.append(f'<line x1="{pad}" x2="{w-pad}" y1="{Y(y):.1f}" y2="{Y(y):.1f}" stroke="#ddd"/>'
-               f'<text x="{pad-6}" y="{Y(y)+4:.1f}" text-anchor="end">{y:.1f}</text>'
-               f'<text x="{X(x1*i/5):.1f}" y="{h-pad+16}" text-anchor="middle">'
-               f'{x1*i/5/1e6:.1f}M</text>')
-svg.append(f'<line x1="{pad}" x2="{w-pad}" y1="{Y(1.65):.1f}" y2="{Y(1.65):.1f}" stroke="#999" '
-           f'stroke-dasharray="4"/><text x="{w-pad}" y="{Y(1.65)-4:.1f}" text-anchor="end">'
-           f'gate 1.65</text>')
-pts = " ".join(f"{X(t):.1f},{Y(l):.1f}" for t, l, _ in train[::5])
-svg.append(f'<polyline fill="none" stroke="#1f77b4" stroke-opacity="0.5" points="{pts}"/>')
-pts = " ".join(f"{X(s*tokens_per_step):.1f},{Y(v):.1f}" for s, v in val)
-svg.append(f'<polyline fill="none" stroke="#d62728" stroke-width="2.5" points="{pts}"/>'
-           f'<text x="{w-pad}" y="{pad}" text-anchor="end" fill="#1f77b4">train loss</text>'
-           f'<text x="{w-pad}" y="{pad+16}" text-anchor="end" fill="#d62728">validation loss</text>'
-           f'<text x="{w/2}" y="{h-12}" text-anchor="middle">tokens</text></svg>')
-out = os.path.join(ROOT, "docs", "results")
-os.makedirs(out, exist_ok=True)
-open(os.path.join(out, "gate.svg"), "w").write("\n".join(svg) + "\n")
+# The plotted curves are kept next to the plot, so --plot-only can redraw it without the run.
+with open(os.path.join(out, "gate_curves.json"), "w") as f:
+    json.dump({"train": train_curve, "val": val_curve}, f)
+    f.write("\n")
+plot(train_curve, val_curve, os.path.join(out, "gate.svg"))
+command, wall = args.command, args.wall
 md = ["# Convergence gate (issue 4)", "",
       f"Command: `{command}` — {wall} of wall-clock on the 2-core development machine.", "",
       "Target: validation loss ≤ 1.65 nats/byte within 15 minutes (a uniform byte model is 5.55).",
