@@ -3,15 +3,20 @@
 #include <unistd.h>
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include "cli/common.hpp"
 #include "cli/compare_rows.hpp"
 #include "cli/cost_flags.hpp"
 #include "cli/load.hpp"
+#include "schedules/formats.hpp"
 #include "schedules/generators.hpp"
 #include "sim/engine.hpp"
+#include "sim/replay.hpp"
 #include "traces/chrome_trace.hpp"
+#include "traces/metrics.hpp"
 #include "traces/report.hpp"
+#include "traces/report_timeline.hpp"
 
 namespace paci::cli {
 
@@ -78,10 +83,62 @@ ordered_json critical_path_json(const CriticalPath& cp) {
   return j;
 }
 
+// A measured report, parsed, with its name for messages.
+nlohmann::json read_report(const std::string& path) {
+  const std::string text = read_input(path);
+  const std::string source = path == "-" ? "<stdin>" : path;
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw InputError(fmt::format("{}: empty file, not a report", source));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_json_error(text, source, e);
+  }
+}
+
+ordered_json replay_json(const std::string& path, double tolerance_s, const ReplayComparison& c) {
+  ordered_json j;
+  j["report"] = path;
+  j["tolerance_s"] = tolerance_s;
+  j["measured_makespan_s"] = c.measured_makespan_s;
+  j["replayed_makespan_s"] = c.replayed_makespan_s;
+  j["makespan_error"] = c.replayed_makespan_s / c.measured_makespan_s - 1.0;
+  j["measured_bubble_ratio"] = c.measured_bubble;
+  j["replayed_bubble_ratio"] = c.replayed_bubble;
+  j["max_start_error_s"] = c.max_start_error_s;
+  j["max_start_error_action"] = to_string(c.worst_action);
+  j["actions"] = c.actions;
+  j["actions_off"] = c.off;
+  j["largest_differences"] = ordered_json::array();
+  for (const ReplayMismatch& m : c.largest)
+    j["largest_differences"].push_back({{"action", to_string(m.action)},
+                                        {"device", m.device},
+                                        {"measured_start_s", m.measured_start_s},
+                                        {"replayed_start_s", m.replayed_start_s},
+                                        {"why", m.why}});
+  return j;
+}
+
+void print_replay(const std::string& path, double tolerance_s, const ReplayComparison& c) {
+  std::cout << fmt::format(
+      "replay of {}: makespan measured {:.6g} s, replayed {:.6g} s ({:+.3f}%); bubble measured "
+      "{}, replayed {}\nevery action's start within {:.3g} s of the measured one (largest at {}); "
+      "{} of {} actions differ by more than {:.3g} s\n",
+      path, c.measured_makespan_s, c.replayed_makespan_s,
+      100.0 * (c.replayed_makespan_s / c.measured_makespan_s - 1.0), percent(c.measured_bubble),
+      percent(c.replayed_bubble), c.max_start_error_s, to_string(c.worst_action), c.off, c.actions,
+      tolerance_s);
+  for (const ReplayMismatch& m : c.largest)
+    std::cout << fmt::format("  {} on device {}: measured start {:.6f} s, replayed {:.6f} s — {}\n",
+                             to_string(m.action), m.device, m.measured_start_s, m.replayed_start_s,
+                             m.why);
+}
+
 }  // namespace
 
 int run_simulate(const std::vector<std::string>& args) {
-  std::string file, json_path, trace_path;
+  std::string file, json_path, trace_path, replay_path;
+  double replay_tolerance = 0.01;
   bool quiet = false;
   CostFlags cost;
   po::options_description options("options");
@@ -89,31 +146,79 @@ int run_simulate(const std::vector<std::string>& args) {
   add("file", po::value(&file)->required(), "schedule file (json, csv, text; - for stdin)");
   add("json", po::value(&json_path), "write the report JSON (- for stdout)");
   add("trace", po::value(&trace_path), "write a Chrome trace (Perfetto, chrome://tracing)");
+  add("replay", po::value(&replay_path),
+      "replay the measured run of FILE in this report (paci train --report) with its own "
+      "durations and message times, and compare every action's start");
+  add("replay-tolerance", po::value(&replay_tolerance)->default_value(0.01, "0.01"),
+      "with --replay: an action is off when its start differs by more than this fraction of "
+      "the measured makespan");
   add("quiet,q", po::bool_switch(&quiet), "no table on stdout");
   add_cost_options(options, cost);
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
-  if (!parse_options("simulate", "FILE [--cost C | --tf .. --tb ..] [--json R] [--trace T]",
+  if (!parse_options("simulate",
+                     "FILE [--cost C | --tf .. --tb ..] [--replay REPORT] [--json R] [--trace T]",
                      options, positional, args, vm))
     return 0;
+  if (!(replay_tolerance >= 0) || !std::isfinite(replay_tolerance))
+    throw UsageError(
+        fmt::format("--replay-tolerance must be a fraction >= 0 (got {})", replay_tolerance));
   const Schedule s = load_valid_schedule(file);
-  const CostModel costs = resolve_cost_model(cost, vm, s.stages);
+  const CostModel costs = resolve_cost_model(cost, vm, s.stages, s.num_devices());
   check_cost_model(costs, &s);
   SimOptions sim_options;
   sim_options.record_timeline = !trace_path.empty();
+  std::optional<MeasuredTimeline> measured;
+  ReplayInputs replay;
+  if (!replay_path.empty()) {
+    const std::string source = replay_path == "-" ? "<stdin>" : replay_path;
+    measured = read_measured_timeline(read_report(replay_path), s, source);
+    replay = replay_inputs(s, *measured, source);
+    sim_options.replay = &replay;
+  }
   const SimResult result = simulate(s, costs, sim_options);
   const RunSummary run = run_summary(s, costs, result);
+  std::optional<ReplayComparison> comparison;
+  double bare_makespan = 0.0;  // the replay without the device's work around its actions
+  if (measured) {
+    const double makespan = timing_metrics(s, measured->times).makespan_s;
+    comparison = compare_replay(s, *measured, replay, result.times, replay_tolerance * makespan);
+    ReplayInputs bare = replay;
+    for (auto& list : bare.actions)
+      for (ReplayAction& a : list) a.gap_s = a.post_s = 0.0;
+    SimOptions bare_options;
+    bare_options.record_timeline = false;
+    bare_options.replay = &bare;
+    bare_makespan = timing_metrics(s, simulate(s, costs, bare_options).times).makespan_s;
+  }
+  const std::string costs_text =
+      measured
+          ? fmt::format("replayed from {} (durations and message times as measured)", replay_path)
+          : describe_costs(cost, costs);
   if (!json_path.empty()) {
     ordered_json head = run_report_head(s, run);
-    head["cost_model"] = describe_costs(cost, costs);
+    head["cost_model"] = costs_text;
     head["critical_path"] = critical_path_json(result.critical_path);
     head["events"] = result.events;
+    if (comparison) {
+      head["replay"] =
+          replay_json(replay_path, replay_tolerance * comparison->measured_makespan_s, *comparison);
+      head["replay"]["makespan_without_device_overheads_s"] = bare_makespan;
+    }
     write_output(json_path, report_with_versions(head, run.observed.versions));
   }
   if (!trace_path.empty()) write_chrome_trace(result.timeline, trace_path);
-  if (!quiet && json_path != "-" && trace_path != "-")
-    print_simulation(file, s, describe_costs(cost, costs), result, run);
+  if (!quiet && json_path != "-" && trace_path != "-") {
+    print_simulation(file, s, costs_text, result, run);
+    if (comparison) {
+      print_replay(replay_path, replay_tolerance * comparison->measured_makespan_s, *comparison);
+      std::cout << fmt::format(
+          "without the measured work around actions (receiving, waking up, sending): makespan "
+          "{:.6g} s ({:+.2f}%)\n",
+          bare_makespan, 100.0 * (bare_makespan / comparison->measured_makespan_s - 1.0));
+    }
+  }
   return 0;
 }
 

@@ -2,6 +2,8 @@
 #include "cli/cost_flags.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <algorithm>
 #include <cmath>
 
 namespace paci::cli {
@@ -39,34 +41,82 @@ void add_cost_options(po::options_description& options, CostFlags& f) {
             "bytes of one copy of a stage's weights (gradients the same, AdamW state twice)");
   add_costs("tokens-per-microbatch", po::value(&f.uniform.tokens_per_microbatch)->default_value(0),
             "tokens in a micro-batch, for tokens/s");
+  add_costs("host-slowdown", po::value(&f.host_slowdown),
+            "every device shares one host: how many times slower an action runs with k = 1, 2, "
+            "... devices computing at once, e.g. 1,1.3,2,2.6 (none: independent devices, even if "
+            "the --cost file has hosts)");
   options.add(costs);
 }
 
-CostModel resolve_cost_model(const CostFlags& f, const po::variables_map& vm, std::int32_t stages) {
+namespace {
+
+// --host-slowdown's list: numbers > 0, comma-separated.
+std::vector<double> parse_slowdowns(const std::string& text) {
+  std::vector<double> out;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    std::size_t used = 0;
+    double x = 0;
+    try {
+      x = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || !std::isfinite(x) || !(x > 0))
+      throw UsageError(fmt::format(
+          "--host-slowdown must list numbers > 0 such as 1,1.3,2 (got '{}' in '{}')", item, text));
+    out.push_back(x);
+    begin = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+CostModel resolve_cost_model(const CostFlags& f, const po::variables_map& vm, std::int32_t stages,
+                             std::int32_t devices) {
+  CostModel model;
   if (!f.cost_path.empty()) {
     for (const char* flag : kUniformFlags)
       if (vm.count(flag) && !vm[flag].defaulted())
         throw UsageError(fmt::format("--cost and --{} cannot be combined", flag));
-    return read_cost_model(f.cost_path);
+    model = read_cost_model(f.cost_path);
+  } else {
+    UniformCosts u = f.uniform;
+    if (vm.count("tb")) u.tb = vm["tb"].as<double>();
+    if (vm.count("tw")) u.tw = vm["tw"].as<double>();
+    if (vm.count("bandwidth")) u.bandwidth_bytes_per_s = vm["bandwidth"].as<double>();
+    model = uniform_cost_model(stages, u);
   }
-  UniformCosts u = f.uniform;
-  if (vm.count("tb")) u.tb = vm["tb"].as<double>();
-  if (vm.count("tw")) u.tw = vm["tw"].as<double>();
-  if (vm.count("bandwidth")) u.bandwidth_bytes_per_s = vm["bandwidth"].as<double>();
-  return uniform_cost_model(stages, u);
+  if (f.host_slowdown == "none") {
+    model.hosts.clear();
+  } else if (!f.host_slowdown.empty()) {
+    HostSharing host;
+    host.slowdown_by_count = parse_slowdowns(f.host_slowdown);
+    for (std::int32_t d = 0; d < (devices > 0 ? devices : stages); ++d) host.devices.push_back(d);
+    model.hosts = {host};
+  }
+  return model;
 }
 
 std::string describe_costs(const CostFlags& f, const CostModel& m) {
   if (!f.cost_path.empty())
-    return fmt::format("{} ({})", f.cost_path,
-                       m.description.empty() ? "no description" : m.description);
+    return fmt::format(
+        "{} ({}){}", f.cost_path, m.description.empty() ? "no description" : m.description,
+        f.host_slowdown.empty() ? "" : fmt::format("; --host-slowdown {}", f.host_slowdown));
   const StageCost& c = m.stages.at(0);
   std::string links = "free links";
   if (m.default_link.latency_s > 0 || std::isfinite(m.default_link.bandwidth_bytes_per_s))
     links = fmt::format("latency {:g} s, bandwidth {:g} B/s", m.default_link.latency_s,
                         m.default_link.bandwidth_bytes_per_s);
-  return fmt::format("uniform tf={:g} tb={:g} tu={:g}, {}", c.forward_s, c.backward_s, c.update_s,
-                     links);
+  std::string hosts;
+  for (const HostSharing& h : m.hosts)
+    hosts += fmt::format(", {} devices share a host (slowdown {})", h.devices.size(),
+                         fmt::join(h.slowdown_by_count, ","));
+  return fmt::format("uniform tf={:g} tb={:g} tu={:g}, {}{}", c.forward_s, c.backward_s, c.update_s,
+                     links, hosts);
 }
 
 }  // namespace paci::cli

@@ -9,6 +9,7 @@
 #include "cli/load.hpp"
 #include "model/checkpoint_llmc.hpp"
 #include "traces/chrome_trace.hpp"
+#include "traces/report_timeline.hpp"
 
 namespace paci::cli {
 
@@ -106,6 +107,8 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
     for (const auto& [step, loss] : val_losses_)
       head["val_loss"].push_back({{"step", step}, {"val_loss", loss}});
     head["wall_s"] = result.wall_s;
+    // Every action's and message's measured times: what paci simulate --replay replays.
+    head["timeline"] = timeline_json(result.times, result.timeline.messages);
     write_output(f_.report_path, report_with_versions(head, run.observed.versions));
   }
   if (!f_.trace_path.empty()) write_chrome_trace(result.timeline, f_.trace_path);

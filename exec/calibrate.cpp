@@ -1,95 +1,95 @@
-// calibrate(): every stage in its own thread, like a training run, timing its own F, B and U;
-// then a ping-pong between two threads over the in-process transport.
+// Calibrator: rounds of each stage alone (one at a time) timing its own F, B and U, then k = 2 .. P
+// stage threads computing at once against that round's alone medians (the slowdown of sharing the
+// host), pooled until the medians settle; and a ping-pong between two threads over the in-process
+// transport for the link.
 #include "exec/calibrate.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include "exec/transport.hpp"
 
 namespace paci::exec {
 
-namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
+Spread spread_of(std::vector<double> v) {
+  Spread s;
+  s.samples = v.size();
+  if (v.empty()) return s;
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return s;
 }
 
-// Times F, B and U of one stage `repeats` times with synthetic inputs (data's micro-batch 0 for
-// tokens and targets; a fixed pattern for received activations and gradients).
-StageMeasurement measure_stage(const ExecConfig& config, std::int32_t stage, std::size_t repeats) {
-  const std::int32_t P = static_cast<std::int32_t>(config.ranges.size());
-  StageRuntimeConfig rc;
-  rc.shape = {config.config, config.ranges[static_cast<std::size_t>(stage)], config.batch,
-              config.seq_len};
-  rc.stage = stage;
-  rc.activation_capacity = 1;
-  rc.threads = config.threads_per_device;
-  rc.adamw = config.adamw;
-  rc.lr = config.lr;
-  rc.lr.total_steps = repeats + 2;
-  rc.total_microbatches = static_cast<std::int64_t>(repeats) + 1;
-  rc.updates = static_cast<std::int32_t>(repeats) + 1;
-  StageRuntime rt(rc);
-  model::init_gpt2(rt.layout(), rt.params(), config.seed);
-  const std::size_t rows = config.batch * config.seq_len;
-  const std::size_t width = rows * config.config.d_model;
-  std::vector<std::int32_t> tokens(rows), targets(rows);
-  config.data(0, tokens, targets);
-  std::vector<float> input(width), d_output(width), d_input(width);
-  for (std::size_t i = 0; i < width; ++i) {
-    input[i] = 0.01f * static_cast<float>(static_cast<int>(i % 17) - 8);
-    d_output[i] = 1e-4f * static_cast<float>(static_cast<int>(i % 13) - 6);
-  }
-  const bool first = stage == 0, last = stage == P - 1;
-  std::vector<double> f, b, u;
-  using clock = std::chrono::steady_clock;
-  auto seconds = [](clock::time_point a, clock::time_point z) {
-    return std::chrono::duration<double>(z - a).count();
-  };
-  for (std::size_t r = 0; r <= repeats; ++r) {  // r = 0 warms caches and pages up
-    const auto mb = static_cast<std::int32_t>(r);
-    const auto t0 = clock::now();
-    rt.forward(mb,
-               first ? model::StageInput::tokens(tokens) : model::StageInput::activations(input),
-               targets);
-    const auto t1 = clock::now();
-    rt.backward(mb, last ? std::span<const float>() : std::span<const float>(d_output),
-                first ? std::span<float>() : std::span<float>(d_input));
-    const auto t2 = clock::now();
-    rt.update();
-    const auto t3 = clock::now();
-    if (r == 0) continue;
-    f.push_back(seconds(t0, t1));
-    b.push_back(seconds(t1, t2));
-    u.push_back(seconds(t2, t3));
-  }
-  StageMeasurement m;
-  m.forward_s = median(f);
-  m.backward_s = median(b);
-  m.update_s = median(u);
-  m.activation_bytes = rt.activation_slot_bytes();
-  m.message_bytes = static_cast<std::int64_t>(width * sizeof(float));
-  const auto weights = static_cast<std::int64_t>(rt.layout().bytes());
-  m.weight_bytes = weights;
-  m.gradient_bytes = weights;
-  m.optimizer_bytes = 2 * weights;
-  return m;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point z) {
+  return std::chrono::duration<double>(z - a).count();
 }
 
-LinkMeasurement measure_link(std::size_t floats, std::size_t repeats) {
+// The most micro-batches one stage may run during a calibration (its version book and LR
+// schedule are sized for them).
+constexpr std::int64_t kMaxMicrobatches = 1 << 16;
+
+bool moved_little(double before, double now, double within) {
+  // A relative bound, with a floor of 20 µs for sub-millisecond medians (AdamW on a small stage).
+  return std::abs(now - before) <= within * std::abs(before) + 20e-6;
+}
+
+// Keeps the calling thread's core busy for `seconds`, as a stage computing does.
+void spin_for(double seconds) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(seconds));
+  while (Clock::now() < until) {
+  }
+}
+
+// The link between two stage threads as a run uses it, while `busy` other threads compute.
+// Latency: a sender that keeps computing sends a one-float message to a receiver blocked waiting
+// for it; the time until the receiver has it (waking up included: with more threads than cores it
+// may wait for one) — the mean, since a run adds them all up, outliers included. Bandwidth:
+// activation-sized messages in a ping-pong (the median), taken as all copying.
+template <typename Bench>
+LinkMeasurement measure_link(std::size_t floats, std::size_t repeats,
+                             const std::vector<Bench*>& busy) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> load;
+  for (Bench* bench : busy)
+    load.emplace_back([&stop, bench] {
+      while (!stop) bench->run();
+    });
+  struct Stop {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& load;
+    ~Stop() {
+      stop = true;
+      for (auto& t : load) t.join();
+    }
+  } stop_load{stop, load};
   InProcessTransport transport(2);
-  const std::size_t rounds = std::max<std::size_t>(repeats, 20);
-  std::vector<double> small, large;
-  std::thread echo([&] {
+  const std::size_t rounds = std::max<std::size_t>(repeats, 60);
+  constexpr double kComputeS = 0.004;  // the sender's work before and after each message
+  std::vector<double> one_way(rounds), large;
+  std::thread receiver([&] {
     std::vector<float> buffer(floats);
     for (std::size_t r = 0; r < 2 * rounds; ++r) {
       const std::size_t n = r < rounds ? 1 : floats;
       const auto key = MessageKey{DependencyKind::activation, 0, static_cast<std::int32_t>(r)};
-      transport.receive(1, 0, key, std::span<float>(buffer.data(), n));
+      const SendTimes sent = transport.receive(1, 0, key, std::span<float>(buffer.data(), n));
+      if (r < rounds) {
+        one_way[r] = seconds_between(Clock::time_point(), Clock::now()) - sent.start_s;
+      }
       transport.send(1, 0, key, std::span<const float>(buffer.data(), n), {});
     }
   });
@@ -97,44 +97,316 @@ LinkMeasurement measure_link(std::size_t floats, std::size_t repeats) {
   for (std::size_t r = 0; r < 2 * rounds; ++r) {
     const std::size_t n = r < rounds ? 1 : floats;
     const auto key = MessageKey{DependencyKind::activation, 0, static_cast<std::int32_t>(r)};
-    const auto t0 = std::chrono::steady_clock::now();
-    transport.send(0, 1, key, std::span<const float>(data.data(), n), {});
+    if (r < rounds) spin_for(kComputeS);
+    const auto t0 = Clock::now();
+    const double stamp = seconds_between(Clock::time_point(), t0);
+    transport.send(0, 1, key, std::span<const float>(data.data(), n), {stamp, stamp});
+    if (r < rounds) spin_for(kComputeS);
     transport.receive(0, 1, key, std::span<float>(back.data(), n));
-    const double round_trip =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    (r < rounds ? small : large).push_back(round_trip / 2);
+    if (r >= rounds) large.push_back(seconds_between(t0, Clock::now()) / 2);
   }
-  echo.join();
+  receiver.join();
   LinkMeasurement link;
-  link.latency_s = median(small);
-  const double transfer = std::max(median(large) - link.latency_s, 1e-9);
-  link.bandwidth_bytes_per_s = static_cast<double>(floats * sizeof(float)) / transfer;
+  double sum = 0.0;
+  for (double x : one_way) sum += x;
+  link.latency_s = sum / static_cast<double>(one_way.size());
+  // The ping-pong of activation-sized messages is copying, almost all of it.
+  link.bandwidth_bytes_per_s =
+      static_cast<double>(floats * sizeof(float)) / std::max(spread_of(large).median, 1e-9);
   return link;
+}
+
+// One window with the given stages computing at once, one thread each: per stage, the time its
+// completed actions took over the time they take alone (`alone`: per stage, this round's F, B, U
+// medians), counting only actions that started after every thread had begun and ended before the
+// window closed; NaN for a stage that completed none.
+template <typename Bench>
+std::vector<double> sharing_window(std::vector<std::unique_ptr<Bench>>& benches,
+                                   const std::vector<std::array<double, 3>>& alone,
+                                   const std::vector<std::size_t>& stages, double window_s) {
+  const std::size_t k = stages.size();
+  std::atomic<std::size_t> waiting{0};
+  std::atomic<bool> go{false}, stop{false};
+  struct Done {
+    Clock::time_point start, end;
+    double alone_s;
+  };
+  std::vector<std::vector<Done>> done(k);
+  std::vector<std::exception_ptr> errors(k);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < k; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        const std::size_t s = stages[t];
+        ++waiting;
+        while (!go) std::this_thread::yield();
+        while (!stop) {
+          const auto times = benches[s]->run();
+          for (std::size_t i = 0; i < 3; ++i)
+            done[t].push_back({times[i].start, times[i].end, alone[s][i]});
+        }
+      } catch (...) {
+        errors[t] = std::current_exception();
+        stop = true;
+      }
+    });
+  while (waiting < k) std::this_thread::yield();
+  const Clock::time_point begin = Clock::now();
+  go = true;
+  std::this_thread::sleep_for(std::chrono::duration<double>(window_s));
+  const Clock::time_point end = Clock::now();
+  stop = true;
+  for (auto& th : threads) th.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  std::vector<double> ratios;
+  for (const auto& list : done) {
+    double measured = 0.0, expected = 0.0;
+    for (const Done& d : list)
+      if (d.start >= begin && d.end <= end) {
+        measured += seconds_between(d.start, d.end);
+        expected += d.alone_s;
+      }
+    ratios.push_back(expected > 0 ? measured / expected : std::numeric_limits<double>::quiet_NaN());
+  }
+  return ratios;
 }
 
 }  // namespace
 
-Calibration calibrate(const ExecConfig& config, std::size_t repeats) {
+// One stage's runtime fed with what the stages around it really send for data's micro-batch 0
+// (prime_forward / prime_backward, in pipeline order), running F, B and U of one micro-batch at a
+// time and timing each. Real inputs matter: a synthetic pattern made the last stage's F and B
+// about 10% slower than in training.
+struct Calibrator::Bench {
+  struct Timed {
+    Clock::time_point start, end;
+  };
+
+  Bench(const ExecConfig& config, std::int32_t stage) {
+    const auto P = static_cast<std::int32_t>(config.ranges.size());
+    StageRuntimeConfig rc;
+    rc.shape = {config.config, config.ranges[static_cast<std::size_t>(stage)], config.batch,
+                config.seq_len};
+    rc.stage = stage;
+    rc.activation_capacity = 1;
+    rc.threads = config.threads_per_device;
+    rc.adamw = config.adamw;
+    // A learning rate of 0: AdamW does all of its work (moments, decay, the step), but the
+    // weights never move. Updated with synthetic gradients they would drift, over a hundred or so
+    // steps, into values that make stage 0's F and B twice as slow — timings of a state no real
+    // training is in.
+    rc.lr = config.lr;
+    rc.lr.max_lr = rc.lr.min_lr = 0.0;
+    rc.lr.total_steps = static_cast<std::size_t>(kMaxMicrobatches) + 1;
+    rc.total_microbatches = kMaxMicrobatches;
+    rc.updates = static_cast<std::int32_t>(kMaxMicrobatches);
+    runtime_ = std::make_unique<StageRuntime>(rc);
+    model::init_gpt2(runtime_->layout(), runtime_->params(), config.seed);
+    const std::size_t rows = config.batch * config.seq_len;
+    width_ = rows * config.config.d_model;
+    tokens_.resize(rows);
+    targets_.resize(rows);
+    config.data(0, tokens_, targets_);
+    input_.resize(width_);
+    d_output_.resize(width_);
+    d_input_.resize(width_);
+    first_ = stage == 0;
+    last_ = stage == P - 1;
+  }
+
+  // Micro-batch 0's forward with the previous stage's output (ignored on the first stage); copies
+  // this stage's output into `next` (when given) before it can be freed.
+  void prime_forward(std::span<const float> input, std::span<float> next) {
+    if (!first_) std::copy(input.begin(), input.end(), input_.begin());
+    runtime_->forward(
+        0, first_ ? model::StageInput::tokens(tokens_) : model::StageInput::activations(input_),
+        targets_);
+    if (!next.empty()) {
+      const auto out = runtime_->output(0);
+      std::copy(out.begin(), out.end(), next.begin());
+    }
+  }
+  // Micro-batch 0's backward with the next stage's input gradient (ignored on the last stage),
+  // and its update; the gradient it sends back stays in d_input().
+  void prime_backward(std::span<const float> d_output) {
+    if (!last_) std::copy(d_output.begin(), d_output.end(), d_output_.begin());
+    runtime_->backward(0, last_ ? std::span<const float>() : std::span<const float>(d_output_),
+                       first_ ? std::span<float>() : std::span<float>(d_input_));
+    runtime_->update();
+    next_ = 1;
+  }
+  std::span<float> input() { return input_; }
+  std::span<const float> d_input() const { return d_input_; }
+
+  // F, B and U of the next micro-batch; their start and end times.
+  std::array<Timed, 3> run() {
+    if (next_ >= kMaxMicrobatches)
+      throw std::runtime_error("calibration ran more micro-batches than it allows");
+    const auto mb = static_cast<std::int32_t>(next_++);
+    std::array<Timed, 3> t;
+    t[0].start = Clock::now();
+    runtime_->forward(
+        mb, first_ ? model::StageInput::tokens(tokens_) : model::StageInput::activations(input_),
+        targets_);
+    t[0].end = t[1].start = Clock::now();
+    runtime_->backward(mb, last_ ? std::span<const float>() : std::span<const float>(d_output_),
+                       first_ ? std::span<float>() : std::span<float>(d_input_));
+    t[1].end = t[2].start = Clock::now();
+    runtime_->update();
+    t[2].end = Clock::now();
+    return t;
+  }
+
+  StageMeasurement sizes() const {
+    StageMeasurement m;
+    m.activation_bytes = runtime_->activation_slot_bytes();
+    m.message_bytes = static_cast<std::int64_t>(width_ * sizeof(float));
+    const auto weights = static_cast<std::int64_t>(runtime_->layout().bytes());
+    m.weight_bytes = weights;
+    m.gradient_bytes = weights;
+    m.optimizer_bytes = 2 * weights;
+    return m;
+  }
+
+  std::unique_ptr<StageRuntime> runtime_;
+  std::size_t width_ = 0;
+  std::vector<std::int32_t> tokens_, targets_;
+  std::vector<float> input_, d_output_, d_input_;
+  bool first_ = false, last_ = false;
+  std::int64_t next_ = 0;
+};
+
+Calibrator::Calibrator(const ExecConfig& config, const CalibrationOptions& options)
+    : config_(config), options_(options) {
+  if (options.repeats == 0 || options.max_rounds == 0)
+    throw std::invalid_argument("calibration needs at least one repeat and one round");
   const std::size_t P = config.ranges.size();
-  Calibration c;
-  c.repeats = repeats;
-  c.stages.resize(P);
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(P);
   for (std::size_t s = 0; s < P; ++s)
-    threads.emplace_back([&, s] {
-      try {
-        c.stages[s] = measure_stage(config, static_cast<std::int32_t>(s), repeats);
-      } catch (...) {
-        errors[s] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  c.link = measure_link(config.batch * config.seq_len * config.config.d_model, repeats);
-  c.tokens_per_microbatch = static_cast<std::int64_t>(config.batch * config.seq_len);
+    benches_.push_back(std::make_unique<Bench>(config, static_cast<std::int32_t>(s)));
+  // Micro-batch 0 through the pipeline, forward then backward, so every stage times what it would
+  // receive in training.
+  for (std::size_t s = 0; s < P; ++s)
+    benches_[s]->prime_forward(s > 0 ? benches_[s]->input() : std::span<float>(),
+                               s + 1 < P ? benches_[s + 1]->input() : std::span<float>());
+  for (std::size_t s = P; s-- > 0;)
+    benches_[s]->prime_backward(s + 1 < P ? benches_[s + 1]->d_input() : std::span<const float>());
+  for (auto& bench : benches_) bench->run();  // warms caches, pages and thread pools up
+  // Then every stage at once for a while, as training keeps the machine: on a shared VM the first
+  // seconds of load ran ~10% slower than the rest (the host settling), which a calibration taken
+  // cold would pass on to every prediction.
+  std::vector<std::size_t> all(P);
+  for (std::size_t s = 0; s < P; ++s) all[s] = s;
+  std::vector<std::array<double, 3>> unused(P, {1.0, 1.0, 1.0});
+  sharing_window(benches_, unused, all, options.warmup_s);
+  alone_.resize(P);
+  ratios_.assign(P, std::vector<std::vector<double>>(options.measure_sharing && P > 1 ? P - 1 : 0));
+}
+
+Calibrator::~Calibrator() = default;
+
+void Calibrator::discard() {
+  for (auto& stage : alone_)
+    for (auto& samples : stage) samples.clear();
+  for (auto& stage : ratios_)
+    for (auto& samples : stage) samples.clear();
+  previous_.clear();
+  rounds_ = 0;
+  settled_ = false;
+}
+
+void Calibrator::round() {
+  const std::size_t P = benches_.size();
+  std::vector<std::array<double, 3>> round_medians(P);
+  double longest_s = 0.0;  // the slowest stage's F + B + U alone, this round
+  for (std::size_t s = 0; s < P; ++s) {
+    std::array<std::vector<double>, 3> samples;
+    for (std::size_t r = 0; r < options_.repeats; ++r) {
+      const auto t = benches_[s]->run();
+      for (std::size_t k = 0; k < 3; ++k)
+        samples[k].push_back(seconds_between(t[k].start, t[k].end));
+    }
+    for (std::size_t k = 0; k < 3; ++k) {
+      round_medians[s][k] = spread_of(samples[k]).median;
+      alone_[s][k].insert(alone_[s][k].end(), samples[k].begin(), samples[k].end());
+    }
+    longest_s =
+        std::max(longest_s, round_medians[s][0] + round_medians[s][1] + round_medians[s][2]);
+  }
+  // Long enough for every thread to complete a few actions even when k share few cores.
+  const double window_s = static_cast<double>(options_.repeats) * longest_s;
+  // For each k, windows of k consecutive stages (wrapping around) until every stage ran in one.
+  for (std::size_t k = 2; options_.measure_sharing && k <= P; ++k)
+    for (std::size_t first = 0; first < P; first += k) {
+      std::vector<std::size_t> stages;
+      for (std::size_t t = 0; t < k; ++t) stages.push_back((first + t) % P);
+      const auto ratios = sharing_window(benches_, round_medians, stages, window_s);
+      for (std::size_t t = 0; t < k; ++t)
+        if (!std::isnan(ratios[t])) ratios_[stages[t]][k - 2].push_back(ratios[t]);
+    }
+  ++rounds_;
+  const std::vector<double> now = medians();
+  if (rounds_ > 1) {
+    settled_ = true;
+    for (std::size_t i = 0; i < now.size(); ++i)
+      settled_ = settled_ && moved_little(previous_[i], now[i], options_.stable_within);
+  }
+  previous_ = now;
+}
+
+std::vector<double> Calibrator::medians() const {
+  std::vector<double> out;
+  for (const auto& stage : alone_)
+    for (const auto& samples : stage) out.push_back(spread_of(samples).median);
+  for (const auto& stage : ratios_)
+    for (const auto& samples : stage) out.push_back(spread_of(samples).median);
+  return out;
+}
+
+Calibration Calibrator::result() {
+  if (!link_) {
+    // Two stages talk while the others compute.
+    std::vector<Bench*> others;
+    for (std::size_t s = 2; s < benches_.size(); ++s) others.push_back(benches_[s].get());
+    link_ = measure_link(config_.batch * config_.seq_len * config_.config.d_model, options_.repeats,
+                         others);
+  }
+  Calibration c;
+  c.repeats = options_.repeats;
+  c.rounds = rounds_;
+  c.stable = settled_;
+  for (std::size_t s = 0; s < benches_.size(); ++s) {
+    StageMeasurement m = benches_[s]->sizes();
+    m.forward_s = spread_of(alone_[s][0]);
+    m.backward_s = spread_of(alone_[s][1]);
+    m.update_s = spread_of(alone_[s][2]);
+    c.stages.push_back(m);
+  }
+  // Per stage, and pooled over stages (the host's own curve).
+  const std::size_t counts = ratios_.empty() ? 0 : ratios_.front().size();
+  c.slowdown_by_count = {1.0};
+  c.slowdown_spread = {Spread{1.0, 1.0, 1.0, 0}};
+  c.stage_slowdown_by_count.assign(ratios_.size(), {1.0});
+  for (std::size_t k = 0; k < counts; ++k) {
+    std::vector<double> pooled;
+    for (std::size_t s = 0; s < ratios_.size(); ++s) {
+      const auto& samples = ratios_[s][k];
+      pooled.insert(pooled.end(), samples.begin(), samples.end());
+      c.stage_slowdown_by_count[s].push_back(samples.empty() ? 1.0 : spread_of(samples).median);
+    }
+    c.slowdown_spread.push_back(spread_of(pooled));
+    c.slowdown_by_count.push_back(c.slowdown_spread.back().median);
+  }
+  if (counts == 0) c.stage_slowdown_by_count.clear();
+  c.link = *link_;
+  c.tokens_per_microbatch = static_cast<std::int64_t>(config_.batch * config_.seq_len);
   return c;
+}
+
+Calibration calibrate(const ExecConfig& config, const CalibrationOptions& options) {
+  Calibrator calibrator(config, options);
+  while (calibrator.rounds() < options.max_rounds && !calibrator.settled()) calibrator.round();
+  return calibrator.result();
 }
 
 }  // namespace paci::exec

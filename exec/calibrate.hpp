@@ -1,19 +1,31 @@
 // Calibration: measures on this machine what the simulator's cost model needs — per stage the
-// durations of F, B and U (medians of repeats, all stages running at once as in training) and the
-// bytes it holds and sends; the in-process transport's latency and bandwidth.
+// durations of F, B and U alone (no other stage computing), how much slower (or faster) every
+// action runs while k stage threads compute at once (k = 1 .. stages: the host is shared), the
+// bytes a stage holds and sends, and the in-process transport's latency and bandwidth. Every
+// figure is a median over rounds of repeats, taken until it stops moving; the spread comes too.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "exec/executor.hpp"
 
 namespace paci::exec {
 
+// min, median and max of a set of samples (seconds, or a dimensionless ratio).
+struct Spread {
+  double min = 0.0, median = 0.0, max = 0.0;
+  std::size_t samples = 0;
+};
+Spread spread_of(std::vector<double> samples);
+
 struct StageMeasurement {
-  double forward_s = 0.0, backward_s = 0.0, update_s = 0.0;  // medians
-  std::int64_t activation_bytes = 0;                         // one micro-batch's activation slot
-  std::int64_t message_bytes = 0;  // an activation or gradient sent to a neighbour
+  Spread forward_s, backward_s, update_s;  // alone: no other stage computing
+  std::int64_t activation_bytes = 0;       // one micro-batch's activation slot
+  std::int64_t message_bytes = 0;          // an activation or gradient sent to a neighbour
   std::int64_t weight_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
 };
 
@@ -22,15 +34,67 @@ struct LinkMeasurement {
   double bandwidth_bytes_per_s = 0.0;  // from the median time of activation-sized messages
 };
 
+struct CalibrationOptions {
+  std::size_t repeats = 9;      // timed F, B, U triples per stage and round
+  std::size_t max_rounds = 6;   // stop here even when the medians still move
+  double stable_within = 0.01;  // a median is stable when a round moves it by less than this
+  bool measure_sharing = true;  // also time k = 2 .. stages threads computing at once
+  double warmup_s = 3.0;        // every stage computing at once before the first round
+};
+
 struct Calibration {
   std::vector<StageMeasurement> stages;
+  // slowdown_by_count[k-1]: how many times longer an action takes while k stage threads compute
+  // at once than alone (time-weighted over every action they completed, each against the median
+  // of its stage and kind timed alone in the same round, so a machine whose speed drifts compares
+  // like with like); [0] is 1 by definition. Measured as it is: on some machines two threads
+  // computing at once each run faster than one alone (below 1). Spread over rounds and threads.
+  std::vector<double> slowdown_by_count;
+  std::vector<Spread> slowdown_spread;
+  // The same per stage (its own thread's ratios; stages share a host differently): [s][k-1].
+  std::vector<std::vector<double>> stage_slowdown_by_count;
   LinkMeasurement link;
   std::int64_t tokens_per_microbatch = 0;
   std::size_t repeats = 0;
+  std::size_t rounds = 0;  // rounds taken
+  bool stable = true;      // every median settled within stable_within before max_rounds
 };
 
-// Uses config's shape, partition (one range per stage), threads and data; `repeats` timed
-// forward/backward pairs per stage after one warm-up, and as many updates.
-Calibration calibrate(const ExecConfig& config, std::size_t repeats);
+// Calibration in rounds: each round times every stage alone (`repeats` F, B, U triples each),
+// then k = 2 .. stages threads at once against that round's alone medians. Pooled over rounds,
+// so rounds can be spread over a longer stretch (paci fidelity interleaves them with its runs).
+class Calibrator {
+ public:
+  // Uses config's shape, partition (one range per stage), threads and data; allocates every
+  // stage and warms it up.
+  Calibrator(const ExecConfig& config, const CalibrationOptions& options);
+  ~Calibrator();
+
+  void round();
+  // Forgets every sample so far (to pool only rounds taken later, alongside other work).
+  void discard();
+  // True once a round moved no pooled median by more than stable_within (two rounds at least).
+  bool settled() const { return settled_; }
+  std::size_t rounds() const { return rounds_; }
+  // Everything pooled so far (the link is measured on the first call).
+  Calibration result();
+
+ private:
+  struct Bench;
+  std::vector<double> medians() const;  // every pooled median, in a fixed order
+
+  const ExecConfig& config_;
+  CalibrationOptions options_;
+  std::vector<std::unique_ptr<Bench>> benches_;
+  std::vector<std::array<std::vector<double>, 3>> alone_;  // per stage: F, B, U samples
+  std::vector<std::vector<std::vector<double>>> ratios_;   // per stage, per k >= 2: samples
+  std::vector<double> previous_;
+  std::size_t rounds_ = 0;
+  bool settled_ = false;
+  std::optional<LinkMeasurement> link_;
+};
+
+// Rounds until settled() or max_rounds.
+Calibration calibrate(const ExecConfig& config, const CalibrationOptions& options = {});
 
 }  // namespace paci::exec

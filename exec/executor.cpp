@@ -58,6 +58,7 @@ class Executor::Device {
     }
     const auto& list = run.schedule.devices[static_cast<std::size_t>(device)];
     times_.resize(list.size());
+    messages_.reserve(list.size());  // at most one cross-device input per action
     if (ex.config_.record_timeline) compute_.reserve(list.size());
   }
 
@@ -103,10 +104,11 @@ class Executor::Device {
         throw std::logic_error("split backward reached the executor");
     }
     const double end = run_.clock.now_s();
-    times_[next_] = {start, end};
     if (run_.config.record_timeline) compute_.push_back({a, device_, start, end, version});
     sample_memory(end);
     send_outputs(a, rt, b);
+    // The device is free for its next action once its sends are queued (paci simulate --replay).
+    times_[next_] = {start, end, run_.clock.now_s()};
     ++next_;
     return true;
   }
@@ -152,7 +154,8 @@ class Executor::Device {
     const double wait_start = run_.clock.now_s();
     const SendTimes sent = run_.transport.receive(device_, src, key(d, a), into);
     const double got = run_.clock.now_s();
-    if (run_.config.record_timeline && src != device_)
+    // Every message is recorded, trace or not: the report carries them for a replay.
+    if (src != device_)
       messages_.push_back({d.action, a, d.kind, src, device_,
                            static_cast<std::int64_t>(into.size() * sizeof(float)), sent.start_s,
                            sent.end_s, std::max(wait_start, sent.end_s), got});

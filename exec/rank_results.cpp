@@ -37,7 +37,8 @@ void decode_into(const Schedule& schedule, const json& j, ExecResult& r, std::ve
     throw std::runtime_error(fmt::format("device {}'s result has {} action times for {} actions", d,
                                          times.size(), list.size()));
   auto& t = r.times[static_cast<std::size_t>(d)];
-  for (const json& x : times) t.push_back({x.at(0).get<double>(), x.at(1).get<double>()});
+  for (const json& x : times)
+    t.push_back({x.at(0).get<double>(), x.at(1).get<double>(), x.at(2).get<double>()});
   r.wall_s = std::max(r.wall_s, j.at("wall_s").get<double>());
   r.device_peak_memory_bytes[static_cast<std::size_t>(d)] = j.at("peak_memory").get<std::int64_t>();
   for (const json& x : j.at("compute"))
@@ -98,7 +99,7 @@ std::string encode_rank_result(const Schedule& schedule, const ExecResult& resul
   j["peak_memory"] = result.device_peak_memory_bytes.at(static_cast<std::size_t>(device));
   json times = json::array();
   for (const ActionTime& t : result.times.at(static_cast<std::size_t>(device)))
-    times.push_back(json::array({t.start_s, t.end_s}));
+    times.push_back(json::array({t.start_s, t.end_s, t.device_free_s()}));
   j["times"] = std::move(times);
   json compute = json::array(), messages = json::array(), memory = json::array();
   for (const ComputeSlice& c : result.timeline.compute)

@@ -94,6 +94,36 @@ double LinkCost::transfer_s(std::int64_t bytes) const {
   return latency_s + static_cast<double>(bytes) / bandwidth_bytes_per_s;
 }
 
+namespace {
+
+double slowdown_from(const std::vector<double>& by_count, std::size_t computing) {
+  if (computing == 0 || by_count.empty()) return 1.0;
+  const std::size_t measured = by_count.size();
+  if (computing <= measured) return by_count[computing - 1];
+  return by_count.back() * static_cast<double>(computing) / static_cast<double>(measured);
+}
+
+void check_slowdowns(const std::vector<double>& by_count, const std::string& what) {
+  if (by_count.empty()) throw InputError(fmt::format("{} is empty", what));
+  for (std::size_t k = 0; k < by_count.size(); ++k) {
+    const double x = by_count[k];
+    if (!std::isfinite(x) || !(x > 0))
+      throw InputError(fmt::format("{}[{}] must be a finite number > 0 (got {})", what, k, x));
+  }
+}
+
+}  // namespace
+
+double HostSharing::slowdown(std::size_t computing) const {
+  return slowdown_from(slowdown_by_count, computing);
+}
+
+double HostSharing::slowdown(std::size_t position, std::size_t computing) const {
+  return position < device_slowdown_by_count.size()
+             ? slowdown_from(device_slowdown_by_count[position], computing)
+             : slowdown(computing);
+}
+
 const LinkCost& CostModel::link(std::int32_t src_device, std::int32_t dst_device) const {
   for (const auto& l : links)
     if (l.src_device == src_device && l.dst_device == dst_device) return l.cost;
@@ -123,6 +153,28 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
         throw InputError(fmt::format("{} overrides the link {} -> {} again (see links[{}])", what,
                                      l.src_device, l.dst_device, j));
   }
+  for (std::size_t h = 0; h < model.hosts.size(); ++h) {
+    const HostSharing& host = model.hosts[h];
+    const std::string what = fmt::format("hosts[{}]", h);
+    if (host.devices.empty()) throw InputError(fmt::format("{} lists no devices", what));
+    check_slowdowns(host.slowdown_by_count, what + ".slowdown_by_count");
+    const auto& own = host.device_slowdown_by_count;
+    if (!own.empty() && own.size() != host.devices.size())
+      throw InputError(fmt::format("{}.device_slowdown_by_count has {} lists for {} devices", what,
+                                   own.size(), host.devices.size()));
+    for (std::size_t i = 0; i < own.size(); ++i)
+      check_slowdowns(own[i], fmt::format("{}.device_slowdown_by_count[{}]", what, i));
+    for (std::int32_t d : host.devices) {
+      if (d < 0) throw InputError(fmt::format("{} names a negative device ({})", what, d));
+      for (std::size_t g = 0; g <= h; ++g) {
+        const auto& others = model.hosts[g].devices;
+        const auto n = std::count(others.begin(), others.end(), d);
+        if (n > (g == h ? 1 : 0))
+          throw InputError(fmt::format("device {} is in {} twice{}", d, what,
+                                       g == h ? "" : fmt::format(" (also in hosts[{}])", g)));
+      }
+    }
+  }
   if (schedule == nullptr) return;
   if (model.stages.size() != static_cast<std::size_t>(schedule->stages))
     throw InputError(fmt::format("cost model has {}, the schedule has {}",
@@ -136,6 +188,12 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
                                    plural(static_cast<std::size_t>(devices), "device"),
                                    devices - 1));
   }
+  for (std::size_t h = 0; h < model.hosts.size(); ++h)
+    for (std::int32_t d : model.hosts[h].devices)
+      if (d >= devices)
+        throw InputError(fmt::format("hosts[{}] names device {}, but the schedule has {} (0..{})",
+                                     h, d, plural(static_cast<std::size_t>(devices), "device"),
+                                     devices - 1));
 }
 
 CostModel uniform_cost_model(std::int32_t stages, const UniformCosts& costs) {
@@ -277,6 +335,15 @@ std::string write_cost_model(const CostModel& model) {
     entry.update(link_json(l.cost));
     root["links"].push_back(std::move(entry));
   }
+  if (!model.hosts.empty()) {
+    root["hosts"] = Json::array();
+    for (const auto& h : model.hosts) {
+      Json entry = {{"devices", h.devices}, {"slowdown_by_count", h.slowdown_by_count}};
+      if (!h.device_slowdown_by_count.empty())
+        entry["device_slowdown_by_count"] = h.device_slowdown_by_count;
+      root["hosts"].push_back(std::move(entry));
+    }
+  }
   root["stages"] = Json::array();
   for (std::size_t s = 0; s < model.stages.size(); ++s) {
     const StageCost& c = model.stages[s];
@@ -325,6 +392,39 @@ CostModel parse_cost_model(std::string_view json, std::string_view source) {
       l.dst_device = r.int32(entry, "dst_device", where);
       l.cost = r.link(entry, where);
       model.links.push_back(l);
+    }
+  }
+  if (root.contains("hosts")) {
+    const Json& hosts = r.array(root["hosts"], "hosts");
+    for (std::size_t h = 0; h < hosts.size(); ++h) {
+      const std::string where = fmt::format("hosts[{}]", h);
+      const Json& entry = r.object(hosts[h], where);
+      HostSharing host;
+      const Json& devices = r.array(r.member(entry, "devices", where), where + ".devices");
+      for (std::size_t i = 0; i < devices.size(); ++i) {
+        const std::int64_t d = r.integer(devices[i], fmt::format("{}.devices[{}]", where, i));
+        if (d < INT32_MIN || d > INT32_MAX)
+          fail(source, fmt::format("{}.devices[{}] is out of range", where, i));
+        host.devices.push_back(static_cast<std::int32_t>(d));
+      }
+      auto numbers = [&](const Json& list, const std::string& what) {
+        std::vector<double> out;
+        for (std::size_t k = 0; k < r.array(list, what).size(); ++k) {
+          if (!list[k].is_number()) fail(source, fmt::format("{}[{}] must be a number", what, k));
+          out.push_back(list[k].get<double>());
+        }
+        return out;
+      };
+      host.slowdown_by_count =
+          numbers(r.member(entry, "slowdown_by_count", where), where + ".slowdown_by_count");
+      if (entry.contains("device_slowdown_by_count")) {
+        const std::string what = where + ".device_slowdown_by_count";
+        const Json& lists = r.array(entry["device_slowdown_by_count"], what);
+        for (std::size_t i = 0; i < lists.size(); ++i)
+          host.device_slowdown_by_count.push_back(
+              numbers(lists[i], fmt::format("{}[{}]", what, i)));
+      }
+      model.hosts.push_back(std::move(host));
     }
   }
   const Json& stages = r.array(r.member(root, "stages", ""), "stages");

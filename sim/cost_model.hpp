@@ -50,11 +50,29 @@ struct LinkOverride {
   friend bool operator==(const LinkOverride&, const LinkOverride&) = default;
 };
 
+// Devices that share one host's compute (the CPU executor's stage threads on one machine; several
+// stages on one GPU): while k of them compute at once, an action runs slowdown(k) times as long as
+// the stage cost says (the cost is its time alone; a factor below 1 means faster, as measured on
+// some machines). slowdown_by_count[k-1] is given for k = 1, 2, ...; past the list's end the last
+// entry is scaled by k / size (more computing than measured shares the host further). A device may
+// have its own list (device_slowdown_by_count, one per entry of `devices`, or none at all) where
+// the host's stages are not alike. A device in no host runs independently.
+struct HostSharing {
+  std::vector<std::int32_t> devices;
+  std::vector<double> slowdown_by_count;
+  std::vector<std::vector<double>> device_slowdown_by_count;  // empty, or one list per device
+  // The factor for k computing at once; for the device at `devices[position]`.
+  double slowdown(std::size_t computing) const;
+  double slowdown(std::size_t position, std::size_t computing) const;
+  friend bool operator==(const HostSharing&, const HostSharing&) = default;
+};
+
 struct CostModel {
   std::string description;  // free text: where the numbers come from
   std::vector<StageCost> stages;
   LinkCost default_link;                   // every device pair not overridden
   std::vector<LinkOverride> links;         // per directed device pair
+  std::vector<HostSharing> hosts;          // shared hosts; empty: every device independent
   std::int64_t tokens_per_microbatch = 0;  // for tokens/s; 0 when unknown
 
   const LinkCost& link(std::int32_t src_device, std::int32_t dst_device) const;
@@ -80,9 +98,10 @@ struct UniformCosts {
 CostModel uniform_cost_model(std::int32_t stages, const UniformCosts& costs);
 
 // Checks values (at least one stage; finite, non-negative durations, latencies and bytes;
-// positive bandwidth, inf allowed; no link overridden twice) and, when
-// `schedule` is given, that the model has exactly one entry per stage and that every link the
-// schedule uses names devices it has. Throws InputError naming the problem.
+// positive bandwidth, inf allowed; no link overridden twice; hosts with devices >= 0 in at most
+// one host, at least one finite slowdown > 0, a device list per device if any) and, when
+// `schedule` is given, that the model has exactly one entry per stage and that every link and
+// host names devices the schedule has. Throws InputError naming the problem.
 void check_cost_model(const CostModel& model, const Schedule* schedule = nullptr);
 
 // Canonical JSON, exact round trip: parse(write(m)) == m (an infinite bandwidth is "inf").

@@ -1,7 +1,9 @@
-// The discrete-event engine. Events are action completions, popped in time order from a binary
-// heap; a completion frees its device, and sends each output that another device needs over that
-// link (FIFO: a message starts when the link's previous send has left). A device starts its next
-// action as soon as the device is free and every dependency (from DependencyRules) has arrived.
+// The discrete-event engine. Events are action completions (and, on shared hosts, starts), popped
+// in time order from a binary heap; a completion frees its device, and sends each output that
+// another device needs over that link (FIFO: a message starts when the link's previous send has
+// left). A device starts its next action as soon as the device is free and every dependency (from
+// DependencyRules) has arrived. On a shared host every start and end re-rates the actions running
+// there (slowdown for the number computing) and reschedules their ends; stale ends are skipped.
 #include "sim/engine.hpp"
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "schedules/consumers.hpp"
 #include "schedules/dependencies.hpp"
 #include "schedules/index.hpp"
+#include "sim/replay.hpp"
 
 namespace paci {
 namespace {
@@ -24,6 +27,8 @@ struct Event {
   double time_s;
   std::uint64_t sequence;  // ties resolve in push order: deterministic
   std::int32_t device;
+  bool start;                // a start on a shared host; otherwise an end
+  std::uint64_t generation;  // an end is stale unless it matches the device's generation
   bool operator>(const Event& o) const {
     return time_s != o.time_s ? time_s > o.time_s : sequence > o.sequence;
   }
@@ -45,6 +50,12 @@ class Engine {
   }
   void try_start(std::int32_t device);
   void complete(std::int32_t device, double now);
+  // Shared hosts: work done by every action running on host h up to time t, at its current rate;
+  // then new ends for all of them at the rate for the number now computing.
+  void advance(std::size_t host, double t);
+  void reschedule(std::size_t host, double t);
+  void on_start(std::int32_t device, double t);
+  bool on_end(std::int32_t device, double t, std::uint64_t generation);
   void send(const Action& producer, std::int32_t src, std::uint32_t consumer_vertex,
             DependencyKind kind, double now);
   void sample_memory(std::int32_t device, double now);
@@ -67,6 +78,13 @@ class Engine {
   std::vector<std::uint8_t> busy_;
   std::vector<double> free_at_s_;
   std::vector<double> link_free_s_;  // per (src, dst) device pair
+  const ReplayInputs* replay_ = nullptr;
+  std::vector<std::int32_t> host_of_;                 // per device: index into costs_.hosts, or -1
+  std::vector<std::size_t> host_position_;            // per device: its index in its host's devices
+  std::vector<std::vector<std::int32_t>> computing_;  // per host: devices computing now
+  std::vector<double> remaining_s_;  // per device: work left in its action, in alone-seconds
+  std::vector<double> since_s_;      // per device: when remaining_s_ was last brought up to date
+  std::vector<std::uint64_t> generation_;
   std::vector<StageVersionTracker> trackers_;
   std::vector<std::int64_t> memory_now_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
@@ -121,22 +139,72 @@ void Engine::try_start(std::int32_t d) {
   busy_[du] = 1;
   pred_[v] = pred;
   pred_is_message_[v] = via_message;
-  const double duration = cost(a.stage).duration_s(a.kind);
-  result_.times[du][pc_[du]] = {ready, ready + duration};
+  double start = ready, duration = cost(a.stage).duration_s(a.kind);
+  if (replay_ != nullptr) {
+    const ReplayAction& r = replay_->actions[du][pc_[du]];
+    start += r.gap_s;
+    duration = r.duration_s;
+  }
+  result_.times[du][pc_[du]] = {start, start + duration, start + duration};
   auto& tracker = trackers_[static_cast<std::size_t>(a.stage)];
   if (a.kind == ActionKind::F) {
     auto& rec =
         result_.observed
             .versions[static_cast<std::size_t>(a.stage * s_.total_microbatches() + a.microbatch)];
     rec.v_f = tracker.on_forward();
-    sample_memory(d, ready);
+    sample_memory(d, start);
   } else if (a.kind != ActionKind::U && a == rules_.backward_read(a.stage, a.microbatch)) {
     auto& rec =
         result_.observed
             .versions[static_cast<std::size_t>(a.stage * s_.total_microbatches() + a.microbatch)];
     rec.v_b = tracker.on_backward_read(rec.v_f);
   }
-  queue_.push({ready + duration, sequence_++, d});
+  if (host_of_[du] >= 0) {  // its end depends on who else computes meanwhile
+    remaining_s_[du] = duration;
+    queue_.push({start, sequence_++, d, true, 0});
+  } else {
+    queue_.push({start + duration, sequence_++, d, false, generation_[du]});
+  }
+}
+
+void Engine::advance(std::size_t host, double t) {
+  const auto& computing = computing_[host];
+  for (std::int32_t d : computing) {
+    const auto du = static_cast<std::size_t>(d);
+    const double slowdown = costs_.hosts[host].slowdown(host_position_[du], computing.size());
+    remaining_s_[du] = std::max(0.0, remaining_s_[du] - (t - since_s_[du]) / slowdown);
+    since_s_[du] = t;
+  }
+}
+
+void Engine::reschedule(std::size_t host, double t) {
+  const auto& computing = computing_[host];
+  for (std::int32_t d : computing) {
+    const auto du = static_cast<std::size_t>(d);
+    const double slowdown = costs_.hosts[host].slowdown(host_position_[du], computing.size());
+    queue_.push({t + remaining_s_[du] * slowdown, sequence_++, d, false, ++generation_[du]});
+  }
+}
+
+void Engine::on_start(std::int32_t d, double t) {
+  const auto host = static_cast<std::size_t>(host_of_[static_cast<std::size_t>(d)]);
+  advance(host, t);
+  computing_[host].push_back(d);
+  since_s_[static_cast<std::size_t>(d)] = t;
+  reschedule(host, t);
+}
+
+bool Engine::on_end(std::int32_t d, double t, std::uint64_t generation) {
+  const auto du = static_cast<std::size_t>(d);
+  if (generation != generation_[du]) return false;  // rescheduled since
+  if (host_of_[du] < 0) return true;
+  const auto host = static_cast<std::size_t>(host_of_[du]);
+  advance(host, t);
+  auto& computing = computing_[host];
+  computing.erase(std::find(computing.begin(), computing.end(), d));
+  reschedule(host, t);
+  result_.times[du][pc_[du]].end_s = result_.times[du][pc_[du]].free_s = t;
+  return true;
 }
 
 void Engine::send(const Action& producer, std::int32_t src, std::uint32_t consumer_vertex,
@@ -150,16 +218,19 @@ void Engine::send(const Action& producer, std::int32_t src, std::uint32_t consum
                                  : cost(producer.stage).gradient_message_bytes;
   const LinkCost& link = costs_.link(src, dst);
   auto& link_free = link_free_s_[static_cast<std::size_t>(src * s_.num_devices() + dst)];
-  const double start = std::max(now, link_free);
-  const double wire = std::isinf(link.bandwidth_bytes_per_s)
-                          ? 0.0
-                          : static_cast<double>(bytes) / link.bandwidth_bytes_per_s;
-  link_free = start + wire;
-  const double arrival = start + wire + link.latency_s;
+  double start = std::max(now, link_free), wire = 0.0, latency = link.latency_s;
+  if (replay_ != nullptr) {  // the measured delay holds any queueing on the link already
+    start = now;
+    latency = replay_->message_delay_s[consumer_vertex];
+  } else if (!std::isinf(link.bandwidth_bytes_per_s)) {
+    wire = static_cast<double>(bytes) / link.bandwidth_bytes_per_s;
+  }
+  link_free = std::max(link_free, start + wire);
+  const double arrival = start + wire + latency;
   arrival_s_[consumer_vertex] = arrival;
   if (options_.record_timeline)
-    result_.timeline.messages.push_back({producer, consumer, kind, src, dst, bytes, start,
-                                         start + wire, start + link.latency_s, arrival});
+    result_.timeline.messages.push_back(
+        {producer, consumer, kind, src, dst, bytes, start, start + wire, start + latency, arrival});
 }
 
 void Engine::complete(std::int32_t d, double now) {
@@ -171,7 +242,8 @@ void Engine::complete(std::int32_t d, double now) {
       static_cast<std::size_t>(index_.vertex(ActionPos{d, static_cast<std::int64_t>(i)}));
   done_s_[v] = now;
   busy_[du] = 0;
-  free_at_s_[du] = now;
+  free_at_s_[du] = now + (replay_ != nullptr ? replay_->actions[du][i].post_s : 0.0);
+  result_.times[du][i].free_s = free_at_s_[du];
   auto& tracker = trackers_[static_cast<std::size_t>(a.stage)];
   std::int32_t version = tracker.version();
   if (a.kind == ActionKind::U) {
@@ -230,6 +302,14 @@ CriticalPath Engine::critical_path() const {
 
 SimResult Engine::run() {
   check_cost_model(costs_, &s_);
+  replay_ = options_.replay;
+  if (replay_ != nullptr &&
+      (replay_->actions.size() != s_.devices.size() ||
+       replay_->message_delay_s.size() != static_cast<std::size_t>(index_.size())))
+    throw std::invalid_argument("replay inputs do not match the schedule");
+  for (std::size_t d = 0; replay_ != nullptr && d < s_.devices.size(); ++d)
+    if (replay_->actions[d].size() != s_.devices[d].size())
+      throw std::invalid_argument("replay inputs do not match the schedule's lists");
   const auto n = static_cast<std::size_t>(index_.size());
   const auto D = static_cast<std::size_t>(s_.num_devices());
   consumers_.emplace(s_, index_, rules_);
@@ -241,6 +321,19 @@ SimResult Engine::run() {
   busy_.assign(D, 0);
   free_at_s_.assign(D, 0.0);
   link_free_s_.assign(D * D, 0.0);
+  host_of_.assign(D, -1);
+  host_position_.assign(D, 0);
+  if (replay_ == nullptr)  // a replay's durations were measured with whatever sharing there was
+    for (std::size_t h = 0; h < costs_.hosts.size(); ++h)
+      for (std::size_t i = 0; i < costs_.hosts[h].devices.size(); ++i) {
+        const auto d = static_cast<std::size_t>(costs_.hosts[h].devices[i]);
+        host_of_[d] = static_cast<std::int32_t>(h);
+        host_position_[d] = i;
+      }
+  computing_.assign(costs_.hosts.size(), {});
+  remaining_s_.assign(D, 0.0);
+  since_s_.assign(D, 0.0);
+  generation_.assign(D, 0);
   result_.times.resize(D);
   for (std::size_t d = 0; d < D; ++d) result_.times[d].resize(s_.devices[d].size());
   result_.device_static_bytes.assign(D, 0);
@@ -272,7 +365,10 @@ SimResult Engine::run() {
   while (!queue_.empty()) {
     const Event e = queue_.top();
     queue_.pop();
-    complete(e.device, e.time_s);
+    if (e.start)
+      on_start(e.device, e.time_s);
+    else if (on_end(e.device, e.time_s, e.generation))
+      complete(e.device, e.time_s);
   }
   for (std::size_t d = 0; d < D; ++d)
     if (pc_[d] < s_.devices[d].size())

@@ -1,6 +1,7 @@
 // The discrete-event simulator: replays a validated schedule under a cost model. Each device runs
 // its list in order on its compute lane; activations and gradients that cross devices travel on
 // per-link send/receive lanes (latency + bytes / bandwidth, FIFO per link) overlapping compute;
+// devices that share a host (CostModel::hosts) slow each other down while they compute at once;
 // memory is tracked over time; the versions each F and B read are recorded.
 #pragma once
 
@@ -14,8 +15,13 @@
 
 namespace paci {
 
+struct ReplayInputs;  // sim/replay.hpp
+
 struct SimOptions {
   bool record_timeline = true;  // compute/message slices and memory samples (needed for traces)
+  // Replay a measured run: its durations, message delays and device overheads instead of the
+  // cost model's durations, links and host sharing (the cost model still gives the bytes).
+  const ReplayInputs* replay = nullptr;
 };
 
 struct CriticalPath {

@@ -13,9 +13,13 @@ namespace paci {
 
 // Start and end of every action, aligned with Schedule::devices (times[d][i] is device d's
 // i-th action). Both the simulator and the executor produce it; timing metrics read it.
+// free_s: when the device could begin its next action — the end plus the work that follows the
+// action on that device (the executor's sends). Not measured (<= end_s) means the end.
 struct ActionTime {
   double start_s = 0.0;
   double end_s = 0.0;
+  double free_s = 0.0;
+  double device_free_s() const { return free_s > end_s ? free_s : end_s; }
 };
 using ActionTimes = std::vector<std::vector<ActionTime>>;
 

@@ -268,7 +268,7 @@ class GpuPipeline::Run {
       m.consumed.record(stream);
       m.used_before = true;
       m.in_use = false;
-      if (p_.config_.record_timeline && it->second.src_device != device)
+      if (it->second.src_device != device)  // always: the report carries them for a replay
         recorded_.push_back(
             {it->second.producer, a, static_cast<DependencyKind>(std::get<0>(it->first)),
              it->second.src_device, device, it->second.send_start, it->second.send_end, start});
