@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The demo, end to end on a fresh Debian machine (about 2 minutes on 2 cores):
+# The demo, end to end on a fresh Debian machine (about 3 minutes on 2 cores):
 #  1. install dependencies, build;
 #  2. generate the five schedules (P=4, M=4, N=4), validate them, print their static analysis
 #     side by side;
 #  3. compare them in the simulator (uniform costs; then GPT-2 Medium on 8 stages);
 #  4. prepare the KJV corpus, train the default GPT with PACI on 4 stages for 50 steps, and check
 #     that the versions the executor recorded equal paci analyze's;
-#  5. calibrate a cost model here, simulate the same file, and write both traces.
+#  5. calibrate a cost model here, simulate the same file, and write both traces;
+#  6. put the simulator's prediction for PACI next to the range of three measured runs.
 # Everything lands in out/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,16 +53,25 @@ print("max staleness per stage (measured):", [s["max_staleness"] for s in r["sta
 PY
 fi
 echo
-echo "== calibrate here, then simulate the same file"
+echo "== calibrate here, then simulate the same file (the simulated trace)"
 "$paci" calibrate --stages 4 --quiet -o out/demo/calibrated.cost.json
 "$paci" simulate out/demo/paci-train.json --cost out/demo/calibrated.cost.json \
   --json out/demo/sim.report.json --trace out/demo/sim.trace.json | head -4
+echo
+echo "== the prediction against the measured range: PACI on 4 stages (M=4, N=8), 3 runs"
+"$paci" fidelity --kinds paci --stages 4 --microbatches 4 --steps 8 --repeats 3 \
+  --json out/demo/fidelity.json >/dev/null
 if command -v python3 >/dev/null; then
-  python3 -c "
+  python3 - <<'PY'
 import json
-m = json.load(open('out/demo/train.report.json'))['makespan_s']
-p = json.load(open('out/demo/sim.report.json'))['makespan_s']
-print(f'makespan: predicted {p:.2f} s, measured {m:.2f} s ({100 * (p / m - 1):+.1f}%)')"
+f = json.load(open("out/demo/fidelity.json"))
+r = f["runs"][0]
+print(f"predicted {r['predicted_makespan_s']:.2f} s; measured median {r['measured_makespan_s']:.2f} s "
+      f"[{r['measured_min_s']:.2f}, {r['measured_max_s']:.2f}] over {len(r['measured_makespans_s'])} "
+      f"runs: {100 * r['relative_error']:+.1f}% against the median, "
+      f"{'inside' if r['inside_range'] else 'outside'} the measured range")
+print(f"machine: {f['machine']['cores']} cores, {f['machine']['cpu']}, {f['machine']['blas']}")
+PY
 fi
 echo
 echo "wrote out/demo/: schedules, reports (*.report.json), metrics, and Chrome traces"

@@ -27,8 +27,10 @@ struct Event {
   double time_s;
   std::uint64_t sequence;  // ties resolve in push order: deterministic
   std::int32_t device;
-  bool start;                // a start on a shared host; otherwise an end
-  std::uint64_t generation;  // an end is stale unless it matches the device's generation
+  // An end is stale unless it matches the device's generation; kStart marks a start on a shared
+  // host. (24 bytes: the queue holds millions.)
+  std::uint32_t generation;
+  static constexpr std::uint32_t kStart = std::numeric_limits<std::uint32_t>::max();
   bool operator>(const Event& o) const {
     return time_s != o.time_s ? time_s > o.time_s : sequence > o.sequence;
   }
@@ -55,7 +57,7 @@ class Engine {
   void advance(std::size_t host, double t);
   void reschedule(std::size_t host, double t);
   void on_start(std::int32_t device, double t);
-  bool on_end(std::int32_t device, double t, std::uint64_t generation);
+  bool on_end(std::int32_t device, double t, std::uint32_t generation);
   void send(const Action& producer, std::int32_t src, std::uint32_t consumer_vertex,
             DependencyKind kind, double now);
   void sample_memory(std::int32_t device, double now);
@@ -84,7 +86,7 @@ class Engine {
   std::vector<std::vector<std::int32_t>> computing_;  // per host: devices computing now
   std::vector<double> remaining_s_;  // per device: work left in its action, in alone-seconds
   std::vector<double> since_s_;      // per device: when remaining_s_ was last brought up to date
-  std::vector<std::uint64_t> generation_;
+  std::vector<std::uint32_t> generation_;  // wraps before kStart; never equal to it
   std::vector<StageVersionTracker> trackers_;
   std::vector<std::int64_t> memory_now_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
@@ -161,9 +163,9 @@ void Engine::try_start(std::int32_t d) {
   }
   if (host_of_[du] >= 0) {  // its end depends on who else computes meanwhile
     remaining_s_[du] = duration;
-    queue_.push({start, sequence_++, d, true, 0});
+    queue_.push({start, sequence_++, d, Event::kStart});
   } else {
-    queue_.push({start + duration, sequence_++, d, false, generation_[du]});
+    queue_.push({start + duration, sequence_++, d, generation_[du]});
   }
 }
 
@@ -182,7 +184,8 @@ void Engine::reschedule(std::size_t host, double t) {
   for (std::int32_t d : computing) {
     const auto du = static_cast<std::size_t>(d);
     const double slowdown = costs_.hosts[host].slowdown(host_position_[du], computing.size());
-    queue_.push({t + remaining_s_[du] * slowdown, sequence_++, d, false, ++generation_[du]});
+    generation_[du] = (generation_[du] + 1) % Event::kStart;
+    queue_.push({t + remaining_s_[du] * slowdown, sequence_++, d, generation_[du]});
   }
 }
 
@@ -194,7 +197,7 @@ void Engine::on_start(std::int32_t d, double t) {
   reschedule(host, t);
 }
 
-bool Engine::on_end(std::int32_t d, double t, std::uint64_t generation) {
+bool Engine::on_end(std::int32_t d, double t, std::uint32_t generation) {
   const auto du = static_cast<std::size_t>(d);
   if (generation != generation_[du]) return false;  // rescheduled since
   if (host_of_[du] < 0) return true;
@@ -365,7 +368,7 @@ SimResult Engine::run() {
   while (!queue_.empty()) {
     const Event e = queue_.top();
     queue_.pop();
-    if (e.start)
+    if (e.generation == Event::kStart)
       on_start(e.device, e.time_s);
     else if (on_end(e.device, e.time_s, e.generation))
       complete(e.device, e.time_s);
