@@ -63,8 +63,7 @@ std::pair<double, double> replay_errors(const Schedule& s, const exec::ExecResul
   options.replay = &inputs;
   const SimResult replayed = simulate(s, costs, options);
   const ReplayComparison c = compare_replay(s, measured, inputs, replayed.times, 0.0);
-  return {std::abs(c.replayed_makespan_s / c.measured_makespan_s - 1.0),
-          c.max_start_error_s / c.measured_makespan_s};
+  return {std::abs(c.makespan_error()), c.max_start_error_s / c.measured_makespan_s};
 }
 
 ordered_json row_json(const Row& row) {

@@ -102,7 +102,7 @@ ordered_json replay_json(const std::string& path, double tolerance_s, const Repl
   j["tolerance_s"] = tolerance_s;
   j["measured_makespan_s"] = c.measured_makespan_s;
   j["replayed_makespan_s"] = c.replayed_makespan_s;
-  j["makespan_error"] = c.replayed_makespan_s / c.measured_makespan_s - 1.0;
+  j["makespan_error"] = c.makespan_error();
   j["measured_bubble_ratio"] = c.measured_bubble;
   j["replayed_bubble_ratio"] = c.replayed_bubble;
   j["max_start_error_s"] = c.max_start_error_s;
@@ -124,10 +124,9 @@ void print_replay(const std::string& path, double tolerance_s, const ReplayCompa
       "replay of {}: makespan measured {:.6g} s, replayed {:.6g} s ({:+.3f}%); bubble measured "
       "{}, replayed {}\nevery action's start within {:.3g} s of the measured one (largest at {}); "
       "{} of {} actions differ by more than {:.3g} s\n",
-      path, c.measured_makespan_s, c.replayed_makespan_s,
-      100.0 * (c.replayed_makespan_s / c.measured_makespan_s - 1.0), percent(c.measured_bubble),
-      percent(c.replayed_bubble), c.max_start_error_s, to_string(c.worst_action), c.off, c.actions,
-      tolerance_s);
+      path, c.measured_makespan_s, c.replayed_makespan_s, 100.0 * c.makespan_error(),
+      percent(c.measured_bubble), percent(c.replayed_bubble), c.max_start_error_s,
+      to_string(c.worst_action), c.off, c.actions, tolerance_s);
   for (const ReplayMismatch& m : c.largest)
     std::cout << fmt::format("  {} on device {}: measured start {:.6f} s, replayed {:.6f} s — {}\n",
                              to_string(m.action), m.device, m.measured_start_s, m.replayed_start_s,
@@ -164,6 +163,9 @@ int run_simulate(const std::vector<std::string>& args) {
   if (!(replay_tolerance >= 0) || !std::isfinite(replay_tolerance))
     throw UsageError(
         fmt::format("--replay-tolerance must be a fraction >= 0 (got {})", replay_tolerance));
+  if (!replay_path.empty() && !cost.host_slowdown.empty())
+    throw UsageError(
+        "--replay uses the measured times, sharing included; --host-slowdown does not apply");
   const Schedule s = load_valid_schedule(file);
   const CostModel costs = resolve_cost_model(cost, vm, s.stages, s.num_devices());
   check_cost_model(costs, &s);

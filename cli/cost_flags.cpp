@@ -102,19 +102,21 @@ CostModel resolve_cost_model(const CostFlags& f, const po::variables_map& vm, st
 }
 
 std::string describe_costs(const CostFlags& f, const CostModel& m) {
+  std::string hosts;
+  for (const HostSharing& h : m.hosts)
+    hosts += fmt::format(", {} devices share a host (slowdown {})", h.devices.size(),
+                         fmt::join(h.slowdown_by_count, ","));
   if (!f.cost_path.empty())
-    return fmt::format(
-        "{} ({}){}", f.cost_path, m.description.empty() ? "no description" : m.description,
-        f.host_slowdown.empty() ? "" : fmt::format("; --host-slowdown {}", f.host_slowdown));
+    return fmt::format("{} ({}){}", f.cost_path,
+                       m.description.empty() ? "no description" : m.description,
+                       f.host_slowdown.empty() ? ""
+                       : hosts.empty()         ? "; no hosts"
+                                               : ";" + hosts.substr(1));
   const StageCost& c = m.stages.at(0);
   std::string links = "free links";
   if (m.default_link.latency_s > 0 || std::isfinite(m.default_link.bandwidth_bytes_per_s))
     links = fmt::format("latency {:g} s, bandwidth {:g} B/s", m.default_link.latency_s,
                         m.default_link.bandwidth_bytes_per_s);
-  std::string hosts;
-  for (const HostSharing& h : m.hosts)
-    hosts += fmt::format(", {} devices share a host (slowdown {})", h.devices.size(),
-                         fmt::join(h.slowdown_by_count, ","));
   return fmt::format("uniform tf={:g} tb={:g} tu={:g}, {}{}", c.forward_s, c.backward_s, c.update_s,
                      links, hosts);
 }

@@ -47,6 +47,28 @@ bool moved_little(double before, double now, double within) {
   return std::abs(now - before) <= within * std::abs(before) + 20e-6;
 }
 
+// Stops and joins a set of threads when it goes out of scope (or at join()), whatever happened:
+// raises `stop` (and `go`, for threads still waiting to start), aborts the transport, if any, so
+// no thread stays blocked in it, and joins them all.
+struct Joiner {
+  std::atomic<bool>& stop;
+  std::vector<std::thread>& threads;
+  InProcessTransport* transport = nullptr;
+  std::atomic<bool>* go = nullptr;
+  void join() {
+    stop = true;
+    if (go != nullptr) *go = true;
+    for (auto& t : threads)
+      if (t.joinable()) t.join();
+  }
+  ~Joiner() {
+    if (transport != nullptr && std::any_of(threads.begin(), threads.end(),
+                                            [](const std::thread& t) { return t.joinable(); }))
+      transport->abort();
+    join();
+  }
+};
+
 // Keeps the calling thread's core busy for `seconds`, as a stage computing does.
 void spin_for(double seconds) {
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -65,32 +87,35 @@ LinkMeasurement measure_link(std::size_t floats, std::size_t repeats,
                              const std::vector<Bench*>& busy) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> load;
-  for (Bench* bench : busy)
-    load.emplace_back([&stop, bench] {
-      while (!stop) bench->run();
-    });
-  struct Stop {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& load;
-    ~Stop() {
-      stop = true;
-      for (auto& t : load) t.join();
-    }
-  } stop_load{stop, load};
+  std::vector<std::exception_ptr> errors(busy.size());
   InProcessTransport transport(2);
+  Joiner joiner{stop, load, &transport};  // before any thread starts: nothing left unjoined
+  for (std::size_t i = 0; i < busy.size(); ++i)
+    load.emplace_back([&stop, &errors, bench = busy[i], i] {
+      try {
+        while (!stop) bench->run();
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
   const std::size_t rounds = std::max<std::size_t>(repeats, 60);
   constexpr double kComputeS = 0.004;  // the sender's work before and after each message
   std::vector<double> one_way(rounds), large;
-  std::thread receiver([&] {
-    std::vector<float> buffer(floats);
-    for (std::size_t r = 0; r < 2 * rounds; ++r) {
-      const std::size_t n = r < rounds ? 1 : floats;
-      const auto key = MessageKey{DependencyKind::activation, 0, static_cast<std::int32_t>(r)};
-      const SendTimes sent = transport.receive(1, 0, key, std::span<float>(buffer.data(), n));
-      if (r < rounds) {
-        one_way[r] = seconds_between(Clock::time_point(), Clock::now()) - sent.start_s;
+  std::exception_ptr receiver_error;
+  load.emplace_back([&] {
+    try {
+      std::vector<float> buffer(floats);
+      for (std::size_t r = 0; r < 2 * rounds; ++r) {
+        const std::size_t n = r < rounds ? 1 : floats;
+        const auto key = MessageKey{DependencyKind::activation, 0, static_cast<std::int32_t>(r)};
+        const SendTimes sent = transport.receive(1, 0, key, std::span<float>(buffer.data(), n));
+        if (r < rounds)
+          one_way[r] = seconds_between(Clock::time_point(), Clock::now()) - sent.start_s;
+        transport.send(1, 0, key, std::span<const float>(buffer.data(), n), {});
       }
-      transport.send(1, 0, key, std::span<const float>(buffer.data(), n), {});
+    } catch (const Aborted&) {  // the sender failed; its error is the one reported
+    } catch (...) {
+      receiver_error = std::current_exception();
     }
   });
   std::vector<float> data(floats, 1.0f), back(floats);
@@ -105,7 +130,10 @@ LinkMeasurement measure_link(std::size_t floats, std::size_t repeats,
     transport.receive(0, 1, key, std::span<float>(back.data(), n));
     if (r >= rounds) large.push_back(seconds_between(t0, Clock::now()) / 2);
   }
-  receiver.join();
+  joiner.join();
+  errors.push_back(receiver_error);
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
   LinkMeasurement link;
   double sum = 0.0;
   for (double x : one_way) sum += x;
@@ -134,6 +162,7 @@ std::vector<double> sharing_window(std::vector<std::unique_ptr<Bench>>& benches,
   std::vector<std::vector<Done>> done(k);
   std::vector<std::exception_ptr> errors(k);
   std::vector<std::thread> threads;
+  Joiner joiner{stop, threads, nullptr, &go};  // before any thread starts: nothing left unjoined
   for (std::size_t t = 0; t < k; ++t)
     threads.emplace_back([&, t] {
       try {
@@ -155,8 +184,7 @@ std::vector<double> sharing_window(std::vector<std::unique_ptr<Bench>>& benches,
   go = true;
   std::this_thread::sleep_for(std::chrono::duration<double>(window_s));
   const Clock::time_point end = Clock::now();
-  stop = true;
-  for (auto& th : threads) th.join();
+  joiner.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   std::vector<double> ratios;
@@ -183,26 +211,24 @@ struct Calibrator::Bench {
     Clock::time_point start, end;
   };
 
-  Bench(const ExecConfig& config, std::int32_t stage) {
+  Bench(const ExecConfig& config, std::int32_t stage) : config_(config) {
     const auto P = static_cast<std::int32_t>(config.ranges.size());
-    StageRuntimeConfig rc;
-    rc.shape = {config.config, config.ranges[static_cast<std::size_t>(stage)], config.batch,
-                config.seq_len};
-    rc.stage = stage;
-    rc.activation_capacity = 1;
-    rc.threads = config.threads_per_device;
-    rc.adamw = config.adamw;
+    rc_.shape = {config.config, config.ranges[static_cast<std::size_t>(stage)], config.batch,
+                 config.seq_len};
+    rc_.stage = stage;
+    rc_.activation_capacity = 1;
+    rc_.threads = config.threads_per_device;
+    rc_.adamw = config.adamw;
     // A learning rate of 0: AdamW does all of its work (moments, decay, the step), but the
     // weights never move. Updated with synthetic gradients they would drift, over a hundred or so
     // steps, into values that make stage 0's F and B twice as slow — timings of a state no real
-    // training is in.
-    rc.lr = config.lr;
-    rc.lr.max_lr = rc.lr.min_lr = 0.0;
-    rc.lr.total_steps = static_cast<std::size_t>(kMaxMicrobatches) + 1;
-    rc.total_microbatches = kMaxMicrobatches;
-    rc.updates = static_cast<std::int32_t>(kMaxMicrobatches);
-    runtime_ = std::make_unique<StageRuntime>(rc);
-    model::init_gpt2(runtime_->layout(), runtime_->params(), config.seed);
+    // training is in. (So a fresh runtime, when one runs out of micro-batches, is the same.)
+    rc_.lr = config.lr;
+    rc_.lr.max_lr = rc_.lr.min_lr = 0.0;
+    rc_.lr.total_steps = static_cast<std::size_t>(kMaxMicrobatches) + 1;
+    rc_.total_microbatches = kMaxMicrobatches;
+    rc_.updates = static_cast<std::int32_t>(kMaxMicrobatches);
+    renew();
     const std::size_t rows = config.batch * config.seq_len;
     width_ = rows * config.config.d_model;
     tokens_.resize(rows);
@@ -239,10 +265,17 @@ struct Calibrator::Bench {
   std::span<float> input() { return input_; }
   std::span<const float> d_input() const { return d_input_; }
 
+  // A fresh runtime with the same weights (its version book and LR schedule have room for
+  // kMaxMicrobatches; a long warm-up of a tiny model can use them up).
+  void renew() {
+    runtime_ = std::make_unique<StageRuntime>(rc_);
+    model::init_gpt2(runtime_->layout(), runtime_->params(), config_.seed);
+    next_ = 0;
+  }
+
   // F, B and U of the next micro-batch; their start and end times.
   std::array<Timed, 3> run() {
-    if (next_ >= kMaxMicrobatches)
-      throw std::runtime_error("calibration ran more micro-batches than it allows");
+    if (next_ >= kMaxMicrobatches) renew();
     const auto mb = static_cast<std::int32_t>(next_++);
     std::array<Timed, 3> t;
     t[0].start = Clock::now();
@@ -269,6 +302,8 @@ struct Calibrator::Bench {
     return m;
   }
 
+  const ExecConfig& config_;
+  StageRuntimeConfig rc_;
   std::unique_ptr<StageRuntime> runtime_;
   std::size_t width_ = 0;
   std::vector<std::int32_t> tokens_, targets_;
@@ -333,8 +368,9 @@ void Calibrator::round() {
     longest_s =
         std::max(longest_s, round_medians[s][0] + round_medians[s][1] + round_medians[s][2]);
   }
-  // Long enough for every thread to complete a few actions even when k share few cores.
-  const double window_s = static_cast<double>(options_.repeats) * longest_s;
+  // Long enough for every thread to complete a few actions even when k share few cores (and at
+  // least 50 ms, for a tiny model on a loaded machine).
+  const double window_s = std::max(0.05, static_cast<double>(options_.repeats) * longest_s);
   // For each k, windows of k consecutive stages (wrapping around) until every stage ran in one.
   for (std::size_t k = 2; options_.measure_sharing && k <= P; ++k)
     for (std::size_t first = 0; first < P; first += k) {
@@ -382,22 +418,22 @@ Calibration Calibrator::result() {
     m.update_s = spread_of(alone_[s][2]);
     c.stages.push_back(m);
   }
-  // Per stage, and pooled over stages (the host's own curve).
-  const std::size_t counts = ratios_.empty() ? 0 : ratios_.front().size();
+  // Per stage, and pooled over stages (the host's own curve). A count no window completed an
+  // action at (a tiny model on a loaded machine) ends the lists: the simulator extrapolates.
   c.slowdown_by_count = {1.0};
   c.slowdown_spread = {Spread{1.0, 1.0, 1.0, 0}};
   c.stage_slowdown_by_count.assign(ratios_.size(), {1.0});
-  for (std::size_t k = 0; k < counts; ++k) {
+  for (std::size_t k = 0; !ratios_.empty() && k < ratios_.front().size(); ++k) {
     std::vector<double> pooled;
-    for (std::size_t s = 0; s < ratios_.size(); ++s) {
-      const auto& samples = ratios_[s][k];
-      pooled.insert(pooled.end(), samples.begin(), samples.end());
-      c.stage_slowdown_by_count[s].push_back(samples.empty() ? 1.0 : spread_of(samples).median);
-    }
+    for (const auto& stage : ratios_) pooled.insert(pooled.end(), stage[k].begin(), stage[k].end());
+    if (pooled.empty()) break;
     c.slowdown_spread.push_back(spread_of(pooled));
     c.slowdown_by_count.push_back(c.slowdown_spread.back().median);
+    for (std::size_t s = 0; s < ratios_.size(); ++s)  // a stage without samples: the host's
+      c.stage_slowdown_by_count[s].push_back(
+          ratios_[s][k].empty() ? c.slowdown_by_count.back() : spread_of(ratios_[s][k]).median);
   }
-  if (counts == 0) c.stage_slowdown_by_count.clear();
+  if (c.slowdown_by_count.size() == 1) c.stage_slowdown_by_count.clear();
   c.link = *link_;
   c.tokens_per_microbatch = static_cast<std::int64_t>(config_.batch * config_.seq_len);
   return c;

@@ -261,6 +261,9 @@ void ensure_blas_kernel(char** argv) {
   const KernelDecision decision =
       decide_kernel(cpu, running, user_coretype, chooser == KernelChooser::paci);
   if (decision.action == KernelAction::keep) return;
+  // An OpenBLAS built without DYNAMIC_ARCH has one kernel and ignores OPENBLAS_CORETYPE: nothing
+  // to switch to, and nothing to warn about on every command (paci --version names the kernel).
+  if (!blas_dynamic_arch(openblas_get_config())) return;
   if (decision.action == KernelAction::warn) {
     std::fprintf(stderr,
                  "paci: warning: OpenBLAS runs its %s kernel on a CPU with %s although paci set "

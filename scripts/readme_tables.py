@@ -31,7 +31,10 @@ for n in (8, 32, 128, 512):
     p = next(r for r in j["rows"] if r["kind"] == "paci")
     rows.append(f"| {n} | {f['makespan_s']:g} | {p['makespan_s']:g} | {p['speedup_vs_1f1b']:.3f}× |")
 blocks = {
-    "FIDELITY_TABLE": read("docs/results/fidelity.md", "(run scripts/experiments/fidelity.sh)"),
+    "FIDELITY_TABLE_P2": read("docs/results/fidelity_P2.md", "(run scripts/experiments/fidelity.sh)"),
+    "FIDELITY_TABLE_P4": read("docs/results/fidelity_P4.md", "(run scripts/experiments/fidelity.sh)"),
+    "FIDELITY_HEADLINE": read("docs/results/fidelity_headline.md", ""),
+    "BLAS_ROW": read("docs/results/blas_kernel_headline.md", "(run bench/blas_kernel.sh)"),
     "CONVERGENCE_TABLE": read("docs/results/convergence_headline.md",
                               "(run scripts/experiments/convergence.sh)"),
     "CONVERGENCE_FINDINGS": read("docs/results/convergence_findings.md",

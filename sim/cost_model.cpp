@@ -191,9 +191,10 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
   for (std::size_t h = 0; h < model.hosts.size(); ++h)
     for (std::int32_t d : model.hosts[h].devices)
       if (d >= devices)
-        throw InputError(fmt::format("hosts[{}] names device {}, but the schedule has {} (0..{})",
-                                     h, d, plural(static_cast<std::size_t>(devices), "device"),
-                                     devices - 1));
+        throw InputError(
+            fmt::format("hosts[{}] names device {}, but the schedule has {} (0..{}); paci simulate "
+                        "--host-slowdown none ignores the hosts",
+                        h, d, plural(static_cast<std::size_t>(devices), "device"), devices - 1));
 }
 
 CostModel uniform_cost_model(std::int32_t stages, const UniformCosts& costs) {

@@ -49,6 +49,7 @@ struct ReplayComparison {
   std::int64_t actions = 0;
   std::int64_t off = 0;                 // actions whose start differs by more than the tolerance
   std::vector<ReplayMismatch> largest;  // up to 10 of them, largest difference first
+  double makespan_error() const { return replayed_makespan_s / measured_makespan_s - 1.0; }
 };
 
 // Compares a replay (times from simulate() with the inputs above) with the measured run; an

@@ -45,8 +45,9 @@ class Reader {
   double seconds(const json& value, const std::string& what) const {
     if (!value.is_number()) fail(source_, fmt::format("{} must be a number", what));
     const double x = value.get<double>();
-    if (!std::isfinite(x) || x < 0)
-      fail(source_, fmt::format("{} must be a finite time >= 0 (got {})", what, x));
+    if (!std::isfinite(x) || x < 0 || x > kLongestRun_s)
+      fail(source_,
+           fmt::format("{} must be a time from 0 to {:g} s (got {})", what, kLongestRun_s, x));
     return x;
   }
   std::int64_t integer(const json& value, const std::string& what) const {
@@ -66,6 +67,7 @@ class Reader {
   }
 
   static constexpr std::size_t kAnySize = std::numeric_limits<std::size_t>::max();
+  static constexpr double kLongestRun_s = 1e9;  // about 30 years
 
  private:
   std::string_view source_;
@@ -158,6 +160,7 @@ MeasuredTimeline read_measured_timeline(const nlohmann::json& report, const Sche
     slice.src_device = static_cast<std::int32_t>(src);
     slice.dst_device = static_cast<std::int32_t>(dst);
     slice.bytes = r.integer(m[4], what + ".bytes");
+    if (slice.bytes < 0) fail(source, fmt::format("{}.bytes is negative ({})", what, slice.bytes));
     slice.send_start_s = r.seconds(m[5], what + ".send_start_s");
     slice.send_end_s = r.seconds(m[6], what + ".send_end_s");
     slice.recv_start_s = r.seconds(m[7], what + ".recv_start_s");

@@ -30,18 +30,24 @@ inline void write_text(const std::string& path, const std::string& content) {
   std::ofstream(path, std::ios::binary) << content;
 }
 
-// `args` is appended to the binary path; it may contain pipes and redirections of its own.
-inline Result run_paci(const std::string& args, const std::string& stdin_text = "") {
+// Runs `command` (a shell line) with `stdin_text` on standard input, in the test's temporary
+// directory, and captures its exit status, stdout and stderr.
+inline Result run_shell(const std::string& command, const std::string& stdin_text = "") {
   const std::string in = temp_path("stdin"), out = temp_path("stdout"), err = temp_path("stderr");
   write_text(in, stdin_text);
-  const std::string cmd = std::string("cd ") + ::testing::TempDir() + " && ( " + PACI_BINARY + " " +
-                          args + " ) <" + in + " >" + out + " 2>" + err;
+  const std::string cmd = std::string("cd ") + ::testing::TempDir() + " && ( " + command + " ) <" +
+                          in + " >" + out + " 2>" + err;
   const int raw = std::system(cmd.c_str());
   Result r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// `args` is appended to the binary path; it may contain pipes and redirections of its own.
+inline Result run_paci(const std::string& args, const std::string& stdin_text = "") {
+  return run_shell(std::string(PACI_BINARY) + " " + args, stdin_text);
 }
 
 // " --data TRAIN --val-data VAL ": a small corpus, tokenized once per test binary.

@@ -21,21 +21,13 @@ using ::testing::HasSubstr;
 using testing::Result;
 using testing::slurp;
 using testing::temp_path;
-using testing::write_text;
 
 // paci with `environment` in front (an `env` command line: -u NAME to unset, NAME=VALUE to set).
 // paci's own markers are always cleared, so that what this test binary inherited does not count.
 Result run_with_environment(const std::string& environment, const std::string& args) {
-  const std::string out = temp_path("blas_stdout"), err = temp_path("blas_stderr");
-  const std::string cmd =
+  return testing::run_shell(
       std::string("env -u PACI_BLAS_KERNEL_CHOSEN -u PACI_BLAS_KERNEL_REPLACED ") + environment +
-      " " + PACI_BINARY + " " + args + " >" + out + " 2>" + err;
-  const int raw = std::system(cmd.c_str());
-  Result r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+      " " + PACI_BINARY + " " + args);
 }
 
 // The kernel name in "blas: OpenBLAS 0.3.21, kernel SkylakeX (...)".
@@ -107,21 +99,11 @@ TEST(CliBlas, NeverReExecutesTwice) {
 
 // The train report's "blas" object and the metrics' first line, under a simulated fallback.
 TEST(CliBlas, TrainReportAndMetricsCarryTheKernel) {
-  std::string text;
-  for (int i = 0; i < 400; ++i)
-    text +=
-        "And God said, Let there be light: and there was light. Verse " + std::to_string(i) + ".\n";
-  const std::string txt = temp_path("blas_corpus.txt"), train = temp_path("blas_train.bin"),
-                    val = temp_path("blas_val.bin");
-  write_text(txt, text);
-  ASSERT_EQ(run_with_environment("", "data tokenize " + txt + " --train " + train + " --val " + val)
-                .status,
-            0);
   const std::string report = temp_path("blas_report.json"), metrics = temp_path("blas.jsonl");
   const std::string args =
       "train -k 1f1b -p 2 -m 2 --steps 2 --layers 2 --heads 2 --d-model 32 "
-      "--seq-len 16 --batch 2 --quiet --data " +
-      train + " --val-data " + val + " --report " + report + " --metrics " + metrics;
+      "--seq-len 16 --batch 2 --quiet" +
+      testing::corpus_flags() + "--report " + report + " --metrics " + metrics;
   const Result r = run_with_environment(
       dynamic_arch() ? "OPENBLAS_CORETYPE=Prescott PACI_BLAS_TEST_FALLBACK=1" : "", args);
   ASSERT_EQ(r.status, 0) << r.err;
