@@ -7,6 +7,7 @@
 # A benchmark reports, it does not assert: exits 0 whatever the numbers.
 #
 #   bench/blas_kernel.sh           REPEATS=3 STEPS=12 BUILD_DIR=build by default
+#   RESULTS=docs/results bench/blas_kernel.sh   also writes blas_kernel_headline.md there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${BUILD_DIR:-build}"
@@ -55,15 +56,23 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 print(f"machine: {cpu}, {os.cpu_count()} cores")
 print(f"command: {command} (x{repeats} each, round-robin)")
 print(f"{'configuration':<58} {'kernel (chosen by)':<22} {'min':>7} {'median':>7} {'max':>7}  tokens/s")
-median = {}
+median, rates_of = {}, {}
 for name in names:
     reports = [json.load(open(os.path.join(out, f"{name}.{r}.json"))) for r in range(1, repeats + 1)]
     rates = sorted(rep["throughput"]["tokens_per_s"] for rep in reports)
     blas = {f"{rep['blas']['kernel']} ({rep['blas']['chosen_by']})" for rep in reports}
     median[name] = statistics.median(rates)
+    rates_of[name] = rates
     print(f"{labels[name]:<58} {', '.join(sorted(blas)):<22} {rates[0]:>7.0f} {median[name]:>7.0f} "
           f"{rates[-1]:>7.0f}")
 print(f"library: {reports[0]['blas']['library']}; CPU class: {reports[0]['blas']['cpu']}")
 print(f"(b)/(a) median: {median['simulated_fallback'] / median['as_is']:.3f}  "
       f"(a)/(c) median: {median['as_is'] / median['user_prescott']:.3f}")
+if os.environ.get("RESULTS"):  # one line for the README's performance table
+    spread = lambda n: (f"{median[n]:,.0f} [{min(r for r in rates_of[n]):,.0f}, "
+                        f"{max(r for r in rates_of[n]):,.0f}]")
+    line = (f"tokens/s, median [min, max] of {repeats}: as is {spread('as_is')}; simulated "
+            f"fallback, corrected {spread('simulated_fallback')}; Prescott forced "
+            f"{spread('user_prescott')} ({median['as_is'] / median['user_prescott']:.2f}x slower)")
+    open(os.path.join(os.environ["RESULTS"], "blas_kernel_headline.md"), "w").write(line + "\n")
 PY
