@@ -7,6 +7,8 @@
 #include <limits>
 #include <tuple>
 
+#include "schedules/analysis.hpp"
+
 namespace paci {
 
 namespace {
@@ -90,6 +92,29 @@ void check_schedule_summary(const json& report, const Schedule& s, const Reader&
   }
 }
 
+// Same counts are not the same schedule: the versions every F and B read (a property of each
+// device's order) must be the schedule's own.
+void check_versions(const json& report, const Schedule& s, const Reader& r,
+                    std::string_view source) {
+  const json& versions =
+      r.array(r.member(report, "versions", "the report"), "versions", Reader::kAnySize);
+  const Analysis want = analyze(s);
+  if (versions.size() != want.versions.size())
+    fail(source, fmt::format("the report is a run of another schedule: {} version records, the "
+                             "schedule file has {}",
+                             versions.size(), want.versions.size()));
+  for (std::size_t i = 0; i < versions.size(); ++i) {
+    const VersionRecord& v = want.versions[i];
+    const json& have = versions[i];
+    if (!have.is_object() || have.value("stage", -1) != v.stage ||
+        have.value("mb", -1) != v.microbatch || have.value("v_f", -1) != v.v_f ||
+        have.value("v_b", -1) != v.v_b)
+      fail(source, fmt::format("the report is a run of another schedule: versions[{}] is {}, the "
+                               "schedule file's stage {} micro-batch {} reads v_f {}, v_b {}",
+                               i, have.dump(), v.stage, v.microbatch, v.v_f, v.v_b));
+  }
+}
+
 }  // namespace
 
 ordered_json timeline_json(const ActionTimes& times, const std::vector<MessageSlice>& messages) {
@@ -115,6 +140,7 @@ MeasuredTimeline read_measured_timeline(const nlohmann::json& report, const Sche
                                         std::string_view source) {
   const Reader r(source);
   check_schedule_summary(report, s, r, source);
+  check_versions(report, s, r, source);
   const json& timeline = r.member(report, "timeline", "the report");
   MeasuredTimeline out;
   const std::size_t D = s.devices.size();

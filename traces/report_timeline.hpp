@@ -25,6 +25,7 @@ struct MeasuredTimeline {
 
 // Reads report["timeline"] of a measured report (already parsed) as a run of `schedule`: the
 // report's schedule summary must match it (kind, stages, devices, micro-batches, steps, actions),
+// and so must the versions every F and B read (they follow from each device's order),
 // every device's action count must equal its list's, times must be finite with
 // start <= end, and every message must name actions of the schedule on the devices it claims.
 // Throws InputError starting with `source` and naming the offending entry.

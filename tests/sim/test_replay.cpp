@@ -4,8 +4,10 @@
 // timeline key round-trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
 #include "sim/engine.hpp"
 #include "sim/replay.hpp"
@@ -129,11 +131,10 @@ TEST(Replay, RefusesMessagesTheScheduleDoesNotExplain) {
 TEST(ReportTimeline, RoundTripsAndRefusesAnotherSchedule) {
   const Schedule s = generate_schedule("paci", 2, 2, 2);
   const MeasuredTimeline run = made_up_run(s);
-  nlohmann::json report = nlohmann::json::parse(ordered_json{
-      {"source", "measured"},
-      {"schedule", schedule_summary_json(s)},
-      {"timeline",
-       timeline_json(run.times, run.messages)}}.dump());
+  const ordered_json head{{"source", "measured"},
+                          {"schedule", schedule_summary_json(s)},
+                          {"timeline", timeline_json(run.times, run.messages)}};
+  nlohmann::json report = nlohmann::json::parse(report_with_versions(head, analyze(s).versions));
   const MeasuredTimeline back = read_measured_timeline(report, s, "r.json");
   ASSERT_EQ(back.times.size(), run.times.size());
   for (std::size_t d = 0; d < run.times.size(); ++d)
@@ -160,6 +161,13 @@ TEST(ReportTimeline, RoundTripsAndRefusesAnotherSchedule) {
   };
   refused(report, generate_schedule("1f1b", 2, 2, 2), "its kind is \"paci\"");
   refused(report, generate_schedule("paci", 2, 2, 3), "its steps is 2");
+  // The same counts in another order: device 0 steps before its last backward of step 0.
+  Schedule reordered = s;
+  auto& list = reordered.devices[0];
+  const auto u = std::find(list.begin(), list.end(), Action{ActionKind::U, 0, -1});
+  ASSERT_NE(u, list.begin());
+  std::iter_swap(u, u - 1);
+  refused(report, reordered, "the report is a run of another schedule: versions[");
   nlohmann::json simulated = report;
   simulated["source"] = "simulated";
   refused(simulated, s, "only a measured run can be replayed");
