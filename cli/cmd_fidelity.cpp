@@ -198,6 +198,9 @@ int run_fidelity(const std::vector<std::string>& args) {
   while (!calibrator.settled() && calibrator.rounds() < calibration_options.max_rounds)
     calibrator.round();
   const exec::Calibration first = calibrator.result();
+  // Also the replays' model: a replay takes its times from the run, only the bytes from here.
+  const CostModel first_costs =
+      cost_model_from_calibration(first, "calibrated by paci fidelity before the runs");
   calibrator.discard();  // "alongside" pools only the rounds taken between the runs
 
   std::vector<Row> rows;
@@ -219,7 +222,7 @@ int run_fidelity(const std::vector<std::string>& args) {
       const exec::ExecResult result = ex.run();
       row.measured.push_back(ex.summary(result));
       const auto [makespan_error, start_error] =
-          replay_errors(row.setup.schedule, result, cost_model_from_calibration(first, ""));
+          replay_errors(row.setup.schedule, result, first_costs);
       row.replay_makespan_errors.push_back(makespan_error);
       row.replay_start_errors.push_back(start_error);
     }
@@ -228,8 +231,6 @@ int run_fidelity(const std::vector<std::string>& args) {
   const exec::Calibration calibration = calibrator.result();
   const CostModel costs = cost_model_from_calibration(
       calibration, "calibrated by paci fidelity on this machine, alongside the runs");
-  const CostModel first_costs =
-      cost_model_from_calibration(first, "calibrated by paci fidelity before the runs");
   CostModel independent_costs = costs;
   independent_costs.hosts.clear();
   for (Row& row : rows) {

@@ -206,7 +206,7 @@ bool Engine::on_end(std::int32_t d, double t, std::uint32_t generation) {
   auto& computing = computing_[host];
   computing.erase(std::find(computing.begin(), computing.end(), d));
   reschedule(host, t);
-  result_.times[du][pc_[du]].end_s = result_.times[du][pc_[du]].free_s = t;
+  result_.times[du][pc_[du]].end_s = t;  // complete() sets free_s
   return true;
 }
 

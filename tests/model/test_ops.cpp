@@ -135,16 +135,17 @@ TEST_P(Ops, GemmAccumulateAddsEachProductOnce) {
     SCOPED_TRACE(M);
     const std::size_t N = 37, K = 1500;
     Input a(K * M, 40), b(K * N, 41), c0(M * N, 42);
+    auto accumulate = [&](std::vector<float>& into) {
+      gemm_accumulate(ctx, Transpose::yes, Transpose::no, M, N, K, 1.0f, a.f.data(), M, b.f.data(),
+                      N, into.data(), N);
+    };
     std::vector<float> twice(M * N, 0.0f);
-    gemm_accumulate(ctx, Transpose::yes, Transpose::no, M, N, K, 1.0f, a.f.data(), M, b.f.data(),
-                    N, twice.data(), N);
+    accumulate(twice);
     const std::vector<float> once = twice;
-    gemm_accumulate(ctx, Transpose::yes, Transpose::no, M, N, K, 1.0f, a.f.data(), M, b.f.data(),
-                    N, twice.data(), N);
+    accumulate(twice);
     for (std::size_t i = 0; i < once.size(); ++i) ASSERT_EQ(twice[i], 2 * once[i]);
     std::vector<float> c = c0.f;
-    gemm_accumulate(ctx, Transpose::yes, Transpose::no, M, N, K, 1.0f, a.f.data(), M, b.f.data(),
-                    N, c.data(), N);
+    accumulate(c);
     Vec want = c0.d;
     for (std::size_t m = 0; m < M; ++m)
       for (std::size_t k = 0; k < K; ++k)
