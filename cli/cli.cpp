@@ -5,6 +5,10 @@
 #include <iostream>
 
 #include "cli/common.hpp"
+#include "exec/remote.hpp"
+#ifdef PACI_HAVE_MPI
+#include "exec/mpi/mpi_links.hpp"
+#endif
 #include "model/blas_kernel.hpp"
 #include "model/check.hpp"
 #include "schedules/index.hpp"
@@ -65,8 +69,8 @@ void print_help() {
   std::cout << "\nexit status: 0 success, 2 bad usage or bad input, 1 failure while running\n";
 }
 
-// The version, what this build can run (paci train --device, one process per GPU), and the BLAS
-// kernel this process runs.
+// The version, what this build can run (paci train --device, one process per GPU or per device
+// on CPUs), and the BLAS kernel this process runs.
 void print_version() {
   std::cout << "paci " << PACI_VERSION << "\nbackends: cpu"
 #ifdef PACI_HAVE_CUDA
@@ -74,6 +78,9 @@ void print_version() {
 #endif
 #ifdef PACI_HAVE_NCCL
             << ", nccl (one process per GPU)"
+#endif
+#ifdef PACI_HAVE_MPI
+            << ", mpi (one process per device on CPUs: " << exec::mpi::Session::library() << ")"
 #endif
             << "\n"
             << "blas: " << model::describe(model::blas_identity()) << "\n";
@@ -106,17 +113,28 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   try {
     return command->run(args);
+  } catch (...) {
+    return report_failure(name, std::current_exception());
+  }
+}
+
+int report_failure(const std::string& command, std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const exec::QuietExit& e) {
+    return e.exit_code;  // said already, by this process or the one that failed
   } catch (const UsageError& e) {
-    std::cerr << fmt::format("paci {}: error: {} (see paci {} --help)\n", name, e.what(), name);
+    std::cerr << fmt::format("paci {}: error: {} (see paci {} --help)\n", command, e.what(),
+                             command);
     return 2;
   } catch (const InputError& e) {
-    std::cerr << fmt::format("paci {}: error: {}\n", name, e.what());
+    std::cerr << fmt::format("paci {}: error: {}\n", command, e.what());
     return 2;
   } catch (const model::InputError& e) {
-    std::cerr << fmt::format("paci {}: error: {}\n", name, e.what());
+    std::cerr << fmt::format("paci {}: error: {}\n", command, e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << fmt::format("paci {}: failed: {}\n", name, e.what());
+    std::cerr << fmt::format("paci {}: failed: {}\n", command, e.what());
     return 1;
   }
 }

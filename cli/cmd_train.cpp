@@ -1,45 +1,76 @@
 // paci train — trains the GPT on a schedule (generated, or a file) with the pipeline executor: on
-// the CPU (one worker thread per device, or a sequential replay) or, with --device cuda, on one
-// GPU (cli/gpu/train_gpu.cpp). Both write the shared report and trace, metrics JSONL, checkpoints.
+// the CPU (one worker thread per device, or a sequential replay; under mpirun, one process per
+// device over MPI) or, with --device cuda, on GPUs (cli/gpu/train_gpu.cpp). Both write the shared
+// report and trace, metrics JSONL, checkpoints.
 #include <fmt/format.h>
 #include <iostream>
 
+#include "cli/cli.hpp"
 #include "cli/common.hpp"
 #include "cli/train_run.hpp"
 #include "cli/train_setup.hpp"
 #include "exec/executor.hpp"
+#include "exec/rank_plan.hpp"
+#include "exec/rank_results.hpp"
+#include "exec/remote.hpp"
+#ifdef PACI_HAVE_MPI
+#include "exec/mpi/mpi_links.hpp"
+#endif
 
 namespace paci::cli {
 
 namespace {
 
-// The CPU backend as train_run.hpp's Trainer.
+exec::ExecConfig cpu_config(const TrainSetup& t, exec::HostLinks* remote) {
+  exec::ExecConfig c = t.exec;
+  c.remote = remote;
+  return c;
+}
+
+// The CPU backend as train_run.hpp's Trainer; with `remote`, one process of a multi-process
+// launch (every method is then collective: all processes call them in the same order).
 class CpuTrainer {
  public:
-  CpuTrainer(const TrainSetup& t, const TrainFlags&) : t_(t), ex_(t.schedule, t.exec) {}
+  CpuTrainer(const TrainSetup& t, const TrainFlags&, exec::HostLinks* remote = nullptr)
+      : t_(t), remote_(remote), ex_(t.schedule, cpu_config(t, remote)) {}
 
-  exec::ExecResult run() { return ex_.run(); }
-  std::size_t snapshots() const { return ex_.stage(0).snapshots(); }
+  exec::ExecResult run() {
+    exec::ExecResult local = ex_.run();
+    return remote_ ? exec::gather_result(*remote_, t_.schedule, local) : local;
+  }
+  std::size_t snapshots() const { return ex_.stage(ex_.first_local_stage()).snapshots(); }
   double validate(std::optional<std::size_t> snapshot, const exec::DataFn& val,
                   std::uint64_t count) {
-    std::vector<std::span<const float>> params;
+    std::vector<std::span<const float>> params(static_cast<std::size_t>(t_.schedule.stages));
     for (std::int32_t s = 0; s < t_.schedule.stages; ++s)
-      params.push_back(snapshot ? ex_.stage(s).snapshot(*snapshot)
-                                : std::span<const float>(ex_.stage(s).params()));
+      if (ex_.runs(s))
+        params[static_cast<std::size_t>(s)] = snapshot
+                                                  ? ex_.stage(s).snapshot(*snapshot)
+                                                  : std::span<const float>(ex_.stage(s).params());
     return ex_.evaluate(params, val, 0, count);
   }
   RunSummary summary(const exec::ExecResult& r) const { return ex_.summary(r); }
   std::vector<model::StageStateView> state_views() {
     std::vector<model::StageStateView> views;
     for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
+      if (!ex_.runs(s)) continue;
       const exec::StageRuntime& rt = ex_.stage(s);
       views.push_back({rt.layout().range(), rt.optimizer().steps(), rt.params(),
                        rt.optimizer().first_moment(), rt.optimizer().second_moment()});
     }
+    if (!remote_) return views;
+    gathered_ = exec::gather_stage_states(*remote_, t_.schedule, views);  // on the writer
+    views.clear();
+    for (const auto& g : gathered_) views.push_back(g.view());
     return views;
   }
   std::vector<float> whole_params() {
     std::vector<float> params;
+    if (remote_) {  // every stage's weights come with the gathered states
+      for (const model::StageStateView& v : state_views())
+        params.insert(params.end(), v.weights.begin(), v.weights.end());
+      return params;
+    }
     for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
       const auto p = ex_.stage(s).params();
       params.insert(params.end(), p.begin(), p.end());
@@ -49,12 +80,49 @@ class CpuTrainer {
   void describe(ordered_json& keys) const {
     keys["device"] = "cpu";
     keys["threads_per_device"] = t_.exec.threads_per_device;
+    if (remote_) keys["processes"] = t_.schedule.num_devices();
   }
 
  private:
   const TrainSetup& t_;
+  exec::HostLinks* remote_;
   exec::Executor ex_;
+  std::vector<model::StageState> gathered_;  // state_views() storage, one process per device
 };
+
+// One process per device on CPUs: MPI links, then the same run and outputs as one process, the
+// writer being the process running the last stage. A failure is printed here, before MPI is
+// finalised (which waits for every process), and the process ends quietly after that.
+int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& launch) {
+#ifdef PACI_HAVE_MPI
+  exec::mpi::Session session;
+  try {
+    if (session.size() != launch.world_size)
+      throw InputError(fmt::format(
+          "started as process {} of {} by a launcher ({}), but MPI sees {} process{}: start a "
+          "CPU run of several processes with mpirun (or srun with MPI support)",
+          launch.rank, launch.world_size, launch.source, session.size(),
+          session.size() == 1 ? "" : "es"));
+    try {
+      exec::check_launch(t.schedule, session.size());  // before waiting on anyone
+    } catch (const InputError& e) {
+      if (session.rank() != 0) throw exec::QuietExit(e.what(), 2);  // process 0 says it
+      throw;
+    }
+    exec::mpi::MpiLinks links(t.schedule, run_fingerprint(t, f), exec::link_timeout());
+    const bool writer = session.rank() == exec::last_stage_device(t.schedule);
+    return train_with<CpuTrainer>(t, f, writer, static_cast<exec::HostLinks*>(&links));
+  } catch (...) {
+    throw exec::QuietExit("reported", report_failure("train", std::current_exception()));
+  }
+#else
+  throw InputError(fmt::format(
+      "started as process {} of {} by a launcher ({}), but this paci was built without MPI, "
+      "which one process per device on CPUs needs (apt-get install libopenmpi-dev, then "
+      "rebuild; see docs/multiprocess.md), or use --device cuda for one process per GPU",
+      launch.rank, launch.world_size, launch.source));
+#endif
+}
 
 }  // namespace
 
@@ -70,14 +138,10 @@ int run_train(const std::vector<std::string>& args) {
     return 0;
   TrainSetup t = make_train_setup(f, vm);
   const exec::LaunchInfo launch = launch_info();
-  if (launch.world_size > 1 && f.device != "cuda")
-    throw InputError(fmt::format(
-        "started as process {} of {} by a launcher ({}), but --device cpu runs every stage in "
-        "one process: start it once, or use --device cuda for one process per GPU",
-        launch.rank, launch.world_size, launch.source));
   if (!f.quiet && launch.rank == 0)
     for (const auto& note : t.notes) std::cerr << "paci train: note: " << note << '\n';
   if (f.device == "cuda") return run_train_gpu(t, f, launch);
+  if (launch.world_size > 1) return run_train_processes(t, f, launch);
   return train_with<CpuTrainer>(t, f, true);
 }
 

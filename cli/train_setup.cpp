@@ -9,6 +9,7 @@
 
 #include "cli/load.hpp"
 #include "exec/partition.hpp"
+#include "exec/rank_plan.hpp"
 #include "model/check.hpp"
 #include "model/checkpoint_io.hpp"
 #include "model/checkpoint_llmc.hpp"
@@ -311,6 +312,16 @@ exec::LaunchInfo launch_info() {
   } catch (const exec::RendezvousError& e) {
     throw InputError(e.what());
   }
+}
+
+std::uint64_t run_fingerprint(const TrainSetup& t, const TrainFlags& f) {
+  const auto& c = t.exec.config;
+  std::string settings = fmt::format(
+      "{} {} {} {} {} {} {} {} {} {} {}", c.layers, c.heads, c.d_model, c.vocab, c.max_seq_len,
+      t.exec.batch, t.exec.seq_len, f.precision, t.exec.seed, t.data_seed, t.first_microbatch);
+  for (const auto& r : t.exec.ranges)
+    settings += fmt::format(" {}:{}", r.first_layer, r.num_layers);
+  return exec::fingerprint(settings, exec::schedule_fingerprint(t.schedule));
 }
 
 #ifndef PACI_HAVE_CUDA

@@ -60,6 +60,11 @@ TrainSetup make_train_setup(const TrainFlags& flags, const po::variables_map& vm
 // InputError.
 exec::LaunchInfo launch_info();
 
+// One process per device: what every process of a launch must agree on, whatever the transport —
+// the schedule and each setting that shapes a message or the data (sizes, precision, the
+// partition, seeds, the data position).
+std::uint64_t run_fingerprint(const TrainSetup& t, const TrainFlags& flags);
+
 // paci train on the GPU (cli/gpu/train_gpu.cpp): on the current one, or, when `launch` has more
 // than one process, one process per schedule device over NCCL. Where paci was built without the
 // CUDA backend (or, for a launch, without NCCL), an InputError saying so.

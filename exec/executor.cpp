@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "exec/rank_plan.hpp"
 #include "exec/transport.hpp"
 #include "schedules/consumers.hpp"
 #include "schedules/dependencies.hpp"
@@ -24,7 +26,8 @@ struct RunState {
   DependencyRules rules;
   ConsumerIndex consumers;
   RunClock clock;
-  InProcessTransport transport;
+  InProcessTransport local_transport;
+  Transport* transport;       // local_transport, or the links to other processes
   std::vector<float> losses;  // per micro-batch, written by the last stage's device
   std::mutex mutex;
   std::string error;  // first failure
@@ -35,9 +38,10 @@ struct RunState {
         rules(s),
         consumers(s, index, rules),
         // One thread replays every device: nobody could drain a full link, so none is bounded.
-        transport(s.num_devices(),
-                  c.sequential ? std::numeric_limits<std::size_t>::max() : c.transport_capacity,
-                  &clock),
+        local_transport(
+            c.remote ? 0 : s.num_devices(),
+            c.sequential ? std::numeric_limits<std::size_t>::max() : c.transport_capacity, &clock),
+        transport(c.remote ? static_cast<Transport*>(c.remote) : &local_transport),
         losses(static_cast<std::size_t>(s.total_microbatches()), 0.0f) {}
 };
 
@@ -74,7 +78,7 @@ class Executor::Device {
       for (int j = 0; j < n; ++j) {
         const Dependency& d = deps[static_cast<std::size_t>(j)];
         if (d.kind != DependencyKind::local &&
-            !run_.transport.ready(device_, device_of(d.action.stage), key(d, a)))
+            !run_.transport->ready(device_, device_of(d.action.stage), key(d, a)))
           return false;
       }
     if (run_.config.fail_at && *run_.config.fail_at == a)
@@ -152,7 +156,7 @@ class Executor::Device {
                                       : std::span<float>(b.d_output);
     const std::int32_t src = device_of(d.action.stage);
     const double wait_start = run_.clock.now_s();
-    const SendTimes sent = run_.transport.receive(device_, src, key(d, a), into);
+    const SendTimes sent = run_.transport->receive(device_, src, key(d, a), into);
     const double got = run_.clock.now_s();
     // Every message is recorded, trace or not: the report carries them for a replay.
     if (src != device_)
@@ -190,7 +194,7 @@ class Executor::Device {
                                               ? rt.output(a.microbatch)
                                               : std::span<const float>(b.d_input);
       const double start = run_.clock.now_s();
-      run_.transport.send(device_, dst, {c.kind, a.stage, a.microbatch}, data, {start, start});
+      run_.transport->send(device_, dst, {c.kind, a.stage, a.microbatch}, data, {start, start});
     }
   }
 
@@ -219,7 +223,17 @@ Executor::Executor(const Schedule& schedule, const ExecConfig& config)
     : schedule_(schedule), config_(config) {
   check_runnable(schedule, config, "executor");
   analysis_ = analyze(schedule);
+  if (config.remote) {
+    check_launch(schedule, schedule.num_devices());  // every link keeps its sending order
+    if (config.sequential)
+      throw InputError("--sequential replays every device in one process: not one per process");
+  }
   for (const StagePlan& plan : plan_stages(schedule, analysis_, config)) {
+    if (config.remote &&
+        schedule.placement[static_cast<std::size_t>(plan.stage)] != config.remote->local_device()) {
+      stages_.push_back(nullptr);  // another process runs it
+      continue;
+    }
     StageRuntimeConfig rc;
     static_cast<StagePlan&>(rc) = plan;
     rc.threads = config.threads_per_device;
@@ -236,8 +250,15 @@ Executor::~Executor() = default;
 
 ExecResult Executor::run() {
   RunState run(schedule_, config_);
+  HostLinks* const remote = config_.remote;
+  if (remote) {
+    remote->barrier();  // the processes' clocks start together
+    run.clock = RunClock();
+    remote->clock = &run.clock;
+  }
   std::vector<std::unique_ptr<Device>> devices;
   for (std::int32_t d = 0; d < schedule_.num_devices(); ++d) {
+    if (remote && d != remote->local_device()) continue;  // another process runs it
     devices.push_back(std::make_unique<Device>(*this, run, d));
     devices.back()->start_memory();
   }
@@ -246,9 +267,22 @@ ExecResult Executor::run() {
     if (run.error.empty())
       run.error = fmt::format("device {}, stage {}, action {}: {}", device.device(),
                               device.current().stage, to_string(device.current()), e.what());
-    run.transport.abort();
+    run.transport->abort();
   };
-  if (config_.sequential) {
+  if (remote) {  // this process's one device, in this thread
+    Device& device = *devices.front();
+    try {
+      while (!device.done()) device.step(true);
+    } catch (const QuietExit&) {
+      remote->clock = nullptr;
+      throw;  // the peer reports its own failure
+    } catch (const std::exception& e) {
+      remote->clock = nullptr;
+      fail(device, e);  // tells the peers
+      throw std::runtime_error(run.error);
+    }
+    remote->clock = nullptr;
+  } else if (config_.sequential) {
     bool progress = true;
     while (progress) {
       progress = false;
@@ -281,8 +315,9 @@ ExecResult Executor::run() {
   }
   ExecResult result;
   result.wall_s = run.clock.now_s();
-  result.times.resize(devices.size());
-  result.device_peak_memory_bytes.assign(devices.size(), 0);
+  const auto num_devices = static_cast<std::size_t>(schedule_.num_devices());
+  result.times.resize(num_devices);  // one process per device: only this device's are filled
+  result.device_peak_memory_bytes.assign(num_devices, 0);
   result.timeline.source = "measured";
   result.timeline.num_devices = schedule_.num_devices();
   for (auto& d : devices) d->collect(result);
@@ -294,31 +329,54 @@ ExecResult Executor::run() {
     result.step_losses.push_back(sum / M);
   }
   std::vector<StageObservation> observed;
-  for (const auto& rt : stages_) observed.push_back({&rt->versions(), rt->peak_activations()});
+  for (const auto& rt : stages_)
+    observed.push_back(rt ? StageObservation{&rt->versions(), rt->peak_activations()}
+                          : StageObservation{});
   result.observed = observed_analysis(schedule_, observed);
   return result;
 }
 
 double Executor::evaluate(const std::vector<std::span<const float>>& params, const DataFn& data,
                           std::uint64_t first, std::uint64_t count) {
+  if (params.size() != stages_.size())
+    throw std::invalid_argument("evaluate: one weight span per stage");
+  HostLinks* const remote = config_.remote;
   const std::size_t rows = config_.batch * config_.seq_len;
   std::vector<std::int32_t> tokens(rows), targets(rows);
-  std::vector<model::ActivationSlot> slots;
-  for (auto& rt : stages_) slots.push_back(rt->model_stage().make_slot());
+  std::vector<std::optional<model::ActivationSlot>> slots(stages_.size());
+  for (std::size_t s = 0; s < stages_.size(); ++s)
+    if (stages_[s]) slots[s].emplace(stages_[s]->model_stage().make_slot());
+  const auto device_of = [&](std::size_t s) { return schedule_.placement[s]; };
+  std::vector<float> incoming;  // an activation from another process
+  if (remote) incoming.resize(rows * config_.config.d_model);
   double sum = 0.0;
   for (std::uint64_t i = 0; i < count; ++i) {
     data(first + i, tokens, targets);
     std::span<const float> x;
     for (std::size_t s = 0; s < stages_.size(); ++s) {
+      if (!stages_[s]) continue;  // another process runs it
+      const MessageKey key{DependencyKind::activation, static_cast<std::int32_t>(s) - 1,
+                           static_cast<std::int32_t>(i)};
+      if (s > 0 && !stages_[s - 1]) {
+        remote->receive(device_of(s), device_of(s - 1), key, incoming);
+        x = incoming;
+      }
       model::Stage& st = stages_[s]->model_stage();
       const model::StageInput input =
           s == 0 ? model::StageInput::tokens(tokens) : model::StageInput::activations(x);
-      if (st.is_last())
-        sum += st.forward_loss(params[s], input, targets, 1.0f, slots[s]);
-      else
-        x = st.forward(params[s], input, slots[s]);
+      if (st.is_last()) {
+        sum += st.forward_loss(params[s], input, targets, 1.0f, *slots[s]);
+        continue;
+      }
+      x = st.forward(params[s], input, *slots[s]);
+      if (!stages_[s + 1])  // to the process running the next stage
+        remote->send(device_of(s), device_of(s + 1),
+                     {DependencyKind::activation, static_cast<std::int32_t>(s),
+                      static_cast<std::int32_t>(i)},
+                     x, {});
     }
   }
+  if (!stages_.back()) return 0.0;  // the loss is known where the last stage runs
   return count ? sum / static_cast<double>(count) : 0.0;
 }
 

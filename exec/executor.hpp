@@ -3,6 +3,12 @@
 // and gradients backward through a Transport. Results depend only on each device's order and the
 // data it receives, never on timing. Every action's start and end, the versions it read, and the
 // memory in use are recorded into the same Timeline and report the simulator writes.
+//
+// One process per device: with ExecConfig::remote set (MPI links, exec/mpi/mpi_links.hpp), this
+// process allocates and runs only the schedule device remote->local_device(), in the calling
+// thread; every message goes through the links, and the result holds this device's part
+// (exec::gather_result() merges the parts on the process running the last stage, where the
+// losses are).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "exec/remote.hpp"
 #include "exec/stage_plan.hpp"
 #include "exec/stage_runtime.hpp"
 #include "schedules/analysis.hpp"
@@ -29,6 +36,8 @@ struct ExecConfig : TrainingConfig {
   // weights get the seeded GPT-2 initialisation.
   std::function<void(std::int32_t stage, StageRuntime& runtime)> init_stage;
   std::size_t transport_capacity = 1024;
+  // One process per device: the links to the other processes (not owned; outlive the executor).
+  HostLinks* remote = nullptr;
 };
 
 class Executor {
@@ -43,12 +52,23 @@ class Executor {
   // is stopped promptly).
   ExecResult run();
 
-  // Stage runtimes after run(): final weights, optimizer state.
+  // Whether this process runs stage s (always, unless config.remote is set).
+  bool runs(std::int32_t s) const { return stages_[static_cast<std::size_t>(s)] != nullptr; }
+  // The first stage this process runs.
+  std::int32_t first_local_stage() const {
+    std::int32_t s = 0;
+    while (!runs(s)) ++s;
+    return s;
+  }
+  // Stage runtimes after run() (of a stage this process runs): final weights, optimizer state.
   const StageRuntime& stage(std::int32_t s) const { return *stages_[static_cast<std::size_t>(s)]; }
   StageRuntime& stage(std::int32_t s) { return *stages_[static_cast<std::size_t>(s)]; }
 
   // Mean loss of `count` micro-batches of `data` through every stage with the given weights
-  // (one span per stage), forward only, in this thread. Call when no run is in progress.
+  // (one span per stage; empty for stages other processes run), forward only, in this thread.
+  // Call when no run is in progress. One process per device: every process calls it
+  // (activations go through the links) and the one running the last stage gets the loss; the
+  // others get 0.
   double evaluate(const std::vector<std::span<const float>>& params, const DataFn& data,
                   std::uint64_t first, std::uint64_t count);
 

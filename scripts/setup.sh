@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev
+  openmpi-bin libopenmpi-dev
   python3-matplotlib
 )
 

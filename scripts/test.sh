@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh -DPACI_WERROR=ON
+bash scripts/build.sh -DPACI_WERROR=ON -DPACI_MPI=ON
 cd build
 ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600
 

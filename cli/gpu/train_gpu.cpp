@@ -6,9 +6,7 @@
 // the CUDA backend (PACI_HAVE_CUDA); the multi-process path only where NCCL is found
 // (PACI_HAVE_NCCL).
 #include <fmt/format.h>
-#include <algorithm>
 #include <chrono>
-#include <cstdlib>
 
 #include "cli/common.hpp"
 #include "cli/train_run.hpp"
@@ -17,6 +15,7 @@
 #include "exec/cuda/pipeline.hpp"
 #include "exec/rank_plan.hpp"
 #include "exec/rank_results.hpp"
+#include "exec/remote.hpp"
 #include "model/checkpoint_llmc.hpp"
 #ifdef PACI_HAVE_NCCL
 #include "cuda/nccl/communicator.hpp"
@@ -59,11 +58,7 @@ class GpuTrainer {
 
   exec::ExecResult run() {
     exec::ExecResult local = pipeline_.run();
-    if (!remote_) return local;
-    const auto parts = remote_->gather(
-        exec::encode_rank_result(t_.schedule, local, remote_->local_device()), writer());
-    return remote_->local_device() == writer() ? exec::merge_rank_results(t_.schedule, parts)
-                                               : local;
+    return remote_ ? exec::gather_result(*remote_, t_.schedule, local) : local;
   }
   std::size_t snapshots() const {
     return pipeline_.stage(pipeline_.first_local_stage()).snapshots();
@@ -86,7 +81,11 @@ class GpuTrainer {
       host_.push_back({rt.layout().range(), rt.optimizer_steps(), rt.params(), rt.first_moment(),
                        rt.second_moment()});
     }
-    if (remote_) gather_states();
+    if (remote_) {  // every process's stages, on the writer
+      std::vector<model::StageStateView> mine;
+      for (const auto& h : host_) mine.push_back(h.view());
+      host_ = exec::gather_stage_states(*remote_, t_.schedule, mine);
+    }
     std::vector<model::StageStateView> views;
     for (const auto& h : host_) views.push_back(h.view());
     return views;
@@ -111,20 +110,6 @@ class GpuTrainer {
   }
 
  private:
-  std::int32_t writer() const { return exec::last_stage_device(t_.schedule); }
-  // Every process's stages into the writer's host_, in stage (layer) order.
-  void gather_states() {
-    std::vector<model::StageStateView> mine;
-    for (const auto& h : host_) mine.push_back(h.view());
-    const auto parts = remote_->gather(exec::encode_stage_states(mine), writer());
-    if (remote_->local_device() != writer()) return;
-    host_.clear();
-    for (const std::string& part : parts) exec::decode_stage_states(part, host_);
-    std::sort(host_.begin(), host_.end(), [](const auto& a, const auto& b) {
-      return a.range.first_layer < b.range.first_layer;
-    });
-  }
-
   const TrainSetup& t_;
   std::string precision_;
   exec::gpu::RemoteLinks* remote_;
@@ -136,35 +121,16 @@ class GpuTrainer {
 // How long a process waits for the others to join (the rendezvous and NCCL's set-up).
 constexpr std::chrono::seconds kJoinTimeout{300};
 
-// What every process must agree on: the schedule and each setting that shapes a message or the
-// data (sizes, precision, the partition, seeds).
-std::uint64_t run_fingerprint(const TrainSetup& t, const TrainFlags& f) {
-  const auto& c = t.exec.config;
-  std::string settings = fmt::format(
-      "{} {} {} {} {} {} {} {} {} {} {}", c.layers, c.heads, c.d_model, c.vocab, c.max_seq_len,
-      t.exec.batch, t.exec.seq_len, f.precision, t.exec.seed, t.data_seed, t.first_microbatch);
-  for (const auto& r : t.exec.ranges)
-    settings += fmt::format(" {}:{}", r.first_layer, r.num_layers);
-  return exec::fingerprint(settings, exec::schedule_fingerprint(t.schedule));
-}
-
-// PACI_NCCL_TIMEOUT_S: how long a run may make no progress before the watchdog stops it.
-std::chrono::seconds nccl_timeout() {
-  const char* text = std::getenv("PACI_NCCL_TIMEOUT_S");
-  if (text == nullptr || *text == '\0') return std::chrono::seconds(600);
-  char* end = nullptr;
-  const long seconds = std::strtol(text, &end, 10);
-  if (*end != '\0' || seconds <= 0)
-    throw InputError(
-        fmt::format("PACI_NCCL_TIMEOUT_S must be a positive number of seconds, not '{}'", text));
-  return std::chrono::seconds(seconds);
-}
-
 int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& info) {
-  exec::check_launch(t.schedule, info.world_size);  // before waiting on anyone
-  const std::chrono::seconds timeout = nccl_timeout();
+  try {
+    exec::check_launch(t.schedule, info.world_size);  // before waiting on anyone
+  } catch (const InputError& e) {
+    if (info.rank != 0) throw exec::QuietExit(e.what(), 2);  // process 0 says it
+    throw;
+  }
+  const std::chrono::seconds timeout = exec::link_timeout();
   cuda::NcclCommunicator world =
-      cuda::connect_ranks(info, exec::rendezvous_endpoint_from_environment(), kJoinTimeout);
+      exec::gpu::connect_ranks(info, exec::rendezvous_endpoint_from_environment(), kJoinTimeout);
   exec::gpu::NcclLinks links(world, t.schedule, run_fingerprint(t, f), timeout);
   const bool writer = info.rank == exec::last_stage_device(t.schedule);
   return train_with<GpuTrainer>(t, f, writer, &links);

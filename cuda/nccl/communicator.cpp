@@ -103,28 +103,4 @@ void NcclCommunicator::abort() noexcept {
   comm_ = nullptr;
 }
 
-NcclCommunicator connect_ranks(const exec::LaunchInfo& info, const exec::Endpoint& endpoint,
-                               std::chrono::milliseconds timeout) {
-  PACI_CUDA_CHECK(cudaSetDevice(info.local_rank));
-  ncclUniqueId id;
-  if (info.rank == 0) {
-    id = NcclCommunicator::unique_id();
-    if (info.world_size > 1) {
-      exec::RendezvousServer server(endpoint.port);
-      const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
-      server.serve({bytes, sizeof(id)}, info.world_size - 1, timeout);
-    }
-  } else {
-    const std::vector<std::uint8_t> bytes =
-        exec::fetch_from_rendezvous(endpoint, info.rank, timeout);
-    if (bytes.size() != sizeof(id)) {
-      throw exec::RendezvousError("rendezvous: got " + std::to_string(bytes.size()) +
-                                  " bytes for the NCCL unique id, expected " +
-                                  std::to_string(sizeof(id)));
-    }
-    std::memcpy(&id, bytes.data(), sizeof(id));
-  }
-  return NcclCommunicator(id, info.rank, info.world_size);
-}
-
 }  // namespace paci::cuda

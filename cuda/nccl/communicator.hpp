@@ -1,6 +1,7 @@
 // NCCL point-to-point between pipeline ranks, one process per GPU: a communicator (RAII; aborted,
 // not destroyed, when it dies by an exception or after abort(), so peers are not left waiting on
-// it), send/recv of device tensors on a stream, and connect_ranks() doing the rendezvous too.
+// it) and send/recv of device tensors on a stream. How the ranks find each other (the unique id's
+// rendezvous) is the launch's business: exec::gpu::connect_ranks() (exec/cuda/nccl_links.hpp).
 #pragma once
 
 #include <nccl.h>
@@ -9,7 +10,6 @@
 
 #include "cuda/check.hpp"
 #include "cuda/precision.hpp"
-#include "exec/launch.hpp"
 
 namespace paci::cuda {
 
@@ -28,7 +28,7 @@ namespace paci::cuda {
 
 class NcclCommunicator {
  public:
-  // Made on rank 0 and handed to the others (connect_ranks does it over TCP).
+  // Made on rank 0 and handed to the others (exec::gpu::connect_ranks does it over TCP).
   static ncclUniqueId unique_id();
 
   // Collective: every rank calls it with the same id and world size, its own rank, and the GPU it
@@ -72,11 +72,5 @@ class NcclCommunicator {
   int rank_ = 0, world_size_ = 1;
   int uncaught_at_construction_ = 0;
 };
-
-// The whole connection of one rank: rank 0 makes the unique id and serves it at `endpoint` (its
-// port on every interface), the others fetch it from there; then the communicator. Selects GPU
-// info.local_rank first. Throws RendezvousError or CudaError after `timeout` or on failure.
-NcclCommunicator connect_ranks(const exec::LaunchInfo& info, const exec::Endpoint& endpoint,
-                               std::chrono::milliseconds timeout);
 
 }  // namespace paci::cuda

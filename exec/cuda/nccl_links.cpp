@@ -7,7 +7,32 @@
 #include "cuda/check.hpp"
 #include "exec/rank_plan.hpp"
 
+#include <cstring>
+
 namespace paci::exec::gpu {
+
+cuda::NcclCommunicator connect_ranks(const LaunchInfo& info, const Endpoint& endpoint,
+                                     std::chrono::milliseconds timeout) {
+  PACI_CUDA_CHECK(cudaSetDevice(info.local_rank));
+  ncclUniqueId id;
+  if (info.rank == 0) {
+    id = cuda::NcclCommunicator::unique_id();
+    if (info.world_size > 1) {
+      RendezvousServer server(endpoint.port);
+      const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
+      server.serve({bytes, sizeof(id)}, info.world_size - 1, timeout);
+    }
+  } else {
+    const std::vector<std::uint8_t> bytes = fetch_from_rendezvous(endpoint, info.rank, timeout);
+    if (bytes.size() != sizeof(id)) {
+      throw RendezvousError("rendezvous: got " + std::to_string(bytes.size()) +
+                            " bytes for the NCCL unique id, expected " +
+                            std::to_string(sizeof(id)));
+    }
+    std::memcpy(&id, bytes.data(), sizeof(id));
+  }
+  return cuda::NcclCommunicator(id, info.rank, info.world_size);
+}
 
 double NcclLinks::clock_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -18,13 +43,7 @@ NcclLinks::NcclLinks(cuda::NcclCommunicator& world, const Schedule& schedule,
     : world_(world), timeout_(timeout) {
   check_launch(schedule, world.world_size());
   progress();
-  const std::vector<std::uint64_t> prints = all_gather(fingerprint);
-  for (std::size_t r = 1; r < prints.size(); ++r)
-    if (prints[r] != prints[0])
-      throw InputError(fmt::format(
-          "process {} runs another schedule or other settings than process 0 (fingerprint "
-          "{:016x} against {:016x}): give every process the same schedule and flags",
-          r, prints[r], prints[0]));
+  check_fingerprints(all_gather(fingerprint), world.rank());
   // Every process takes part in every split, in the same (src, dst) order.
   const std::int32_t me = world.rank();
   const std::vector<DeviceLink> all = device_links(schedule);

@@ -23,9 +23,17 @@
 #include "cuda/memory.hpp"
 #include "cuda/nccl/communicator.hpp"
 #include "exec/cuda/remote.hpp"
+#include "exec/launch.hpp"
 #include "schedules/ir.hpp"
 
 namespace paci::exec::gpu {
+
+// The whole connection of one rank: rank 0 makes NCCL's unique id and serves it at `endpoint` (its
+// port on every interface), the others fetch it from there (exec/launch.hpp); then the world
+// communicator. Selects GPU info.local_rank first. Throws RendezvousError or cuda::CudaError after
+// `timeout` or on failure.
+cuda::NcclCommunicator connect_ranks(const LaunchInfo& info, const Endpoint& endpoint,
+                                     std::chrono::milliseconds timeout);
 
 class NcclLinks final : public RemoteLinks {
  public:

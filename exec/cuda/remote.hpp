@@ -1,6 +1,9 @@
 // Messages to and from schedule devices that other processes run (one process per GPU, started by
-// mpirun or any launcher): the interface GpuPipeline uses in a multi-process launch. NcclLinks
-// (exec/cuda/nccl_links.hpp) implements it with NCCL; the pipeline needs nothing else from NCCL.
+// mpirun or any launcher): the interface GpuPipeline uses in a multi-process launch. The
+// process-level half (local device, barrier, gather, abort) is exec::ProcessLinks, shared with the
+// CPU executor's MPI links (exec/remote.hpp); this adds the data plane in device memory, ordered
+// by CUDA events. NcclLinks (exec/cuda/nccl_links.hpp) implements it with NCCL; the pipeline needs
+// nothing else from NCCL.
 //
 // Every call is asynchronous on the GPU unless it says otherwise. Messages on one directed link
 // are matched in the order they are queued, so both ends must queue them in the same order:
@@ -10,20 +13,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 #include "cuda/precision.hpp"
+#include "exec/remote.hpp"
 
 namespace paci::exec::gpu {
 
-class RemoteLinks {
+class RemoteLinks : public ProcessLinks {
  public:
-  virtual ~RemoteLinks() = default;
-
-  // The schedule device this process runs (its rank).
-  virtual std::int32_t local_device() const = 0;
-
   // Queues the next message to device `dst`: it starts once `ready` (recorded on the producer's
   // stream) has completed; `done` is recorded when `data` may be reused.
   virtual void send(std::int32_t dst, cuda::TensorView data, cudaEvent_t ready,
@@ -38,14 +35,6 @@ class RemoteLinks {
   virtual void wait(cudaEvent_t event) = 0;
   // Blocks until every queued send and receive has completed (same failure rule as wait()).
   virtual void wait_idle() = 0;
-  // Blocks until every process has called it: the common origin of the ranks' clocks.
-  virtual void barrier() = 0;
-  // Collective, blocking: `root` gets every process's bytes in device order; the others get an
-  // empty vector.
-  virtual std::vector<std::string> gather(const std::string& bytes, std::int32_t root) = 0;
-
-  // Drops out of every link so that no peer waits on this process any more. Idempotent.
-  virtual void abort() noexcept = 0;
 };
 
 }  // namespace paci::exec::gpu

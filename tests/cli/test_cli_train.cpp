@@ -204,7 +204,7 @@ TEST(CliTrain, BadInputIsOneLineExitTwo) {
 
 // One process per GPU: a launch whose process count is not the schedule's device count is refused
 // in one line before any process waits for another (a build with NCCL); a build without the CUDA
-// backend says that instead; the CPU executor refuses a launch of several processes, and a
+// backend says that instead; on CPUs, a launch MPI does not see (no mpirun) is refused, and a
 // malformed launcher variable is named.
 TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
   const auto version = run_paci("--version");
@@ -218,7 +218,8 @@ TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
   const std::string args =
       std::string("train -k paci -p 2 -m 2 -n 1 --quiet") + kTiny + data_flags();
   const auto r = run_paci(args + " --device cuda");
-  // The CPU executor runs every stage in one process: a launch of several is a mistake.
+  // On CPUs, processes talk over MPI: variables that say 3 processes where MPI sees 1 (no
+  // mpirun) are a mistake, named in one line.
   const auto cpu = run_paci(args);
   ::setenv("PACI_WORLD_SIZE", "three", 1);
   const auto malformed = run_paci(args);
@@ -226,7 +227,11 @@ TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
   ::unsetenv("PACI_WORLD_SIZE");
   EXPECT_EQ(cpu.status, 2) << cpu.err;
   EXPECT_THAT(cpu.err, HasSubstr("process 0 of 3 by a launcher (PACI_RANK"));
-  EXPECT_THAT(cpu.err, HasSubstr("--device cpu runs every stage in one process"));
+  EXPECT_EQ(std::count(cpu.err.begin(), cpu.err.end(), '\n'), 1) << cpu.err;
+  EXPECT_THAT(cpu.err, version.out.find("mpi (") != std::string::npos
+                           ? HasSubstr("but MPI sees 1 process: start a CPU run of several "
+                                       "processes with mpirun")
+                           : HasSubstr("this paci was built without MPI"));
   EXPECT_EQ(malformed.status, 2) << malformed.err;
   EXPECT_THAT(malformed.err, HasSubstr("PACI_WORLD_SIZE"));
   EXPECT_EQ(r.status, 2) << r.err;

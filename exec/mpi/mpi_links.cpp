@@ -1,0 +1,293 @@
+// MpiLinks: the start-up checks, pooled non-blocking sends, polled receives and collectives, the
+// control tag that carries a failure to every peer, and a clean end on either path.
+#include "exec/mpi/mpi_links.hpp"
+
+#include <fmt/format.h>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "exec/rank_plan.hpp"
+
+namespace paci::exec::mpi {
+
+namespace {
+
+constexpr int kDataTag = 1;     // every message of the run, in link order
+constexpr int kControlTag = 2;  // "process r failed"
+
+void check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw std::runtime_error(fmt::format("{} failed: {}", call, std::string(text, length)));
+}
+
+int byte_count(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(INT_MAX))
+    throw std::runtime_error(
+        fmt::format("a message of {} bytes is too large for one MPI transfer", bytes));
+  return static_cast<int>(bytes);
+}
+
+}  // namespace
+
+Session::Session() {
+  int initialized = 0;
+  check(MPI_Initialized(&initialized), "MPI_Initialized");
+  if (!initialized) {
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  }
+  // Errors come back as codes (turned into exceptions), instead of ending the process.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+Session::~Session() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+std::string Session::library() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string s(text, static_cast<std::size_t>(length));
+  const std::size_t end = s.find_first_of(",\n");
+  return end == std::string::npos ? s : s.substr(0, end);
+}
+
+MpiLinks::MpiLinks(const Schedule& schedule, std::uint64_t fingerprint,
+                   std::chrono::seconds timeout)
+    : timeout_(timeout) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  check_launch(schedule, size);  // before waiting on anyone
+  connect(fingerprint);
+}
+
+MpiLinks::MpiLinks(std::uint64_t fingerprint, std::chrono::seconds timeout) : timeout_(timeout) {
+  connect(fingerprint);
+}
+
+void MpiLinks::connect(std::uint64_t fingerprint) {
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm_, &rank);
+  MPI_Comm_size(comm_, &size);
+  rank_ = rank;
+  size_ = size;
+  progress();
+  check(MPI_Irecv(&control_in_, 1, MPI_INT32_T, MPI_ANY_SOURCE, kControlTag, comm_, &control_),
+        "MPI_Irecv");
+  std::vector<std::uint64_t> prints(static_cast<std::size_t>(size_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(&fingerprint, 1, MPI_UINT64_T, prints.data(), 1, MPI_UINT64_T, comm_,
+                       &request),
+        "MPI_Iallgather");
+  wait(request, "the start-up check", -1);
+  check_fingerprints(prints, rank_);
+}
+
+MpiLinks::~MpiLinks() {
+  if (comm_ == MPI_COMM_NULL) return;
+  const bool clean = !aborted_ && !peer_failed_;
+  if (clean) {
+    try {
+      wait_sends();
+    } catch (...) {  // a peer failed at the very end: leave the rest to MPI_Finalize
+    }
+  }
+  if (control_ != MPI_REQUEST_NULL) {  // a receive: cancelled locally
+    MPI_Cancel(&control_);
+    MPI_Wait(&control_, MPI_STATUS_IGNORE);
+  }
+  // After a failure, sends nobody will receive are left to MPI (MPI_Finalize drops them); the
+  // failure notices get a moment to leave first.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (MPI_Request& r : control_sends_) {
+    int done = 0;
+    while (MPI_Test(&r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (!done) MPI_Request_free(&r);
+  }
+  for (Outgoing& o : sends_)
+    if (o.request != MPI_REQUEST_NULL) MPI_Request_free(&o.request);
+  if (clean) MPI_Comm_free(&comm_);
+}
+
+void MpiLinks::check_peers() {
+  if (!peer_failed_ && control_ != MPI_REQUEST_NULL) {
+    int done = 0;
+    check(MPI_Test(&control_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) {
+      control_ = MPI_REQUEST_NULL;
+      peer_failed_ = true;
+    }
+  }
+  if (peer_failed_)
+    throw QuietExit(fmt::format("process {}: process {} failed", rank_, control_in_), 1);
+}
+
+void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, MPI_Status* status) {
+  // Spin briefly (a message often lands within microseconds), then sleep between polls so that a
+  // waiting process leaves the cores to the ones computing.
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    check(MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) {
+      progress();
+      return;
+    }
+    check_peers();
+    if (std::chrono::steady_clock::now() - last_progress_ > timeout_)
+      throw std::runtime_error(fmt::format(
+          "process {}: no progress for {} s waiting for {}{} (a peer may have stopped; "
+          "PACI_LINK_TIMEOUT_S sets the limit)",
+          rank_, timeout_.count(), what, peer >= 0 ? fmt::format(" process {}", peer) : ""));
+    if (polls < 200)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void MpiLinks::reclaim_sends() {
+  while (!sends_.empty()) {
+    int done = 0;
+    check(MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (!done) return;
+    spare_.push_back(std::move(sends_.front().bytes));
+    sends_.pop_front();
+    progress();
+  }
+}
+
+void MpiLinks::wait_sends() {
+  while (!sends_.empty()) {
+    wait(sends_.front().request, "a send to", sends_.front().dst);
+    spare_.push_back(std::move(sends_.front().bytes));
+    sends_.pop_front();
+  }
+}
+
+void MpiLinks::send(std::int32_t src, std::int32_t dst, const MessageKey& key,
+                    std::span<const float> data, SendTimes times) {
+  if (src != rank_ || dst < 0 || dst >= size_ || dst == rank_)
+    throw std::logic_error(
+        fmt::format("process {} cannot send from device {} to device {}", rank_, src, dst));
+  check_peers();
+  reclaim_sends();
+  Outgoing o;
+  if (!spare_.empty()) {
+    o.bytes = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  o.dst = dst;
+  o.bytes.resize(sizeof(Header) + data.size_bytes());
+  if (clock != nullptr) times.end_s = clock->now_s();
+  const Header h{static_cast<std::int32_t>(key.kind),    key.producer_stage, key.microbatch,
+                 static_cast<std::int32_t>(data.size()), times.start_s,      times.end_s};
+  std::memcpy(o.bytes.data(), &h, sizeof(h));
+  std::memcpy(o.bytes.data() + sizeof(h), data.data(), data.size_bytes());
+  check(MPI_Isend(o.bytes.data(), byte_count(o.bytes.size()), MPI_BYTE, dst, kDataTag, comm_,
+                  &o.request),
+        "MPI_Isend");
+  sends_.push_back(std::move(o));
+}
+
+SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey& key,
+                            std::span<float> out) {
+  if (dst != rank_ || src < 0 || src >= size_ || src == rank_)
+    throw std::logic_error(
+        fmt::format("process {} cannot receive on device {} from device {}", rank_, dst, src));
+  check_peers();
+  reclaim_sends();
+  incoming_.resize(sizeof(Header) + out.size_bytes());
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Irecv(incoming_.data(), byte_count(incoming_.size()), MPI_BYTE, src, kDataTag, comm_,
+                  &request),
+        "MPI_Irecv");
+  MPI_Status status;
+  wait(request, "a message from", src, &status);
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_BYTE, &bytes);
+  Header h;
+  if (static_cast<std::size_t>(bytes) >= sizeof(h)) std::memcpy(&h, incoming_.data(), sizeof(h));
+  const MessageKey got{static_cast<DependencyKind>(h.kind), h.stage, h.microbatch};
+  if (static_cast<std::size_t>(bytes) != incoming_.size() || !(got == key))
+    throw std::runtime_error(fmt::format(
+        "process {}: from process {} came a message of {} bytes (stage {}, micro-batch {}) where "
+        "{} bytes of stage {}, micro-batch {} were expected: the processes do not run the same "
+        "schedule",
+        rank_, src, bytes, h.stage, h.microbatch, incoming_.size(), key.producer_stage,
+        key.microbatch));
+  std::memcpy(out.data(), incoming_.data() + sizeof(h), out.size_bytes());
+  return {h.send_start_s, h.send_end_s};
+}
+
+bool MpiLinks::ready(std::int32_t dst, std::int32_t src, const MessageKey&) {
+  if (dst != rank_) throw std::logic_error("MpiLinks::ready: not this process's device");
+  check_peers();
+  int flag = 0;
+  check(MPI_Iprobe(src, kDataTag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
+  return flag != 0;
+}
+
+void MpiLinks::barrier() {
+  check_peers();
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  wait(request, "the other processes at a barrier", -1);
+}
+
+std::vector<std::string> MpiLinks::gather(const std::string& bytes, std::int32_t root) {
+  check_peers();
+  const auto n = static_cast<std::size_t>(size_);
+  const std::int64_t mine = static_cast<std::int64_t>(bytes.size());
+  std::vector<std::int64_t> sizes(n);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Igather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, root, comm_, &request),
+        "MPI_Igather");
+  wait(request, "the other processes' sizes", -1);
+  std::vector<int> counts(n), offsets(n);
+  std::size_t total = 0;
+  if (rank_ == root)
+    for (std::size_t r = 0; r < n; ++r) {
+      offsets[r] = byte_count(total);
+      counts[r] = byte_count(static_cast<std::size_t>(sizes[r]));
+      total += static_cast<std::size_t>(sizes[r]);
+    }
+  std::vector<char> all(std::max<std::size_t>(total, 1));
+  check(MPI_Igatherv(bytes.data(), byte_count(bytes.size()), MPI_BYTE, all.data(), counts.data(),
+                     offsets.data(), MPI_BYTE, root, comm_, &request),
+        "MPI_Igatherv");
+  wait(request, "the other processes' results", -1);
+  if (rank_ != root) return {};
+  std::vector<std::string> out(n);
+  for (std::size_t r = 0; r < n; ++r)
+    out[r].assign(all.data() + offsets[r], static_cast<std::size_t>(counts[r]));
+  return out;
+}
+
+void MpiLinks::abort() noexcept {
+  if (aborted_ || comm_ == MPI_COMM_NULL) return;
+  aborted_ = true;
+  if (peer_failed_) return;  // the failed peer told everyone itself
+  control_out_.assign(static_cast<std::size_t>(size_), rank_);
+  for (std::int32_t r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Isend(&control_out_[static_cast<std::size_t>(r)], 1, MPI_INT32_T, r, kControlTag, comm_,
+                  &request) == MPI_SUCCESS)
+      control_sends_.push_back(request);
+  }
+}
+
+}  // namespace paci::exec::mpi

@@ -1,0 +1,113 @@
+// HostLinks over MPI: one process per schedule device on CPUs (mpirun -np P paci train --device
+// cpu), rank r running schedule device r. Built where MPI is found (CMake option PACI_MPI, target
+// paci_exec_mpi).
+//
+// Messages: every send is a non-blocking MPI_Isend from a pooled buffer (the executor goes on at
+// once; a buffer is reused once its send completed); every receive an MPI_Irecv polled to its end.
+// All messages of the run travel on one tag of a communicator of their own, so MPI's
+// non-overtaking rule keeps each directed link in sending order; each message carries its key
+// (kind, producing stage, micro-batch) and send times in a header, and a receive checks the key
+// against the one it expects. Barrier and gather are non-blocking collectives, polled.
+//
+// Failure: every wait polls, besides its request, a receive posted on a control tag. A process
+// that fails calls abort(), which sends its rank to every peer on that tag; a peer's next wait
+// then throws QuietExit, and every process ends at its next message instead of waiting forever.
+// A wait that sees no progress on any of this process's links for `timeout` throws too (a peer
+// that hangs). A peer that dies is the launcher's to report: mpirun ends the job when a process
+// is killed (docs/multiprocess.md).
+//
+// MPI is initialised for calls from one thread (MPI_THREAD_FUNNELED): the executor runs its one
+// device in the thread that owns the links.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "exec/remote.hpp"
+#include "schedules/ir.hpp"
+
+namespace paci::exec::mpi {
+
+// MPI_Init_thread on construction and MPI_Finalize on destruction, once per process.
+class Session {
+ public:
+  Session();
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // "Open MPI v4.1.4, ..." (MPI_Get_library_version's first line).
+  static std::string library();
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
+class MpiLinks final : public HostLinks {
+ public:
+  // Collective over MPI_COMM_WORLD. Throws InputError when the world's size is not the schedule's
+  // device count or the schedule cannot run one process per device (check_launch), and through
+  // check_fingerprints() when another process gives another `fingerprint`.
+  MpiLinks(const Schedule& schedule, std::uint64_t fingerprint, std::chrono::seconds timeout);
+  // Collective with no schedule: every pair of processes may exchange messages (paci calibrate's
+  // link measurement). Checks only the fingerprint.
+  MpiLinks(std::uint64_t fingerprint, std::chrono::seconds timeout);
+  ~MpiLinks() override;
+  MpiLinks(const MpiLinks&) = delete;
+  MpiLinks& operator=(const MpiLinks&) = delete;
+
+  std::int32_t local_device() const override { return rank_; }
+  std::int32_t processes() const { return size_; }
+
+  void send(std::int32_t src, std::int32_t dst, const MessageKey& key, std::span<const float> data,
+            SendTimes times) override;
+  SendTimes receive(std::int32_t dst, std::int32_t src, const MessageKey& key,
+                    std::span<float> out) override;
+  bool ready(std::int32_t dst, std::int32_t src, const MessageKey& key) override;
+  void barrier() override;
+  std::vector<std::string> gather(const std::string& bytes, std::int32_t root) override;
+  void abort() noexcept override;
+
+  // Blocks until every send this process queued has completed (its receiver took it).
+  void wait_sends();
+
+ private:
+  struct Header {
+    std::int32_t kind = 0, stage = 0, microbatch = 0, floats = 0;
+    double send_start_s = 0.0, send_end_s = 0.0;
+  };
+  struct Outgoing {
+    std::vector<char> bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::int32_t dst = 0;
+  };
+  void connect(std::uint64_t fingerprint);
+  // Polls `request` to completion, watching the control receive and the timeout meanwhile;
+  // `what` and `peer` (-1: a collective) name it in a timeout's message.
+  void wait(MPI_Request& request, const char* what, std::int32_t peer,
+            MPI_Status* status = nullptr);
+  void check_peers();  // throws QuietExit once a peer said it failed
+  void reclaim_sends();
+  void progress() { last_progress_ = std::chrono::steady_clock::now(); }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;  // the links' own (a duplicate of MPI_COMM_WORLD)
+  std::int32_t rank_ = 0, size_ = 1;
+  std::chrono::seconds timeout_;
+  std::chrono::steady_clock::time_point last_progress_;
+  std::deque<Outgoing> sends_;              // in flight, oldest first
+  std::vector<std::vector<char>> spare_;    // buffers of completed sends, reused
+  std::vector<char> incoming_;              // a receive's header and data
+  std::int32_t control_in_ = -1;            // a peer's rank, when it says it failed
+  MPI_Request control_ = MPI_REQUEST_NULL;  // the posted control receive
+  std::vector<std::int32_t> control_out_;   // what abort() sends (one rank per peer)
+  std::vector<MPI_Request> control_sends_;
+  bool aborted_ = false, peer_failed_ = false;
+};
+
+}  // namespace paci::exec::mpi

@@ -1,0 +1,241 @@
+// One process per device on CPUs under mpirun: for every schedule at P=2 and P=4 the losses,
+// versions and final weights equal the one-process executor's bit for bit; a schedule whose links
+// reorder messages, processes given different settings and a wrong process count are refused in
+// one line; a failing rank (--fail-at, a NaN) and a killed rank end the whole launch within 10 s
+// with a non-zero exit and nothing half-written.
+//
+// Needs a paci built with MPI and mpirun on the PATH (scripts/setup.sh installs Open MPI and
+// scripts/test.sh builds with PACI_MPI=ON, so CI always runs these).
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tests/cli/run.hpp"
+
+namespace paci {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_paci;
+using testing::run_shell;
+using testing::slurp;
+using testing::temp_path;
+using testing::write_text;
+
+const char* const kTiny = " --layers 4 --heads 2 --d-model 32 --seq-len 16 --batch 2 --quiet ";
+
+// mpirun as CI runs it: as root if need be, more processes than cores allowed.
+std::string mpirun(int processes) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_"
+         "mechanism=none mpirun --oversubscribe -np " +
+         std::to_string(processes) + " ";
+}
+
+// Skips unless this paci has the MPI transport and mpirun is here.
+bool have_mpi(std::string& why) {
+  const auto version = run_paci("--version");
+  if (version.out.find("mpi (") == std::string::npos) {
+    why = "this paci was built without MPI";
+    return false;
+  }
+  if (run_shell("command -v mpirun").status != 0) {
+    why = "mpirun is not on the PATH";
+    return false;
+  }
+  return true;
+}
+
+#define REQUIRE_MPI()                        \
+  do {                                       \
+    std::string why;                         \
+    if (!have_mpi(why)) GTEST_SKIP() << why; \
+  } while (false)
+
+std::vector<double> step_losses(const std::string& metrics) {
+  std::vector<double> out;
+  std::istringstream in(slurp(metrics));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
+  }
+  return out;
+}
+
+// paci's own error lines ("paci train: ..."), whatever mpirun adds around them.
+std::vector<std::string> paci_lines(const std::string& err) {
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("paci train:", 0) == 0) lines.push_back(line);
+  return lines;
+}
+
+class CliMpi : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(CliMpi, EqualsOneProcessBitForBit) {
+  REQUIRE_MPI();
+  const auto& [kind, P] = GetParam();
+  const std::string tag = kind + std::to_string(P);
+  const std::string flags = fmt::format(" train -k {} -p {} -m 4 -n 3 --val-every 2", kind, P) +
+                            kTiny + testing::corpus_flags();
+  auto outputs = [&](const std::string& who) {
+    const std::string base = temp_path(tag + who);
+    return fmt::format(" --report {0}.json --metrics {0}.jsonl --save {0}.state", base);
+  };
+  const auto one = run_paci(flags + outputs("one"));
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto many = run_shell(mpirun(P) + PACI_BINARY + flags + outputs("many"));
+  ASSERT_EQ(many.status, 0) << many.out << many.err;
+  const std::string a = temp_path(tag + "one"), b = temp_path(tag + "many");
+  const auto losses = step_losses(a + ".jsonl");
+  ASSERT_GE(losses.size(), 3u);                  // PipeDream updates after every micro-batch
+  EXPECT_EQ(step_losses(b + ".jsonl"), losses);  // the same doubles
+  const auto ra = nlohmann::json::parse(slurp(a + ".json"));
+  const auto rb = nlohmann::json::parse(slurp(b + ".json"));
+  EXPECT_EQ(rb["loss"], ra["loss"]);
+  EXPECT_EQ(rb["val_loss"], ra["val_loss"]);
+  EXPECT_EQ(rb["versions"], ra["versions"]);
+  EXPECT_EQ(rb["processes"], P);
+  for (std::size_t s = 0; s < static_cast<std::size_t>(P); ++s)
+    EXPECT_EQ(rb["stages"][s]["peak_activations"], ra["stages"][s]["peak_activations"]);
+  const std::string weights = slurp(a + ".state");
+  ASSERT_FALSE(weights.empty());
+  EXPECT_TRUE(slurp(b + ".state") == weights) << "checkpoints differ";
+  // Every process measured its own device: every action and every message is in the timeline.
+  EXPECT_EQ(rb["timeline"]["actions"].size(), ra["timeline"]["actions"].size());
+  EXPECT_EQ(rb["timeline"]["messages"].size(), ra["timeline"]["messages"].size());
+}
+
+INSTANTIATE_TEST_SUITE_P(EverySchedule, CliMpi,
+                         ::testing::Combine(::testing::Values("gpipe", "1f1b", "pipedream", "2bw",
+                                                              "paci"),
+                                            ::testing::Values(2, 4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_P" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// The issue's own check: P=4 PACI for 20 steps, versions equal paci analyze's.
+TEST(CliMpiLaunch, VersionsEqualTheAnalysis) {
+  REQUIRE_MPI();
+  const std::string schedule = temp_path("mpi_paci.json"), report = temp_path("mpi_paci_r.json");
+  ASSERT_EQ(run_paci("schedule -k paci -p 4 -m 4 -n 20 -o " + schedule).status, 0);
+  const auto r = run_shell(mpirun(4) + PACI_BINARY + " train --schedule " + schedule + kTiny +
+                           testing::corpus_flags() + " --report " + report);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto analysis = nlohmann::json::parse(run_paci("analyze " + schedule + " --json -").out);
+  const auto measured = nlohmann::json::parse(slurp(report));
+  EXPECT_EQ(measured["versions"], analysis["versions"]);
+  EXPECT_EQ(measured["loss"].size(), 20u);
+}
+
+// A link whose receiver takes its messages in another order than the sender sends them would
+// deadlock a transport that matches messages in order: process 0 says so, once, before anyone
+// waits.
+TEST(CliMpiLaunch, RefusesALinkThatReordersMessages) {
+  REQUIRE_MPI();
+  const std::string schedule = temp_path("mpi_reordered.txt");
+  // Device 1 runs micro-batch 1 before 0: valid in one process (messages are matched by key).
+  write_text(schedule,
+             "# paci.schedule/1 kind=custom stages=2 microbatches=2 steps=1 "
+             "weight_policy=current placement=0,1\n0F0 0F1 0B0 0B1 0U\n1F1 1F0 1B1 1B0 1U\n");
+  const auto one = run_paci("train --schedule " + schedule + kTiny + testing::corpus_flags());
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto r = run_shell(mpirun(2) + PACI_BINARY + " train --schedule " + schedule + kTiny +
+                           testing::corpus_flags());
+  EXPECT_EQ(r.status, 2) << r.err;
+  const auto lines = paci_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_THAT(lines[0], HasSubstr("cannot run one process per device"));
+  EXPECT_THAT(lines[0], HasSubstr("on the link from device 0 to device 1"));
+}
+
+TEST(CliMpiLaunch, RefusesProcessesWithDifferentSettingsOrCount) {
+  REQUIRE_MPI();
+  const std::string flags =
+      " train -k 1f1b -p 2 -m 2 -n 1" + std::string(kTiny) + testing::corpus_flags();
+  const std::string paci = PACI_BINARY;
+  auto r = run_shell(mpirun(1) + paci + flags + " --seed 1 : -np 1 " + paci + flags + " --seed 2");
+  EXPECT_EQ(r.status, 2) << r.err;
+  auto lines = paci_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_THAT(lines[0], HasSubstr("process 1 runs another schedule or other settings"));
+  r = run_shell(mpirun(3) + paci + flags);
+  EXPECT_EQ(r.status, 2) << r.err;
+  lines = paci_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_THAT(lines[0], HasSubstr("the launch has 3 processes but the schedule has 2 devices"));
+}
+
+// Runs `command` in the background, then `then` (a shell fragment that may use $M, mpirun's PID),
+// and prints "elapsed_ms=N" from the end of `then` to mpirun's exit and "rc=N".
+testing::Result run_timed(const std::string& command, const std::string& then = "") {
+  return run_shell("( " + command + " ) & M=$!; " + then +
+                   " start=$(date +%s%N); wait $M; rc=$?; end=$(date +%s%N); "
+                   "echo elapsed_ms=$(( (end - start) / 1000000 )) rc=$rc");
+}
+
+int field(const std::string& out, const std::string& name) {
+  const std::size_t at = out.rfind(name + "=");
+  return at == std::string::npos ? -1 : std::stoi(out.substr(at + name.size() + 1));
+}
+
+// A rank that fails ends every process promptly: one line names device, stage and action; the
+// exit status is non-zero; the checkpoint and the report are left as they were.
+TEST(CliMpiLaunch, AFailingRankEndsTheLaunchInOneLine) {
+  REQUIRE_MPI();
+  const std::string state = temp_path("mpi_fail.state"), report = temp_path("mpi_fail.json");
+  write_text(state, "previous");
+  std::remove(report.c_str());
+  const std::string flags = " train -k paci -p 4 -m 4 -n 200" + std::string(kTiny) +
+                            testing::corpus_flags() + " --save " + state + " --report " + report;
+  const auto r = run_timed(mpirun(4) + PACI_BINARY + flags + " --fail-at 2B37");
+  EXPECT_NE(field(r.out, "rc"), 0) << r.out << r.err;
+  EXPECT_LT(field(r.out, "elapsed_ms"), 10000);
+  const auto lines = paci_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_THAT(lines[0], HasSubstr("device 2, stage 2, action 2B37: injected failure"));
+  EXPECT_EQ(slurp(state), "previous");
+  EXPECT_EQ(slurp(report), "");
+  // A NaN on the last stage's process: the same.
+  const auto nan = run_timed(mpirun(2) + PACI_BINARY +
+                             " train -k 1f1b -p 2 -m 2 -n 6 --lr 1e30 "
+                             "--warmup-steps 0" +
+                             std::string(kTiny) + testing::corpus_flags() + " --save " + state);
+  EXPECT_NE(field(nan.out, "rc"), 0) << nan.err;
+  const auto nan_lines = paci_lines(nan.err);
+  ASSERT_EQ(nan_lines.size(), 1u) << nan.err;
+  EXPECT_THAT(nan_lines[0], HasSubstr("loss is"));
+  EXPECT_EQ(slurp(state), "previous");
+}
+
+// A rank killed with SIGKILL: mpirun names it and ends the others within 10 s.
+TEST(CliMpiLaunch, AKilledRankEndsTheLaunch) {
+  REQUIRE_MPI();
+  const std::string pids = temp_path("mpi_pids"), report = temp_path("mpi_killed.json");
+  std::remove(report.c_str());
+  run_shell("rm -rf " + pids + " && mkdir -p " + pids);
+  const std::string flags = " train -k 1f1b -p 2 -m 4 -n 100000" + std::string(kTiny) +
+                            testing::corpus_flags() + " --report " + report;
+  // Each rank writes its PID, then becomes paci (exec keeps the PID).
+  const std::string rank =
+      "sh -c 'echo $$ > " + pids + "/$OMPI_COMM_WORLD_RANK; exec " + PACI_BINARY + flags + "'";
+  const auto r = run_timed(mpirun(2) + rank, "for i in $(seq 200); do [ -s " + pids +
+                                                 "/1 ] && break; sleep 0.05; done; sleep 2; "
+                                                 "kill -9 $(cat " +
+                                                 pids + "/1);");
+  EXPECT_NE(field(r.out, "rc"), 0) << r.out << r.err;
+  EXPECT_LT(field(r.out, "elapsed_ms"), 10000) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("rank 1"));
+  EXPECT_EQ(slurp(report), "");
+}
+
+}  // namespace
+}  // namespace paci
