@@ -2,6 +2,8 @@
 #include "cli/calibration.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <map>
 
 namespace paci::cli {
 
@@ -75,6 +77,75 @@ ordered_json calibration_json(const exec::Calibration& c) {
   j["link"] = {{"latency_s", c.link.latency_s},
                {"bandwidth_bytes_per_s", c.link.bandwidth_bytes_per_s}};
   return j;
+}
+
+void apply_process_links(CostModel& m, std::span<const exec::PairLinkMeasurement> pairs,
+                         std::span<const std::string> nodes) {
+  m.links.clear();
+  std::vector<double> latency, bandwidth;
+  for (const exec::PairLinkMeasurement& p : pairs) {
+    const LinkCost cost{p.latency_s.median, p.bandwidth_bytes_per_s};
+    m.links.push_back({p.a, p.b, cost});
+    m.links.push_back({p.b, p.a, cost});
+    latency.push_back(p.latency_s.median);
+    bandwidth.push_back(p.bandwidth_bytes_per_s);
+  }
+  if (!pairs.empty()) {
+    m.default_link.latency_s = exec::spread_of(latency).median;
+    m.default_link.bandwidth_bytes_per_s = exec::spread_of(bandwidth).median;
+  }
+  if (m.hosts.size() != 1) return;  // no sharing measured: independent devices
+  const HostSharing measured = m.hosts.front();
+  std::map<std::string, HostSharing> by_node;
+  for (std::size_t d = 0; d < nodes.size(); ++d) {
+    HostSharing& h = by_node[nodes[d]];
+    h.devices.push_back(static_cast<std::int32_t>(d));
+    h.slowdown_by_count = measured.slowdown_by_count;
+    if (!measured.device_slowdown_by_count.empty())
+      h.device_slowdown_by_count.push_back(measured.device_slowdown_by_count.at(d));
+  }
+  m.hosts.clear();
+  for (auto& [node, host] : by_node)
+    if (host.devices.size() > 1) m.hosts.push_back(std::move(host));
+}
+
+ordered_json process_links_json(std::span<const exec::PairLinkMeasurement> pairs,
+                                std::span<const std::string> nodes) {
+  ordered_json j;
+  j["nodes"] = std::vector<std::string>(nodes.begin(), nodes.end());
+  j["pairs"] = ordered_json::array();
+  for (const exec::PairLinkMeasurement& p : pairs)
+    j["pairs"].push_back({{"a", p.a},
+                          {"b", p.b},
+                          {"latency_s", spread_json(p.latency_s)},
+                          {"transfer_s", spread_json(p.transfer_s)},
+                          {"bytes", p.bytes},
+                          {"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s}});
+  return j;
+}
+
+void process_links_from_json(const ordered_json& j, std::vector<exec::PairLinkMeasurement>& pairs,
+                             std::vector<std::string>& nodes) {
+  const auto spread = [](const ordered_json& x) {
+    return exec::Spread{x.at("min").get<double>(), x.at("median").get<double>(),
+                        x.at("max").get<double>(), x.at("samples").get<std::size_t>()};
+  };
+  nodes = j.at("nodes").get<std::vector<std::string>>();
+  pairs.clear();
+  for (const ordered_json& x : j.at("pairs"))
+    pairs.push_back({x.at("a").get<std::int32_t>(), x.at("b").get<std::int32_t>(),
+                     spread(x.at("latency_s")), spread(x.at("transfer_s")),
+                     x.at("bytes").get<std::int64_t>(),
+                     x.at("bandwidth_bytes_per_s").get<double>()});
+}
+
+std::string process_links_summary(std::span<const exec::PairLinkMeasurement> pairs) {
+  std::string out = "links between processes (median [min, max]):\n";
+  for (const exec::PairLinkMeasurement& p : pairs)
+    out += fmt::format("  {} <-> {}: latency {}, {} bytes in {}, {:.3g} GB/s\n", p.a, p.b,
+                       spread_text(p.latency_s, 1e6, " us"), p.bytes,
+                       spread_text(p.transfer_s, 1e6, " us"), p.bandwidth_bytes_per_s / 1e9);
+  return out;
 }
 
 std::string calibration_summary(const exec::Calibration& c) {

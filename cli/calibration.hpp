@@ -1,7 +1,9 @@
 // Turning what paci calibrate measured (exec/) into a cost model the simulator reads (sim/).
 #pragma once
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "exec/calibrate.hpp"
 #include "sim/cost_model.hpp"
@@ -17,6 +19,20 @@ CostModel cost_model_from_calibration(const exec::Calibration& calibration,
 
 // Every measured figure with its spread, for a JSON output (paci calibrate --details, fidelity).
 ordered_json calibration_json(const exec::Calibration& calibration);
+
+// One process per device (paci calibrate under mpirun): every pair's measured link in both
+// directions (CostModel::links), the median pair as the default link, and the devices grouped into
+// one host per node (`nodes`: each device's node; devices on one node share its cores as the
+// calibration's stage threads did).
+void apply_process_links(CostModel& model, std::span<const exec::PairLinkMeasurement> pairs,
+                         std::span<const std::string> nodes);
+// The pairs and nodes as JSON (paci calibrate --details; what paci fidelity reads back), and back.
+ordered_json process_links_json(std::span<const exec::PairLinkMeasurement> pairs,
+                                std::span<const std::string> nodes);
+void process_links_from_json(const ordered_json& j, std::vector<exec::PairLinkMeasurement>& pairs,
+                             std::vector<std::string>& nodes);
+// A line per pair for people.
+std::string process_links_summary(std::span<const exec::PairLinkMeasurement> pairs);
 
 // A few lines for people: per stage F, B, U median [min, max], the slowdown per k, the link.
 std::string calibration_summary(const exec::Calibration& calibration);

@@ -118,23 +118,24 @@ int main(int argc, char** argv) {
   }
 }
 
-int report_failure(const std::string& command, std::exception_ptr error) {
+int report_failure(const std::string& command, std::exception_ptr error, bool print) {
   try {
     std::rethrow_exception(error);
   } catch (const exec::QuietExit& e) {
     return e.exit_code;  // said already, by this process or the one that failed
   } catch (const UsageError& e) {
-    std::cerr << fmt::format("paci {}: error: {} (see paci {} --help)\n", command, e.what(),
-                             command);
+    if (print)
+      std::cerr << fmt::format("paci {}: error: {} (see paci {} --help)\n", command, e.what(),
+                               command);
     return 2;
   } catch (const InputError& e) {
-    std::cerr << fmt::format("paci {}: error: {}\n", command, e.what());
+    if (print) std::cerr << fmt::format("paci {}: error: {}\n", command, e.what());
     return 2;
   } catch (const model::InputError& e) {
-    std::cerr << fmt::format("paci {}: error: {}\n", command, e.what());
+    if (print) std::cerr << fmt::format("paci {}: error: {}\n", command, e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << fmt::format("paci {}: failed: {}\n", command, e.what());
+    if (print) std::cerr << fmt::format("paci {}: failed: {}\n", command, e.what());
     return 1;
   }
 }

@@ -9,8 +9,8 @@ namespace paci::cli {
 
 int main(int argc, char** argv);
 
-// Prints `error` as paci `command`'s one line on stderr (nothing for exec::QuietExit) and returns
-// the exit code it maps to.
-int report_failure(const std::string& command, std::exception_ptr error);
+// Prints `error` as paci `command`'s one line on stderr (unless `print` is false, or for
+// exec::QuietExit) and returns the exit code it maps to.
+int report_failure(const std::string& command, std::exception_ptr error, bool print = true);
 
 }  // namespace paci::cli

@@ -6,24 +6,36 @@
 // comparison, with the one taken before any run, as a user calibrating first would — and compare
 // with the measured median and range. Every measured run is also replayed (the engine checked
 // apart from the cost model). Writes JSON and a markdown table.
+//
+// Under mpirun (one process per device) with --processes KINDS, those schedules also run one
+// process per device over MPI, predicted with the links between the processes measured first;
+// process 0 calibrates, runs the one-process rows and writes everything while the others wait
+// asleep at a barrier.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include "cli/calibration.hpp"
+#include "cli/cli.hpp"
 #include "cli/common.hpp"
 #include "cli/compare_rows.hpp"
 #include "cli/load.hpp"
 #include "cli/machine.hpp"
 #include "cli/train_setup.hpp"
 #include "exec/calibrate.hpp"
+#include "exec/rank_plan.hpp"
+#include "exec/rank_results.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
 #include "sim/engine.hpp"
 #include "sim/replay.hpp"
+#ifdef PACI_HAVE_MPI
+#include "exec/mpi/mpi_links.hpp"
+#endif
 
 namespace paci::cli {
 
@@ -32,6 +44,7 @@ namespace {
 // One schedule of the comparison: what was predicted, and every measured run.
 struct Row {
   std::string kind;
+  bool processes = false;  // one process per device (MPI), else one process
   TrainSetup setup;
   RunSummary predicted, independent, calibrated_first;
   std::vector<RunSummary> measured;
@@ -103,6 +116,7 @@ ordered_json row_json(const Row& row) {
   for (const auto& m : row.measured) bubbles.push_back(m.timing.bubble_ratio);
   ordered_json j;
   j["kind"] = row.kind;
+  j["processes"] = row.processes ? row.setup.schedule.num_devices() : 1;
   j["stages"] = row.setup.schedule.stages;
   j["microbatches"] = row.setup.schedule.microbatches;
   j["steps"] = row.setup.schedule.steps;
@@ -143,10 +157,13 @@ std::string markdown(const ordered_json& runs) {
     md += fmt::format(
         "| {} | {:.3f} | {:.3f} [{:.3f}, {:.3f}] | {:+.1f}% | {} | {:.3f} ({:+.1f}%) | {:.3f} "
         "({:+.1f}%) | {:.1f}% | {:.1f}% | {:.2g}% of the makespan | {} | {} | {:.1f} / {:.1f} |\n",
-        r["kind"].get<std::string>(), r["predicted_makespan_s"].get<double>(),
-        r["measured_makespan_s"].get<double>(), r["measured_min_s"].get<double>(),
-        r["measured_max_s"].get<double>(), 100 * r["relative_error"].get<double>(),
-        r["inside_range"].get<bool>() ? "yes" : "no",
+        r.value("processes", 1) > 1
+            ? fmt::format("{}, {} processes (MPI)", r["kind"].get<std::string>(),
+                          r["processes"].get<int>())
+            : r["kind"].get<std::string>(),
+        r["predicted_makespan_s"].get<double>(), r["measured_makespan_s"].get<double>(),
+        r["measured_min_s"].get<double>(), r["measured_max_s"].get<double>(),
+        100 * r["relative_error"].get<double>(), r["inside_range"].get<bool>() ? "yes" : "no",
         r["calibrated_first_makespan_s"].get<double>(),
         100 * r["calibrated_first_relative_error"].get<double>(),
         r["independent_makespan_s"].get<double>(),
@@ -161,65 +178,79 @@ std::string markdown(const ordered_json& runs) {
   return md;
 }
 
-}  // namespace
+// Under mpirun: this process's links to the others, and the links between every pair measured
+// with them (on process 0).
+struct Processes {
+  exec::HostLinks* links = nullptr;
+  std::vector<exec::PairLinkMeasurement> pairs;
+  std::vector<std::string> nodes;
+};
 
-int run_fidelity(const std::vector<std::string>& args) {
-  TrainFlags f;
-  f.stages = 2;
-  f.microbatches = 4;
-  f.steps = 8;
-  std::string kinds_text = "all", json_path, markdown_path;
+struct FidelityOptions {
+  std::string kinds_text = "all", processes_text, json_path, markdown_path;
   std::size_t repeats = 5;
-  exec::CalibrationOptions calibration_options;
-  po::options_description options("options");
-  auto add = options.add_options();
-  add("kinds", po::value(&kinds_text)->default_value("all"), "schedules to compare");
-  add("repeats", po::value(&repeats)->default_value(repeats),
-      "measured runs per schedule, taken round-robin across the schedules");
-  add("calibration-repeats", po::value(&calibration_options.repeats)->default_value(9),
-      "timed repeats per action and calibration round");
-  add("json", po::value(&json_path), "write every figure as JSON (docs/results/fidelity_P*.json)");
-  add("markdown", po::value(&markdown_path), "write the table as markdown");
-  add_train_options(options, f);
-  po::variables_map vm;
-  if (!parse_options("fidelity",
-                     "[--stages 2 --microbatches 4 --steps 8] [--repeats R] [model flags] "
-                     "[--json F] [--markdown F]",
-                     options, {}, args, vm))
-    return 0;
-  if (repeats == 0 || repeats > 1000) throw InputError("--repeats must be 1..1000");
-  if (calibration_options.repeats == 0 || calibration_options.repeats > 100000)
-    throw InputError("--calibration-repeats must be 1..100000");
-  const bool progress = !f.quiet && isatty(STDERR_FILENO);
+  exec::CalibrationOptions calibration;
+};
+
+// The whole comparison. With `mp`, every process of the launch calls it: process 0 calibrates,
+// runs the one-process rows and writes; all of them run the rows of one process per device.
+int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o,
+            const Processes* mp) {
+  const bool main = !mp || mp->links->local_device() == 0;
+  const bool progress = main && !f.quiet && isatty(STDERR_FILENO);
   f.quiet = true;
   const TrainSetup base = make_train_setup(f, vm);
-  if (progress) std::cerr << "fidelity: calibrating ..." << std::flush;
-  exec::Calibrator calibrator(base.exec, calibration_options);
-  while (!calibrator.settled() && calibrator.rounds() < calibration_options.max_rounds)
-    calibrator.round();
-  const exec::Calibration first = calibrator.result();
-  // Also the replays' model: a replay takes its times from the run, only the bytes from here.
-  const CostModel first_costs =
-      cost_model_from_calibration(first, "calibrated by paci fidelity before the runs");
-  calibrator.discard();  // "alongside" pools only the rounds taken between the runs
+  std::optional<exec::Calibrator> calibrator;
+  exec::Calibration first;
+  CostModel first_costs;
+  if (main) {
+    if (mp) unbind_from_cores("fidelity");
+    if (progress) std::cerr << "fidelity: calibrating ..." << std::flush;
+    calibrator.emplace(base.exec, o.calibration);
+    while (!calibrator->settled() && calibrator->rounds() < o.calibration.max_rounds)
+      calibrator->round();
+    first = calibrator->result();
+    // Also the replays' model: a replay takes its times from the run, only the bytes from here.
+    first_costs = cost_model_from_calibration(first, "calibrated by paci fidelity before the runs");
+    calibrator->discard();  // "alongside" pools only the rounds taken between the runs
+  }
 
   std::vector<Row> rows;
-  for (const auto& kind : parse_kinds(kinds_text)) {
-    if (kind == "2bw" && f.microbatches < f.stages) continue;
-    Row row{kind, make_train_setup(f, vm), {}, {}, {}, {}, {}, {}};
-    row.setup.schedule = generate_schedule(kind, f.stages, f.microbatches, f.steps);
-    row.setup.exec.record_timeline = false;
-    rows.push_back(std::move(row));
-  }
+  const auto add_rows = [&](const std::string& text, bool processes) {
+    for (const auto& kind : parse_kinds(text)) {
+      if (kind == "2bw" && f.microbatches < f.stages) continue;
+      Row row{kind, processes, make_train_setup(f, vm), {}, {}, {}, {}, {}, {}};
+      row.setup.schedule = generate_schedule(kind, f.stages, f.microbatches, f.steps);
+      row.setup.exec.record_timeline = false;
+      if (processes) {
+        exec::check_launch(row.setup.schedule, row.setup.schedule.num_devices());
+        row.setup.exec.remote = mp->links;
+      }
+      rows.push_back(std::move(row));
+    }
+  };
+  add_rows(o.kinds_text, false);
+  if (mp && !o.processes_text.empty()) add_rows(o.processes_text, true);
   // Round-robin: a calibration round, then run r of every schedule, before run r + 1 of any.
-  for (std::size_t r = 0; r < repeats; ++r) {
-    calibrator.round();
+  for (std::size_t r = 0; r < o.repeats; ++r) {
+    if (main) calibrator->round();
     for (Row& row : rows) {
+      if (!main && !row.processes) continue;
+      // The others wait here, asleep, while process 0 calibrates and runs alone.
+      if (row.processes) mp->links->barrier();
       if (progress)
-        std::cerr << fmt::format("\rfidelity: run {}/{} of {:<10}", r + 1, repeats, row.kind)
+        std::cerr << fmt::format("\rfidelity: run {}/{} of {:<10}{}", r + 1, o.repeats, row.kind,
+                                 row.processes ? " (processes)" : "              ")
                   << std::flush;
       exec::Executor ex(row.setup.schedule, row.setup.exec);
-      const exec::ExecResult result = ex.run();
+      exec::ExecResult result = ex.run();
+      if (row.processes) {  // every process's part, merged on process 0
+        const Schedule& s = row.setup.schedule;
+        const auto parts =
+            mp->links->gather(exec::encode_rank_result(s, result, mp->links->local_device()), 0);
+        if (!main) continue;
+        result = exec::merge_rank_results(s, parts);
+      }
       row.measured.push_back(ex.summary(result));
       const auto [makespan_error, start_error] =
           replay_errors(row.setup.schedule, result, first_costs);
@@ -227,18 +258,23 @@ int run_fidelity(const std::vector<std::string>& args) {
       row.replay_start_errors.push_back(start_error);
     }
   }
-  if (progress) std::cerr << "\r" << std::string(40, ' ') << "\r";
-  const exec::Calibration calibration = calibrator.result();
+  if (!main) return 0;
+  if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r";
+  const exec::Calibration calibration = calibrator->result();
   const CostModel costs = cost_model_from_calibration(
       calibration, "calibrated by paci fidelity on this machine, alongside the runs");
-  CostModel independent_costs = costs;
-  independent_costs.hosts.clear();
   for (Row& row : rows) {
     const Schedule& s = row.setup.schedule;
-    row.predicted = run_summary(s, costs, simulate(s, costs, {false, nullptr}));
-    row.independent =
-        run_summary(s, independent_costs, simulate(s, independent_costs, {false, nullptr}));
-    row.calibrated_first = run_summary(s, first_costs, simulate(s, first_costs, {false, nullptr}));
+    CostModel with = costs, before = first_costs;
+    if (row.processes) {  // messages over MPI: the links measured between the processes
+      apply_process_links(with, mp->pairs, mp->nodes);
+      apply_process_links(before, mp->pairs, mp->nodes);
+    }
+    CostModel independent = with;
+    independent.hosts.clear();
+    row.predicted = run_summary(s, with, simulate(s, with, {false, nullptr}));
+    row.independent = run_summary(s, independent, simulate(s, independent, {false, nullptr}));
+    row.calibrated_first = run_summary(s, before, simulate(s, before, {false, nullptr}));
   }
 
   ordered_json out;
@@ -246,16 +282,17 @@ int run_fidelity(const std::vector<std::string>& args) {
   out["settings"] = {{"stages", f.stages},
                      {"microbatches", f.microbatches},
                      {"steps", f.steps},
-                     {"repeats", repeats},
+                     {"repeats", o.repeats},
                      {"threads_per_stage", base.exec.threads_per_device}};
   out["calibration"] = calibration_json(calibration);
   out["calibration_before_runs"] = calibration_json(first);
+  if (mp) out["process_links"] = process_links_json(mp->pairs, mp->nodes);
   out["machine_cost_model"] = ordered_json::parse(write_cost_model(costs));
   out["runs"] = ordered_json::array();
   for (const Row& row : rows) out["runs"].push_back(row_json(row));
   const std::string md = markdown(out["runs"]);
-  if (!json_path.empty()) write_output(json_path, out.dump(2) + "\n");
-  if (!markdown_path.empty()) write_output(markdown_path, md);
+  if (!o.json_path.empty()) write_output(o.json_path, out.dump(2) + "\n");
+  if (!o.markdown_path.empty()) write_output(o.markdown_path, md);
   std::cout << fmt::format(
                    "P={} M={} N={} on {}\ncost model: {} calibration rounds, one before each "
                    "round of runs (before the runs: {} rounds until settled, the 'calibrated "
@@ -263,9 +300,79 @@ int run_fidelity(const std::vector<std::string>& args) {
                    "measured: {} runs per schedule, round-robin\n",
                    f.stages, f.microbatches, f.steps, machine_line(), calibration.rounds,
                    first.rounds, calibration.slowdown_by_count.size(),
-                   fmt::join(calibration.slowdown_by_count, ", "), repeats)
-            << md;
+                   fmt::join(calibration.slowdown_by_count, ", "), o.repeats)
+            << (mp ? process_links_summary(mp->pairs) : "") << md;
   return 0;
+}
+
+}  // namespace
+
+int run_fidelity(const std::vector<std::string>& args) {
+  TrainFlags f;
+  f.stages = 2;
+  f.microbatches = 4;
+  f.steps = 8;
+  FidelityOptions o;
+  po::options_description options("options");
+  auto add = options.add_options();
+  add("kinds", po::value(&o.kinds_text)->default_value("all"), "schedules to compare");
+  add("processes", po::value(&o.processes_text),
+      "under mpirun -np P: also run these schedules one process per device (MPI)");
+  add("repeats", po::value(&o.repeats)->default_value(o.repeats),
+      "measured runs per schedule, taken round-robin across the schedules");
+  add("calibration-repeats", po::value(&o.calibration.repeats)->default_value(9),
+      "timed repeats per action and calibration round");
+  add("json", po::value(&o.json_path),
+      "write every figure as JSON (docs/results/fidelity_P*.json)");
+  add("markdown", po::value(&o.markdown_path), "write the table as markdown");
+  add_train_options(options, f);
+  po::variables_map vm;
+  const exec::LaunchInfo launch = launch_info();
+  if (!only_process_zero_says(launch, "fidelity", [&] {
+        if (!parse_options("fidelity",
+                           "[--stages 2 --microbatches 4 --steps 8] [--repeats R] [model flags] "
+                           "[--json F] [--markdown F] (under mpirun: [--processes KINDS])",
+                           options, {}, args, vm))
+          return false;
+        if (o.repeats == 0 || o.repeats > 1000) throw InputError("--repeats must be 1..1000");
+        if (o.calibration.repeats == 0 || o.calibration.repeats > 100000)
+          throw InputError("--calibration-repeats must be 1..100000");
+        if (!o.processes_text.empty()) parse_kinds(o.processes_text);
+        if (launch.world_size == 1 && !o.processes_text.empty())
+          throw InputError(fmt::format(
+              "--processes runs schedules one process per device: start paci fidelity under "
+              "mpirun -np {}",
+              f.stages));
+        return true;
+      }))
+    return 0;
+  if (launch.world_size == 1) return compare(f, vm, o, nullptr);
+#ifdef PACI_HAVE_MPI
+  exec::mpi::Session session;
+  std::optional<exec::mpi::MpiLinks> mpi;
+  try {
+    check_mpi_sees(launch, session.size(), "fidelity");
+    check_one_process_per_device(session.size(), session.rank(), f.stages);
+    TrainSetup shape = make_train_setup(f, vm);
+    const std::string settings = fmt::format("fidelity {} {} {} {} {} {}", f.stages, f.microbatches,
+                                             f.steps, o.repeats, o.processes_text, o.kinds_text);
+    mpi.emplace(exec::fingerprint(settings, run_fingerprint(shape, f)), exec::link_timeout());
+    Processes mp;
+    mp.links = &*mpi;
+    mp.pairs = exec::mpi::measure_links(
+        *mpi, shape.exec.batch * shape.exec.seq_len * shape.exec.config.d_model, 50);
+    mp.nodes = exec::mpi::node_names(*mpi);
+    mpi->set_timeout(std::chrono::hours(24));  // the others wait while process 0 runs alone
+    const int code = compare(f, vm, o, &mp);
+    mpi->barrier();
+    return code;
+  } catch (...) {
+    if (mpi) mpi->abort();  // the others stop waiting
+    throw exec::QuietExit("reported", report_failure("fidelity", std::current_exception()));
+  }
+#else
+  throw built_without_mpi(launch, "running schedules one process per device");
+#endif
 }
 
 }  // namespace paci::cli

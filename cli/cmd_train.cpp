@@ -4,6 +4,7 @@
 // report and trace, metrics JSONL, checkpoints.
 #include <fmt/format.h>
 #include <iostream>
+#include <optional>
 
 #include "cli/cli.hpp"
 #include "cli/common.hpp"
@@ -96,31 +97,24 @@ class CpuTrainer {
 int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& launch) {
 #ifdef PACI_HAVE_MPI
   exec::mpi::Session session;
+  std::optional<exec::mpi::MpiLinks> links;
   try {
-    if (session.size() != launch.world_size)
-      throw InputError(fmt::format(
-          "started as process {} of {} by a launcher ({}), but MPI sees {} process{}: start a "
-          "CPU run of several processes with mpirun (or srun with MPI support)",
-          launch.rank, launch.world_size, launch.source, session.size(),
-          session.size() == 1 ? "" : "es"));
+    check_mpi_sees(launch, session.size(), "train --device cpu");
     try {
       exec::check_launch(t.schedule, session.size());  // before waiting on anyone
     } catch (const InputError& e) {
       if (session.rank() != 0) throw exec::QuietExit(e.what(), 2);  // process 0 says it
       throw;
     }
-    exec::mpi::MpiLinks links(t.schedule, run_fingerprint(t, f), exec::link_timeout());
+    links.emplace(t.schedule, run_fingerprint(t, f), exec::link_timeout());
     const bool writer = session.rank() == exec::last_stage_device(t.schedule);
-    return train_with<CpuTrainer>(t, f, writer, static_cast<exec::HostLinks*>(&links));
+    return train_with<CpuTrainer>(t, f, writer, static_cast<exec::HostLinks*>(&*links));
   } catch (...) {
+    if (links) links->abort();  // no peer waits on this process any more (if it still could)
     throw exec::QuietExit("reported", report_failure("train", std::current_exception()));
   }
 #else
-  throw InputError(fmt::format(
-      "started as process {} of {} by a launcher ({}), but this paci was built without MPI, "
-      "which one process per device on CPUs needs (apt-get install libopenmpi-dev, then "
-      "rebuild; see docs/multiprocess.md), or use --device cuda for one process per GPU",
-      launch.rank, launch.world_size, launch.source));
+  throw built_without_mpi(launch, "one process per device on CPUs");
 #endif
 }
 
@@ -131,13 +125,16 @@ int run_train(const std::vector<std::string>& args) {
   po::options_description options("options");
   add_train_options(options, f);
   po::variables_map vm;
-  if (!parse_options("train",
-                     "(--kind K --stages P --microbatches M --steps N | --schedule FILE) "
-                     "[model, data, optimizer flags] [--device cpu|cuda] [--report R] [--trace T]",
-                     options, {}, args, vm))
-    return 0;
-  TrainSetup t = make_train_setup(f, vm);
   const exec::LaunchInfo launch = launch_info();
+  if (!only_process_zero_says(launch, "train", [&] {
+        return parse_options(
+            "train",
+            "(--kind K --stages P --microbatches M --steps N | --schedule FILE) "
+            "[model, data, optimizer flags] [--device cpu|cuda] [--report R] [--trace T]",
+            options, {}, args, vm);
+      }))
+    return 0;
+  TrainSetup t = only_process_zero_says(launch, "train", [&] { return make_train_setup(f, vm); });
   if (!f.quiet && launch.rank == 0)
     for (const auto& note : t.notes) std::cerr << "paci train: note: " << note << '\n';
   if (f.device == "cuda") return run_train_gpu(t, f, launch);

@@ -1,9 +1,12 @@
 // machine_json / machine_line: cores from the C++ runtime, the CPU model from /proc/cpuinfo (or
-// "unknown CPU"), the BLAS from model::blas_identity().
+// "unknown CPU"), the BLAS from model::blas_identity(); unbind_from_cores (sched_setaffinity).
 #include "cli/machine.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
+#include <unistd.h>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "model/blas_kernel.hpp"
@@ -36,6 +39,17 @@ std::string machine_line() {
   const ordered_json j = machine_json();
   return fmt::format("{} cores, {}, {}", j["cores"].get<unsigned>(), j["cpu"].get<std::string>(),
                      j["blas"].get<std::string>());
+}
+
+void unbind_from_cores(const std::string& command) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long c = 0; c < cores && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<int>(c), &all);
+  if (sched_setaffinity(0, sizeof(all), &all) != 0)
+    std::cerr << "paci " << command
+              << ": note: could not widen process 0's core binding; the stages' slowdown may be "
+                 "overstated (mpirun --bind-to none avoids it)\n";
 }
 
 }  // namespace paci::cli

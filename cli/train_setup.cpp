@@ -314,6 +314,32 @@ exec::LaunchInfo launch_info() {
   }
 }
 
+InputError built_without_mpi(const exec::LaunchInfo& launch, const std::string& needs) {
+  return InputError(fmt::format(
+      "started as process {} of {} by a launcher ({}), but this paci was built without MPI, "
+      "which {} needs (apt-get install libopenmpi-dev, then rebuild; see docs/multiprocess.md)",
+      launch.rank, launch.world_size, launch.source, needs));
+}
+
+void check_mpi_sees(const exec::LaunchInfo& launch, int mpi_processes, const std::string& command) {
+  if (mpi_processes == launch.world_size) return;
+  throw InputError(fmt::format(
+      "started as process {} of {} by a launcher ({}), but MPI sees {} process{}: start paci {} "
+      "with mpirun (or srun with MPI support)",
+      launch.rank, launch.world_size, launch.source, mpi_processes, mpi_processes == 1 ? "" : "es",
+      command));
+}
+
+void check_one_process_per_device(int processes, int rank, std::int32_t devices) {
+  if (processes == devices) return;
+  const std::string why = fmt::format(
+      "the launch has {} processes for {} devices: start one process per device "
+      "(mpirun -np {})",
+      processes, devices, devices);
+  if (rank != 0) throw exec::QuietExit(why, 2);
+  throw InputError(why);
+}
+
 std::uint64_t run_fingerprint(const TrainSetup& t, const TrainFlags& f) {
   const auto& c = t.exec.config;
   std::string settings = fmt::format(

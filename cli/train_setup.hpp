@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.hpp"
 #include "cli/common.hpp"
 #include "exec/executor.hpp"
 #include "exec/launch.hpp"
+#include "exec/remote.hpp"
 #include "model/checkpoint_state.hpp"
 #include "model/data.hpp"
 
@@ -59,6 +61,29 @@ TrainSetup make_train_setup(const TrainFlags& flags, const po::variables_map& vm
 // Where this process sits in a launch (exec/launch.hpp); a malformed launcher variable is an
 // InputError.
 exec::LaunchInfo launch_info();
+
+// Runs `setup` (what every process of a launch checks alike, before they meet); where it fails,
+// process 0 prints the one line and the others end with the same exit code, quietly.
+template <typename Setup>
+auto only_process_zero_says(const exec::LaunchInfo& launch, const std::string& command,
+                            Setup&& setup) {
+  try {
+    return setup();
+  } catch (...) {
+    if (launch.world_size == 1 || launch.rank == 0) throw;
+    throw exec::QuietExit("reported by process 0",
+                          report_failure(command, std::current_exception(), false));
+  }
+}
+
+// Under a launcher, in a paci built without MPI: the error naming the launch and what needs MPI.
+InputError built_without_mpi(const exec::LaunchInfo& launch, const std::string& needs);
+// Under a launcher, with MPI: throws InputError unless MPI sees the launcher's processes (the
+// launcher's variables without mpirun give every process a world of one).
+void check_mpi_sees(const exec::LaunchInfo& launch, int mpi_processes, const std::string& command);
+// One process per device: unless the launch has `devices` processes, process 0 throws the
+// InputError and the others QuietExit (exit 2).
+void check_one_process_per_device(int processes, int rank, std::int32_t devices);
 
 // One process per device: what every process of a launch must agree on, whatever the transport —
 // the schedule and each setting that shapes a message or the data (sizes, precision, the

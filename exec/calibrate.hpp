@@ -34,6 +34,16 @@ struct LinkMeasurement {
   double bandwidth_bytes_per_s = 0.0;  // from the median time of activation-sized messages
 };
 
+// The link between two processes of a launch (paci calibrate under mpirun; exec/mpi/): a
+// ping-pong of one-float messages and of activation-sized ones, the same for both directions.
+struct PairLinkMeasurement {
+  std::int32_t a = 0, b = 0;           // the processes (= devices), a < b
+  Spread latency_s;                    // half a one-float round trip
+  Spread transfer_s;                   // half an activation-sized round trip
+  std::int64_t bytes = 0;              // the activation-sized message
+  double bandwidth_bytes_per_s = 0.0;  // bytes / (transfer − latency), from the medians
+};
+
 struct CalibrationOptions {
   std::size_t repeats = 9;      // timed F, B, U triples per stage and round
   std::size_t max_rounds = 6;   // stop here even when the medians still move

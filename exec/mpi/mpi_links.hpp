@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/calibrate.hpp"
 #include "exec/remote.hpp"
 #include "schedules/ir.hpp"
 
@@ -76,6 +77,8 @@ class MpiLinks final : public HostLinks {
 
   // Blocks until every send this process queued has completed (its receiver took it).
   void wait_sends();
+  // How long a wait may see no progress before it gives up (from now on).
+  void set_timeout(std::chrono::seconds timeout) { timeout_ = timeout; }
 
  private:
   struct Header {
@@ -109,5 +112,15 @@ class MpiLinks final : public HostLinks {
   std::vector<MPI_Request> control_sends_;
   bool aborted_ = false, peer_failed_ = false;
 };
+
+// Collective: the link between every pair of processes, one pair at a time while the others wait
+// at a barrier: `repeats` round trips of a one-float message, then of a message of `floats`
+// floats, after a few unmeasured ones. Process 0 gets every pair (a < b, in order); the others an
+// empty vector.
+std::vector<PairLinkMeasurement> measure_links(MpiLinks& links, std::size_t floats,
+                                               std::size_t repeats);
+
+// Collective: every process's node (MPI_Get_processor_name), on process 0, in rank order.
+std::vector<std::string> node_names(MpiLinks& links);
 
 }  // namespace paci::exec::mpi

@@ -60,6 +60,9 @@ def load(path):
         kind = r.get("kind")
         if not isinstance(kind, str) or not kind:
             raise InputError(f'runs[{i}] has no "kind"')
+        processes = r.get("processes", 1)
+        if isinstance(processes, int) and not isinstance(processes, bool) and processes > 1:
+            kind = f"{kind}\n{processes} proc."  # one process per device (MPI)
         where = f"runs[{i}] ({kind}): "
         try:
             median = number(r.get("measured_makespan_s"), "measured_makespan_s")

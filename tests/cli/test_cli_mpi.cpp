@@ -237,5 +237,68 @@ TEST(CliMpiLaunch, AKilledRankEndsTheLaunch) {
   EXPECT_EQ(slurp(report), "");
 }
 
+// paci calibrate under mpirun: the link between every pair of processes goes into the cost model
+// (both directions, the median pair as the default), which paci simulate then reads.
+TEST(CliMpiLaunch, CalibrateMeasuresTheLinkOfEveryPair) {
+  REQUIRE_MPI();
+  const std::string model = temp_path("mpi_costmodel.json"), links = temp_path("mpi_links.json");
+  const std::string shape = " --layers 3 --heads 2 --d-model 32 --seq-len 16 --batch 2 ";
+  auto r = run_shell(mpirun(3) + PACI_BINARY + " calibrate --stages 3 --repeats 2 --max-rounds 2" +
+                     shape + testing::corpus_flags() + " -o " + model + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto m = nlohmann::json::parse(slurp(model));
+  ASSERT_EQ(m["links"].size(), 6u);  // 3 pairs, both directions
+  for (const auto& l : m["links"]) {
+    EXPECT_NE(l["src_device"], l["dst_device"]);
+    EXPECT_GT(l["latency_s"].get<double>(), 0.0);
+    EXPECT_GT(l["bandwidth_bytes_per_s"].get<double>(), 0.0);
+  }
+  EXPECT_GT(m["default_link"]["latency_s"].get<double>(), 0.0);
+  ASSERT_EQ(m["hosts"].size(), 1u);  // one node: the three devices share it
+  EXPECT_EQ(m["hosts"][0]["devices"], nlohmann::json({0, 1, 2}));
+  const std::string schedule = temp_path("mpi_calibrated.json");
+  ASSERT_EQ(run_paci("schedule -k paci -p 3 -m 3 -n 2 -o " + schedule).status, 0);
+  const auto simulated = run_paci("simulate " + schedule + " --cost " + model + " --quiet");
+  EXPECT_EQ(simulated.status, 0) << simulated.err;
+  r = run_shell(mpirun(2) + PACI_BINARY + " calibrate --links-only" + shape +
+                testing::corpus_flags() + " --details " + links + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto pairs = nlohmann::json::parse(slurp(links));
+  ASSERT_EQ(pairs["pairs"].size(), 1u);
+  EXPECT_EQ(pairs["nodes"].size(), 2u);
+  const auto& latency = pairs["pairs"][0]["latency_s"];
+  EXPECT_LE(latency["min"].get<double>(), latency["median"].get<double>());
+  EXPECT_LE(latency["median"].get<double>(), latency["max"].get<double>());
+  const auto alone = run_paci("calibrate --links-only" + shape + testing::corpus_flags());
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_THAT(alone.err, HasSubstr("run it under mpirun"));
+}
+
+// paci fidelity under mpirun adds the rows run one process per device, predicted with the links.
+TEST(CliMpiLaunch, FidelityAddsRowsRunOneProcessPerDevice) {
+  REQUIRE_MPI();
+  const std::string out = temp_path("mpi_fidelity.json");
+  const std::string flags =
+      " fidelity --stages 2 --microbatches 2 --steps 2 --kinds 1f1b "
+      "--processes paci --repeats 1 --calibration-repeats 2" +
+      std::string(kTiny) + testing::corpus_flags() + " --json " + out;
+  const auto r = run_shell(mpirun(2) + PACI_BINARY + flags);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(out));
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["processes"], 1);
+  const auto& row = j["runs"][1];
+  EXPECT_EQ(row["kind"], "paci");
+  EXPECT_EQ(row["processes"], 2);
+  EXPECT_GT(row["measured_makespan_s"].get<double>(), 0.0);
+  EXPECT_GT(row["predicted_makespan_s"].get<double>(), 0.0);
+  EXPECT_EQ(row["staleness_equal"], true);
+  EXPECT_EQ(j["process_links"]["pairs"].size(), 1u);
+  EXPECT_THAT(r.out, HasSubstr("paci, 2 processes (MPI)"));
+  const auto alone = run_paci(flags);
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_THAT(alone.err, HasSubstr("start paci fidelity under mpirun -np 2"));
+}
+
 }  // namespace
 }  // namespace paci

@@ -229,8 +229,8 @@ TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
   EXPECT_THAT(cpu.err, HasSubstr("process 0 of 3 by a launcher (PACI_RANK"));
   EXPECT_EQ(std::count(cpu.err.begin(), cpu.err.end(), '\n'), 1) << cpu.err;
   EXPECT_THAT(cpu.err, version.out.find("mpi (") != std::string::npos
-                           ? HasSubstr("but MPI sees 1 process: start a CPU run of several "
-                                       "processes with mpirun")
+                           ? HasSubstr("but MPI sees 1 process: start paci train --device cpu "
+                                       "with mpirun")
                            : HasSubstr("this paci was built without MPI"));
   EXPECT_EQ(malformed.status, 2) << malformed.err;
   EXPECT_THAT(malformed.err, HasSubstr("PACI_WORLD_SIZE"));
