@@ -17,6 +17,7 @@
 #include "exec/rank_plan.hpp"
 #include "sim/cost_model.hpp"
 #ifdef PACI_HAVE_MPI
+#include "cli/mpi_launch.hpp"
 #include "exec/mpi/mpi_links.hpp"
 #endif
 
@@ -108,28 +109,34 @@ int run_calibrate(const std::vector<std::string>& args) {
       }))
     return 0;
   o.measure_sharing = !independent;
-  const TrainSetup t = only_process_zero_says(launch, "calibrate", [&] {
+  const auto setup = [&] {
     if (o.repeats == 0 || o.repeats > 100000) throw InputError("--repeats must be 1..100000");
     if (o.max_rounds == 0 || o.max_rounds > 1000) throw InputError("--max-rounds must be 1..1000");
     if (launch.world_size == 1 && links_only)
       throw InputError("--links-only measures the links between processes: run it under mpirun");
     return make_train_setup(f, vm);
-  });
-  if (launch.world_size == 1) return write_calibration(t, f, o, output, details_path, nullptr);
+  };
+  if (launch.world_size == 1)
+    return write_calibration(setup(), f, o, output, details_path, nullptr);
 #ifdef PACI_HAVE_MPI
   // One process per device: all of them time the links, then process 0 calibrates the stages (as
   // one process would: the stages' threads share its node's cores) and writes everything, while
   // the others wait at a barrier, asleep (a process inside MPI_Finalize would spin on a core).
   exec::mpi::Session session;
+  std::chrono::seconds timeout{};
+  const TrainSetup t = agreed_setup(session, "calibrate", [&] {
+    check_mpi_sees(launch, session.size(), "calibrate");
+    TrainSetup checked = setup();
+    if (!links_only) check_one_process_per_device(session.size(), checked.schedule.num_devices());
+    timeout = exec::link_timeout();
+    return checked;
+  });
   std::optional<exec::mpi::MpiLinks> mpi;
   try {
-    check_mpi_sees(launch, session.size(), "calibrate");
-    if (!links_only)
-      check_one_process_per_device(session.size(), session.rank(), t.schedule.num_devices());
     const std::string settings =
         fmt::format("calibrate {} {} {} {} {}", t.exec.batch, t.exec.seq_len, t.exec.config.d_model,
                     o.repeats, links_only);
-    mpi.emplace(exec::fingerprint(settings), exec::link_timeout());
+    mpi.emplace(exec::fingerprint(settings), timeout);
     MeasuredLinks links;
     links.pairs =
         exec::mpi::measure_links(*mpi, t.exec.batch * t.exec.seq_len * t.exec.config.d_model,
@@ -153,6 +160,7 @@ int run_calibrate(const std::vector<std::string>& args) {
     throw exec::QuietExit("reported", report_failure("calibrate", std::current_exception()));
   }
 #else
+  if (launch.rank != 0) throw exec::QuietExit("built without MPI", 2);  // process 0 says it
   throw built_without_mpi(launch, "measuring the links between processes");
 #endif
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -34,6 +35,7 @@
 #include "sim/engine.hpp"
 #include "sim/replay.hpp"
 #ifdef PACI_HAVE_MPI
+#include "cli/mpi_launch.hpp"
 #include "exec/mpi/mpi_links.hpp"
 #endif
 
@@ -182,6 +184,9 @@ std::string markdown(const ordered_json& runs) {
 // with them (on process 0).
 struct Processes {
   exec::HostLinks* links = nullptr;
+  // true: the links wait as long as process 0 takes (it calibrates and runs alone meanwhile);
+  // false: back to the link timeout.
+  std::function<void(bool)> patient;
   std::vector<exec::PairLinkMeasurement> pairs;
   std::vector<std::string> nodes;
 };
@@ -237,7 +242,11 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
     for (Row& row : rows) {
       if (!main && !row.processes) continue;
       // The others wait here, asleep, while process 0 calibrates and runs alone.
-      if (row.processes) mp->links->barrier();
+      if (row.processes) {
+        mp->patient(true);
+        mp->links->barrier();
+        mp->patient(false);
+      }
       if (progress)
         std::cerr << fmt::format("\rfidelity: run {}/{} of {:<10}{}", r + 1, o.repeats, row.kind,
                                  row.processes ? " (processes)" : "              ")
@@ -349,21 +358,30 @@ int run_fidelity(const std::vector<std::string>& args) {
   if (launch.world_size == 1) return compare(f, vm, o, nullptr);
 #ifdef PACI_HAVE_MPI
   exec::mpi::Session session;
+  std::chrono::seconds timeout{};
+  const TrainSetup shape = agreed_setup(session, "fidelity", [&] {
+    check_mpi_sees(launch, session.size(), "fidelity");
+    check_one_process_per_device(session.size(), f.stages);
+    for (const auto& kind : parse_kinds(o.processes_text))
+      exec::check_launch(generate_schedule(kind, f.stages, f.microbatches, f.steps), f.stages);
+    timeout = exec::link_timeout();
+    return make_train_setup(f, vm);
+  });
   std::optional<exec::mpi::MpiLinks> mpi;
   try {
-    check_mpi_sees(launch, session.size(), "fidelity");
-    check_one_process_per_device(session.size(), session.rank(), f.stages);
-    TrainSetup shape = make_train_setup(f, vm);
     const std::string settings = fmt::format("fidelity {} {} {} {} {} {}", f.stages, f.microbatches,
                                              f.steps, o.repeats, o.processes_text, o.kinds_text);
-    mpi.emplace(exec::fingerprint(settings, run_fingerprint(shape, f)), exec::link_timeout());
+    mpi.emplace(exec::fingerprint(settings, run_fingerprint(shape, f)), timeout);
     Processes mp;
     mp.links = &*mpi;
     mp.pairs = exec::mpi::measure_links(
         *mpi, shape.exec.batch * shape.exec.seq_len * shape.exec.config.d_model, 50);
     mp.nodes = exec::mpi::node_names(*mpi);
-    mpi->set_timeout(std::chrono::hours(24));  // the others wait while process 0 runs alone
+    mp.patient = [&](bool patient) {
+      mpi->set_timeout(patient ? std::chrono::hours(24) : timeout);
+    };
     const int code = compare(f, vm, o, &mp);
+    mp.patient(true);  // process 0 writes the results
     mpi->barrier();
     return code;
   } catch (...) {
@@ -371,6 +389,7 @@ int run_fidelity(const std::vector<std::string>& args) {
     throw exec::QuietExit("reported", report_failure("fidelity", std::current_exception()));
   }
 #else
+  if (launch.rank != 0) throw exec::QuietExit("built without MPI", 2);  // process 0 says it
   throw built_without_mpi(launch, "running schedules one process per device");
 #endif
 }

@@ -15,6 +15,7 @@
 #include "exec/rank_results.hpp"
 #include "exec/remote.hpp"
 #ifdef PACI_HAVE_MPI
+#include "cli/mpi_launch.hpp"
 #include "exec/mpi/mpi_links.hpp"
 #endif
 
@@ -91,22 +92,29 @@ class CpuTrainer {
   std::vector<model::StageState> gathered_;  // state_views() storage, one process per device
 };
 
-// One process per device on CPUs: MPI links, then the same run and outputs as one process, the
-// writer being the process running the last stage. A failure is printed here, before MPI is
-// finalised (which waits for every process), and the process ends quietly after that.
-int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& launch) {
+// One process per device on CPUs: MPI first (so that the processes can agree on their setup),
+// the links, then the same run and outputs as one process, the writer being the process running
+// the last stage. A failure is printed here, before MPI is finalised (which waits for every
+// process), and the process ends quietly after that.
+int run_train_processes(TrainFlags& f, const po::variables_map& vm,
+                        const exec::LaunchInfo& launch) {
 #ifdef PACI_HAVE_MPI
   exec::mpi::Session session;
+  std::chrono::seconds timeout{};
+  TrainSetup t = agreed_setup(session, "train", [&] {
+    check_mpi_sees(launch, session.size(), "train --device cpu");
+    if (f.sequential)
+      throw InputError("--sequential replays every device in one process, not one per process");
+    TrainSetup setup = make_train_setup(f, vm);
+    exec::check_launch(setup.schedule, session.size());  // before waiting on anyone
+    timeout = exec::link_timeout();
+    return setup;
+  });
+  if (!f.quiet && session.rank() == 0)
+    for (const auto& note : t.notes) std::cerr << "paci train: note: " << note << '\n';
   std::optional<exec::mpi::MpiLinks> links;
   try {
-    check_mpi_sees(launch, session.size(), "train --device cpu");
-    try {
-      exec::check_launch(t.schedule, session.size());  // before waiting on anyone
-    } catch (const InputError& e) {
-      if (session.rank() != 0) throw exec::QuietExit(e.what(), 2);  // process 0 says it
-      throw;
-    }
-    links.emplace(t.schedule, run_fingerprint(t, f), exec::link_timeout());
+    links.emplace(t.schedule, run_fingerprint(t, f), timeout);
     const bool writer = session.rank() == exec::last_stage_device(t.schedule);
     return train_with<CpuTrainer>(t, f, writer, static_cast<exec::HostLinks*>(&*links));
   } catch (...) {
@@ -114,6 +122,9 @@ int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchIn
     throw exec::QuietExit("reported", report_failure("train", std::current_exception()));
   }
 #else
+  (void)f;
+  (void)vm;
+  if (launch.rank != 0) throw exec::QuietExit("built without MPI", 2);  // process 0 says it
   throw built_without_mpi(launch, "one process per device on CPUs");
 #endif
 }
@@ -134,11 +145,11 @@ int run_train(const std::vector<std::string>& args) {
             options, {}, args, vm);
       }))
     return 0;
+  if (launch.world_size > 1 && f.device == "cpu") return run_train_processes(f, vm, launch);
   TrainSetup t = only_process_zero_says(launch, "train", [&] { return make_train_setup(f, vm); });
   if (!f.quiet && launch.rank == 0)
     for (const auto& note : t.notes) std::cerr << "paci train: note: " << note << '\n';
   if (f.device == "cuda") return run_train_gpu(t, f, launch);
-  if (launch.world_size > 1) return run_train_processes(t, f, launch);
   return train_with<CpuTrainer>(t, f, true);
 }
 

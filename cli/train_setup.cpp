@@ -330,21 +330,25 @@ void check_mpi_sees(const exec::LaunchInfo& launch, int mpi_processes, const std
       command));
 }
 
-void check_one_process_per_device(int processes, int rank, std::int32_t devices) {
-  if (processes == devices) return;
-  const std::string why = fmt::format(
-      "the launch has {} processes for {} devices: start one process per device "
-      "(mpirun -np {})",
-      processes, devices, devices);
-  if (rank != 0) throw exec::QuietExit(why, 2);
-  throw InputError(why);
+void check_one_process_per_device(int processes, std::int32_t devices) {
+  if (processes != devices)
+    throw InputError(
+        fmt::format("the launch has {} processes for {} devices: start one process "
+                    "per device (mpirun -np {})",
+                    processes, devices, devices));
 }
 
 std::uint64_t run_fingerprint(const TrainSetup& t, const TrainFlags& f) {
   const auto& c = t.exec.config;
+  // The shape of every message and of the data; then what decides the collective calls after the
+  // run (validation, what is gathered for the outputs) and the numbers (optimizer, LR schedule).
   std::string settings = fmt::format(
-      "{} {} {} {} {} {} {} {} {} {} {}", c.layers, c.heads, c.d_model, c.vocab, c.max_seq_len,
-      t.exec.batch, t.exec.seq_len, f.precision, t.exec.seed, t.data_seed, t.first_microbatch);
+      "{} {} {} {} {} {} {} {} {} {} {} {} | {} {} {} {} {} | {} {} {} {} {} {} {} {} {} {}",
+      c.layers, c.heads, c.d_model, c.vocab, c.max_seq_len, t.exec.batch, t.exec.seq_len,
+      f.precision, t.exec.seed, t.data_seed, t.first_microbatch, f.data_order, f.val_every,
+      f.val_microbatches, t.val != nullptr, !f.save_path.empty(), !f.export_path.empty(), f.lr,
+      f.min_lr, f.weight_decay, f.beta1, f.beta2, f.eps, f.clip, f.warmup_steps, f.lr_decay,
+      t.total_steps);
   for (const auto& r : t.exec.ranges)
     settings += fmt::format(" {}:{}", r.first_layer, r.num_layers);
   return exec::fingerprint(settings, exec::schedule_fingerprint(t.schedule));

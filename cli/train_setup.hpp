@@ -81,13 +81,13 @@ InputError built_without_mpi(const exec::LaunchInfo& launch, const std::string& 
 // Under a launcher, with MPI: throws InputError unless MPI sees the launcher's processes (the
 // launcher's variables without mpirun give every process a world of one).
 void check_mpi_sees(const exec::LaunchInfo& launch, int mpi_processes, const std::string& command);
-// One process per device: unless the launch has `devices` processes, process 0 throws the
-// InputError and the others QuietExit (exit 2).
-void check_one_process_per_device(int processes, int rank, std::int32_t devices);
+// One process per device: an InputError unless the launch has `devices` processes.
+void check_one_process_per_device(int processes, std::int32_t devices);
 
 // One process per device: what every process of a launch must agree on, whatever the transport —
 // the schedule and each setting that shapes a message or the data (sizes, precision, the
-// partition, seeds, the data position).
+// partition, seeds, the data position), decides the collective calls after the run (validation,
+// --save, --export-llmc) or the numbers (optimizer, LR schedule).
 std::uint64_t run_fingerprint(const TrainSetup& t, const TrainFlags& flags);
 
 // paci train on the GPU (cli/gpu/train_gpu.cpp): on the current one, or, when `launch` has more

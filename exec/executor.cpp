@@ -26,8 +26,12 @@ struct RunState {
   DependencyRules rules;
   ConsumerIndex consumers;
   RunClock clock;
-  InProcessTransport local_transport;
-  Transport* transport;       // local_transport, or the links to other processes
+  InProcessTransport local_transport;  // every message between stages of one process
+  Transport* transport;                // local_transport, or the links to other processes
+  // The transport between two devices: another process's device is reached through the links.
+  Transport& between(std::int32_t src, std::int32_t dst) {
+    return src == dst ? local_transport : *transport;
+  }
   std::vector<float> losses;  // per micro-batch, written by the last stage's device
   std::mutex mutex;
   std::string error;  // first failure
@@ -39,7 +43,7 @@ struct RunState {
         consumers(s, index, rules),
         // One thread replays every device: nobody could drain a full link, so none is bounded.
         local_transport(
-            c.remote ? 0 : s.num_devices(),
+            s.num_devices(),
             c.sequential ? std::numeric_limits<std::size_t>::max() : c.transport_capacity, &clock),
         transport(c.remote ? static_cast<Transport*>(c.remote) : &local_transport),
         losses(static_cast<std::size_t>(s.total_microbatches()), 0.0f) {}
@@ -78,7 +82,8 @@ class Executor::Device {
       for (int j = 0; j < n; ++j) {
         const Dependency& d = deps[static_cast<std::size_t>(j)];
         if (d.kind != DependencyKind::local &&
-            !run_.transport->ready(device_, device_of(d.action.stage), key(d, a)))
+            !run_.between(device_of(d.action.stage), device_)
+                 .ready(device_, device_of(d.action.stage), key(d, a)))
           return false;
       }
     if (run_.config.fail_at && *run_.config.fail_at == a)
@@ -156,7 +161,7 @@ class Executor::Device {
                                       : std::span<float>(b.d_output);
     const std::int32_t src = device_of(d.action.stage);
     const double wait_start = run_.clock.now_s();
-    const SendTimes sent = run_.transport->receive(device_, src, key(d, a), into);
+    const SendTimes sent = run_.between(src, device_).receive(device_, src, key(d, a), into);
     const double got = run_.clock.now_s();
     // Every message is recorded, trace or not: the report carries them for a replay.
     if (src != device_)
@@ -194,7 +199,8 @@ class Executor::Device {
                                               ? rt.output(a.microbatch)
                                               : std::span<const float>(b.d_input);
       const double start = run_.clock.now_s();
-      run_.transport->send(device_, dst, {c.kind, a.stage, a.microbatch}, data, {start, start});
+      run_.between(device_, dst)
+          .send(device_, dst, {c.kind, a.stage, a.microbatch}, data, {start, start});
     }
   }
 
@@ -251,6 +257,12 @@ Executor::~Executor() = default;
 ExecResult Executor::run() {
   RunState run(schedule_, config_);
   HostLinks* const remote = config_.remote;
+  struct ClockGuard {  // the links stamp sends with this run's clock while it lasts
+    HostLinks* links;
+    ~ClockGuard() {
+      if (links) links->clock = nullptr;
+    }
+  } clock_guard{remote};
   if (remote) {
     remote->barrier();  // the processes' clocks start together
     run.clock = RunClock();
@@ -274,14 +286,11 @@ ExecResult Executor::run() {
     try {
       while (!device.done()) device.step(true);
     } catch (const QuietExit&) {
-      remote->clock = nullptr;
       throw;  // the peer reports its own failure
     } catch (const std::exception& e) {
-      remote->clock = nullptr;
       fail(device, e);  // tells the peers
       throw std::runtime_error(run.error);
     }
-    remote->clock = nullptr;
   } else if (config_.sequential) {
     bool progress = true;
     while (progress) {

@@ -1,4 +1,4 @@
-// NcclCommunicator and connect_ranks(). Sends and receives name the tensor's precision as the NCCL
+// NcclCommunicator. Sends and receives name the tensor's precision as the NCCL
 // type (float32 or bfloat16) and its element count, so both sides must agree on both.
 #include "cuda/nccl/communicator.hpp"
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <tuple>
@@ -42,6 +43,10 @@ Session::Session() {
   if (!initialized) {
     int provided = 0;
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    if (provided < MPI_THREAD_FUNNELED)
+      throw std::runtime_error(
+          "this MPI library does not let a multi-threaded process call it from its main thread "
+          "(MPI_THREAD_FUNNELED)");
   }
   // Errors come back as codes (turned into exceptions), instead of ending the process.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -64,6 +69,27 @@ std::string Session::library() {
   return end == std::string::npos ? s : s.substr(0, end);
 }
 
+std::vector<std::uint64_t> Session::all_gather(std::uint64_t value) const {
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
+  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD),
+        "MPI_Allgather");
+  return all;
+}
+
+namespace {
+
+constexpr int kGatherTag = 3;                     // gathered results and states
+constexpr std::size_t kGatherChunk = 1ull << 30;  // bytes per transfer (MPI counts are ints)
+
+// What failed links leave to MPI_Finalize: kept until the process exits (after MPI_Finalize,
+// which the Session's destructor calls before main returns).
+std::vector<std::shared_ptr<void>>& kept_until_exit() {
+  static std::vector<std::shared_ptr<void>> kept;
+  return kept;
+}
+
+}  // namespace
+
 MpiLinks::MpiLinks(const Schedule& schedule, std::uint64_t fingerprint,
                    std::chrono::seconds timeout)
     : timeout_(timeout) {
@@ -85,16 +111,16 @@ void MpiLinks::connect(std::uint64_t fingerprint) {
   MPI_Comm_size(comm_, &size);
   rank_ = rank;
   size_ = size;
-  progress();
-  check(MPI_Irecv(&control_in_, 1, MPI_INT32_T, MPI_ANY_SOURCE, kControlTag, comm_, &control_),
+  check(MPI_Irecv(&b_->control_in, 1, MPI_INT32_T, MPI_ANY_SOURCE, kControlTag, comm_, &control_),
         "MPI_Irecv");
-  std::vector<std::uint64_t> prints(static_cast<std::size_t>(size_));
+  b_->fingerprint = fingerprint;
+  b_->prints.assign(static_cast<std::size_t>(size_), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallgather(&fingerprint, 1, MPI_UINT64_T, prints.data(), 1, MPI_UINT64_T, comm_,
+  check(MPI_Iallgather(&b_->fingerprint, 1, MPI_UINT64_T, b_->prints.data(), 1, MPI_UINT64_T, comm_,
                        &request),
         "MPI_Iallgather");
   wait(request, "the start-up check", -1);
-  check_fingerprints(prints, rank_);
+  check_fingerprints(b_->prints, rank_);
 }
 
 MpiLinks::~MpiLinks() {
@@ -103,15 +129,15 @@ MpiLinks::~MpiLinks() {
   if (clean) {
     try {
       wait_sends();
-    } catch (...) {  // a peer failed at the very end: leave the rest to MPI_Finalize
+    } catch (...) {  // a peer failed at the very end: as after any failure, below
     }
   }
   if (control_ != MPI_REQUEST_NULL) {  // a receive: cancelled locally
     MPI_Cancel(&control_);
     MPI_Wait(&control_, MPI_STATUS_IGNORE);
   }
-  // After a failure, sends nobody will receive are left to MPI (MPI_Finalize drops them); the
-  // failure notices get a moment to leave first.
+  // The failure notices get a moment to leave; then whatever nobody completed is MPI_Finalize's,
+  // and the buffers it may still touch are kept until the process exits.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (MPI_Request& r : control_sends_) {
     int done = 0;
@@ -120,9 +146,17 @@ MpiLinks::~MpiLinks() {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (!done) MPI_Request_free(&r);
   }
-  for (Outgoing& o : sends_)
-    if (o.request != MPI_REQUEST_NULL) MPI_Request_free(&o.request);
-  if (clean) MPI_Comm_free(&comm_);
+  bool pending = false;
+  for (Outgoing& o : b_->sends)
+    if (o.request != MPI_REQUEST_NULL) {
+      MPI_Request_free(&o.request);
+      pending = true;
+    }
+  if (clean && !pending) {
+    MPI_Comm_free(&comm_);
+    return;
+  }
+  kept_until_exit().push_back(std::shared_ptr<Buffers>(std::move(b_)));
 }
 
 void MpiLinks::check_peers() {
@@ -135,10 +169,11 @@ void MpiLinks::check_peers() {
     }
   }
   if (peer_failed_)
-    throw QuietExit(fmt::format("process {}: process {} failed", rank_, control_in_), 1);
+    throw QuietExit(fmt::format("process {}: process {} failed", rank_, b_->control_in), 1);
 }
 
-void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, MPI_Status* status) {
+void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, MPI_Status* status,
+                    bool sleep) {
   // Spin briefly (a message often lands within microseconds), then sleep between polls so that a
   // waiting process leaves the cores to the ones computing: the longer the wait so far, the longer
   // the sleep (a fiftieth of it, 20 us to 20 ms), so a message is seen at most 2% late. (Waking
@@ -148,18 +183,15 @@ void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, M
   for (int polls = 0;; ++polls) {
     int done = 0;
     check(MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) {
-      progress();
-      return;
-    }
+    if (done) return;
     check_peers();
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_progress_ > timeout_)
+    if (now - begin > timeout_)
       throw std::runtime_error(fmt::format(
-          "process {}: no progress for {} s waiting for {}{} (a peer may have stopped; "
-          "PACI_LINK_TIMEOUT_S sets the limit)",
+          "process {}: waited {} s for {}{} (a peer may have stopped; PACI_LINK_TIMEOUT_S sets "
+          "the limit)",
           rank_, timeout_.count(), what, peer >= 0 ? fmt::format(" process {}", peer) : ""));
-    if (polls < 200) {
+    if (polls < 200 || !sleep) {
       std::this_thread::yield();
       continue;
     }
@@ -170,21 +202,20 @@ void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, M
 }
 
 void MpiLinks::reclaim_sends() {
-  while (!sends_.empty()) {
+  while (!b_->sends.empty()) {
     int done = 0;
-    check(MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    check(MPI_Test(&b_->sends.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (!done) return;
-    spare_.push_back(std::move(sends_.front().bytes));
-    sends_.pop_front();
-    progress();
+    b_->spare.push_back(std::move(b_->sends.front().bytes));
+    b_->sends.pop_front();
   }
 }
 
 void MpiLinks::wait_sends() {
-  while (!sends_.empty()) {
-    wait(sends_.front().request, "a send to", sends_.front().dst);
-    spare_.push_back(std::move(sends_.front().bytes));
-    sends_.pop_front();
+  while (!b_->sends.empty()) {
+    wait(b_->sends.front().request, "a send to", b_->sends.front().dst);
+    b_->spare.push_back(std::move(b_->sends.front().bytes));
+    b_->sends.pop_front();
   }
 }
 
@@ -196,9 +227,9 @@ void MpiLinks::send(std::int32_t src, std::int32_t dst, const MessageKey& key,
   check_peers();
   reclaim_sends();
   Outgoing o;
-  if (!spare_.empty()) {
-    o.bytes = std::move(spare_.back());
-    spare_.pop_back();
+  if (!b_->spare.empty()) {
+    o.bytes = std::move(b_->spare.back());
+    b_->spare.pop_back();
   }
   o.dst = dst;
   o.bytes.resize(sizeof(Header) + data.size_bytes());
@@ -207,10 +238,12 @@ void MpiLinks::send(std::int32_t src, std::int32_t dst, const MessageKey& key,
                  static_cast<std::int32_t>(data.size()), times.start_s,      times.end_s};
   std::memcpy(o.bytes.data(), &h, sizeof(h));
   std::memcpy(o.bytes.data() + sizeof(h), data.data(), data.size_bytes());
-  check(MPI_Isend(o.bytes.data(), byte_count(o.bytes.size()), MPI_BYTE, dst, kDataTag, comm_,
-                  &o.request),
+  // The deque keeps the vector (and so its heap buffer) in place until the send completes.
+  b_->sends.push_back(std::move(o));
+  Outgoing& queued = b_->sends.back();
+  check(MPI_Isend(queued.bytes.data(), byte_count(queued.bytes.size()), MPI_BYTE, dst, kDataTag,
+                  comm_, &queued.request),
         "MPI_Isend");
-  sends_.push_back(std::move(o));
 }
 
 SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey& key,
@@ -220,35 +253,31 @@ SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey
         fmt::format("process {} cannot receive on device {} from device {}", rank_, dst, src));
   check_peers();
   reclaim_sends();
-  incoming_.resize(sizeof(Header) + out.size_bytes());
+  std::vector<char>& in = b_->incoming;
+  in.resize(sizeof(Header) + out.size_bytes());
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Irecv(incoming_.data(), byte_count(incoming_.size()), MPI_BYTE, src, kDataTag, comm_,
-                  &request),
+  check(MPI_Irecv(in.data(), byte_count(in.size()), MPI_BYTE, src, kDataTag, comm_, &request),
         "MPI_Irecv");
   MPI_Status status;
   wait(request, "a message from", src, &status);
   int bytes = 0;
   MPI_Get_count(&status, MPI_BYTE, &bytes);
   Header h;
-  if (static_cast<std::size_t>(bytes) >= sizeof(h)) std::memcpy(&h, incoming_.data(), sizeof(h));
+  if (static_cast<std::size_t>(bytes) >= sizeof(h)) std::memcpy(&h, in.data(), sizeof(h));
   const MessageKey got{static_cast<DependencyKind>(h.kind), h.stage, h.microbatch};
-  if (static_cast<std::size_t>(bytes) != incoming_.size() || !(got == key))
+  if (static_cast<std::size_t>(bytes) != in.size() || !(got == key))
     throw std::runtime_error(fmt::format(
         "process {}: from process {} came a message of {} bytes (stage {}, micro-batch {}) where "
         "{} bytes of stage {}, micro-batch {} were expected: the processes do not run the same "
         "schedule",
-        rank_, src, bytes, h.stage, h.microbatch, incoming_.size(), key.producer_stage,
-        key.microbatch));
-  std::memcpy(out.data(), incoming_.data() + sizeof(h), out.size_bytes());
+        rank_, src, bytes, h.stage, h.microbatch, in.size(), key.producer_stage, key.microbatch));
+  std::memcpy(out.data(), in.data() + sizeof(h), out.size_bytes());
   return {h.send_start_s, h.send_end_s};
 }
 
-bool MpiLinks::ready(std::int32_t dst, std::int32_t src, const MessageKey&) {
-  if (dst != rank_) throw std::logic_error("MpiLinks::ready: not this process's device");
-  check_peers();
-  int flag = 0;
-  check(MPI_Iprobe(src, kDataTag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
-  return flag != 0;
+bool MpiLinks::ready(std::int32_t, std::int32_t, const MessageKey&) {
+  // Only a sequential replay asks, and it runs every device in one process.
+  throw std::logic_error("MpiLinks::ready: a sequential replay cannot run one process per device");
 }
 
 void MpiLinks::barrier() {
@@ -256,47 +285,61 @@ void MpiLinks::barrier() {
   MPI_Request request = MPI_REQUEST_NULL;
   check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
   wait(request, "the other processes at a barrier", -1);
+  // A process that slept through the first barrier's end would see it late; a second one, spun
+  // through, ends in every process within microseconds (what starts the run clocks).
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  wait(request, "the other processes at a barrier", -1, nullptr, false);
 }
 
 std::vector<std::string> MpiLinks::gather(const std::string& bytes, std::int32_t root) {
   check_peers();
-  const auto n = static_cast<std::size_t>(size_);
-  const std::int64_t mine = static_cast<std::int64_t>(bytes.size());
-  std::vector<std::int64_t> sizes(n);
+  Buffers& b = *b_;
+  b.size = static_cast<std::int64_t>(bytes.size());
+  b.sizes.assign(static_cast<std::size_t>(size_), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Igather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, root, comm_, &request),
+  check(MPI_Igather(&b.size, 1, MPI_INT64_T, b.sizes.data(), 1, MPI_INT64_T, root, comm_, &request),
         "MPI_Igather");
   wait(request, "the other processes' sizes", -1);
-  std::vector<int> counts(n), offsets(n);
-  std::size_t total = 0;
-  if (rank_ == root)
-    for (std::size_t r = 0; r < n; ++r) {
-      offsets[r] = byte_count(total);
-      counts[r] = byte_count(static_cast<std::size_t>(sizes[r]));
-      total += static_cast<std::size_t>(sizes[r]);
+  // Point to point in chunks: a state of several GiB passes too (a collective counts in ints).
+  if (rank_ != root) {
+    b.gather_out = bytes;
+    for (std::size_t at = 0; at < b.gather_out.size(); at += kGatherChunk) {
+      const std::size_t n = std::min(kGatherChunk, b.gather_out.size() - at);
+      check(MPI_Isend(b.gather_out.data() + at, byte_count(n), MPI_BYTE, root, kGatherTag, comm_,
+                      &request),
+            "MPI_Isend");
+      wait(request, "the results to reach", root);
     }
-  std::vector<char> all(std::max<std::size_t>(total, 1));
-  check(MPI_Igatherv(bytes.data(), byte_count(bytes.size()), MPI_BYTE, all.data(), counts.data(),
-                     offsets.data(), MPI_BYTE, root, comm_, &request),
-        "MPI_Igatherv");
-  wait(request, "the other processes' results", -1);
-  if (rank_ != root) return {};
-  std::vector<std::string> out(n);
-  for (std::size_t r = 0; r < n; ++r)
-    out[r].assign(all.data() + offsets[r], static_cast<std::size_t>(counts[r]));
-  return out;
+    return {};
+  }
+  b.gather_in.assign(static_cast<std::size_t>(size_), std::string());
+  for (std::int32_t r = 0; r < size_; ++r) {
+    std::string& in = b.gather_in[static_cast<std::size_t>(r)];
+    if (r == root) {
+      in = bytes;
+      continue;
+    }
+    in.resize(static_cast<std::size_t>(b.sizes[static_cast<std::size_t>(r)]));
+    for (std::size_t at = 0; at < in.size(); at += kGatherChunk) {
+      const std::size_t n = std::min(kGatherChunk, in.size() - at);
+      check(MPI_Irecv(in.data() + at, byte_count(n), MPI_BYTE, r, kGatherTag, comm_, &request),
+            "MPI_Irecv");
+      wait(request, "the results of", r);
+    }
+  }
+  return std::move(b.gather_in);
 }
 
 void MpiLinks::abort() noexcept {
   if (aborted_ || comm_ == MPI_COMM_NULL) return;
   aborted_ = true;
   if (peer_failed_) return;  // the failed peer told everyone itself
-  control_out_.assign(static_cast<std::size_t>(size_), rank_);
+  b_->control_out.assign(static_cast<std::size_t>(size_), rank_);
   for (std::int32_t r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Isend(&control_out_[static_cast<std::size_t>(r)], 1, MPI_INT32_T, r, kControlTag, comm_,
-                  &request) == MPI_SUCCESS)
+    if (MPI_Isend(&b_->control_out[static_cast<std::size_t>(r)], 1, MPI_INT32_T, r, kControlTag,
+                  comm_, &request) == MPI_SUCCESS)
       control_sends_.push_back(request);
   }
 }

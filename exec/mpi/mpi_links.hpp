@@ -12,9 +12,13 @@
 // Failure: every wait polls, besides its request, a receive posted on a control tag. A process
 // that fails calls abort(), which sends its rank to every peer on that tag; a peer's next wait
 // then throws QuietExit, and every process ends at its next message instead of waiting forever.
-// A wait that sees no progress on any of this process's links for `timeout` throws too (a peer
-// that hangs). A peer that dies is the launcher's to report: mpirun ends the job when a process
-// is killed (docs/multiprocess.md).
+// A wait that lasts `timeout` throws too (a peer that hangs). A peer that dies is the launcher's
+// to report: mpirun ends the job when a process is killed (docs/multiprocess.md).
+//
+// Progress: a message past MPI's eager limit also needs its sender to call into MPI unless the
+// transport copies it alone (Open MPI's shared memory with cross-memory attach does); the sender
+// calls in at every message of its own, so such a message may arrive up to one action late over
+// TCP (docs/multiprocess.md).
 //
 // MPI is initialised for calls from one thread (MPI_THREAD_FUNNELED): the executor runs its one
 // device in the thread that owns the links.
@@ -25,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +48,8 @@ class Session {
   Session& operator=(const Session&) = delete;
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Collective over MPI_COMM_WORLD, blocking: every process's value, in rank order.
+  std::vector<std::uint64_t> all_gather(std::uint64_t value) const;
   // "Open MPI v4.1.4, ..." (MPI_Get_library_version's first line).
   static std::string library();
 
@@ -90,25 +97,35 @@ class MpiLinks final : public HostLinks {
     MPI_Request request = MPI_REQUEST_NULL;
     std::int32_t dst = 0;
   };
+  // Every buffer MPI may still read or write. After a failure, requests nobody will complete are
+  // left to MPI_Finalize, so these outlive the links (kept until the process exits).
+  struct Buffers {
+    std::deque<Outgoing> sends;             // in flight, oldest first
+    std::vector<std::vector<char>> spare;   // buffers of completed sends, reused
+    std::vector<char> incoming;             // a receive's header and data
+    std::int32_t control_in = -1;           // a peer's rank, when it says it failed
+    std::vector<std::int32_t> control_out;  // what abort() sends (one rank per peer)
+    std::uint64_t fingerprint = 0;          // the start-up check's
+    std::vector<std::uint64_t> prints;
+    std::int64_t size = 0;  // a gather's
+    std::vector<std::int64_t> sizes;
+    std::string gather_out;
+    std::vector<std::string> gather_in;
+  };
   void connect(std::uint64_t fingerprint);
   // Polls `request` to completion, watching the control receive and the timeout meanwhile;
-  // `what` and `peer` (-1: a collective) name it in a timeout's message.
-  void wait(MPI_Request& request, const char* what, std::int32_t peer,
-            MPI_Status* status = nullptr);
+  // `what` and `peer` (-1: a collective) name it in a timeout's message. `sleep`: between polls,
+  // else spin (a barrier whose end starts the clocks).
+  void wait(MPI_Request& request, const char* what, std::int32_t peer, MPI_Status* status = nullptr,
+            bool sleep = true);
   void check_peers();  // throws QuietExit once a peer said it failed
   void reclaim_sends();
-  void progress() { last_progress_ = std::chrono::steady_clock::now(); }
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // the links' own (a duplicate of MPI_COMM_WORLD)
   std::int32_t rank_ = 0, size_ = 1;
   std::chrono::seconds timeout_;
-  std::chrono::steady_clock::time_point last_progress_;
-  std::deque<Outgoing> sends_;              // in flight, oldest first
-  std::vector<std::vector<char>> spare_;    // buffers of completed sends, reused
-  std::vector<char> incoming_;              // a receive's header and data
-  std::int32_t control_in_ = -1;            // a peer's rank, when it says it failed
+  std::unique_ptr<Buffers> b_ = std::make_unique<Buffers>();
   MPI_Request control_ = MPI_REQUEST_NULL;  // the posted control receive
-  std::vector<std::int32_t> control_out_;   // what abort() sends (one rank per peer)
   std::vector<MPI_Request> control_sends_;
   bool aborted_ = false, peer_failed_ = false;
 };

@@ -27,8 +27,8 @@ for run in $(if [ -z "${SUMMARY_ONLY:-}" ]; then seq 1 "$runs"; fi); do
       launch=(mpirun --oversubscribe --bind-to none -np 4)
       processes=(--processes paci,1f1b)
     fi
-    "${launch[@]}" build/cli/paci fidelity --stages "$P" --microbatches 4 --steps 8 \
-      --repeats "$repeats" "${processes[@]}" \
+    ${launch[@]+"${launch[@]}"} build/cli/paci fidelity --stages "$P" --microbatches 4 \
+      --steps 8 --repeats "$repeats" ${processes[@]+"${processes[@]}"} \
       --json "$out/run${run}_P$P.json" --markdown "$out/run${run}_P$P.md" "$@"
   done
 done

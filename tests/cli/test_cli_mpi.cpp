@@ -134,6 +134,40 @@ TEST(CliMpiLaunch, VersionsEqualTheAnalysis) {
   const auto measured = nlohmann::json::parse(slurp(report));
   EXPECT_EQ(measured["versions"], analysis["versions"]);
   EXPECT_EQ(measured["loss"].size(), 20u);
+  const std::string one_report = temp_path("mpi_paci_one.json");
+  const auto one = run_paci("train --schedule " + schedule + kTiny + testing::corpus_flags() +
+                            " --report " + one_report);
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(measured["loss"], nlohmann::json::parse(slurp(one_report))["loss"]);
+}
+
+// Several stages on one process (a placement such as 0,0,1,1 or the V-shaped 0,1,1,0): their
+// messages stay inside the process, the others go over MPI; the same numbers as one process.
+TEST(CliMpiLaunch, StagesSharingAProcessTalkInsideIt) {
+  REQUIRE_MPI();
+  const std::string blocks = temp_path("mpi_blocks.txt"), vee = temp_path("mpi_vee.txt");
+  write_text(blocks,
+             "# paci.schedule/1 kind=custom stages=4 microbatches=2 steps=1 "
+             "weight_policy=current placement=0,0,1,1\n"
+             "0F0 1F0 0F1 1F1 1B0 0B0 1B1 0B1 0U 1U\n2F0 3F0 2F1 3F1 3B0 2B0 3B1 2B1 2U 3U\n");
+  write_text(vee,
+             "# paci.schedule/1 kind=custom stages=4 microbatches=2 steps=1 "
+             "weight_policy=current placement=0,1,1,0\n"
+             "0F0 0F1 3F0 3B0 3F1 3B1 0B0 0B1 0U 3U\n1F0 2F0 1F1 2F1 2B0 1B0 2B1 1B1 1U 2U\n");
+  for (const std::string& schedule : {blocks, vee}) {
+    const std::string flags = " train --schedule " + schedule + kTiny + testing::corpus_flags();
+    const std::string a = temp_path("mpi_shared_one"), b = temp_path("mpi_shared_many");
+    const auto one = run_paci(flags + " --report " + a + ".json --save " + a + ".state");
+    ASSERT_EQ(one.status, 0) << one.err;
+    const auto many = run_shell(mpirun(2) + PACI_BINARY + flags + " --report " + b +
+                                ".json --save " + b + ".state");
+    ASSERT_EQ(many.status, 0) << many.err;
+    const auto ra = nlohmann::json::parse(slurp(a + ".json"));
+    const auto rb = nlohmann::json::parse(slurp(b + ".json"));
+    EXPECT_EQ(rb["loss"], ra["loss"]) << schedule;
+    EXPECT_EQ(rb["versions"], ra["versions"]) << schedule;
+    EXPECT_TRUE(slurp(b + ".state") == slurp(a + ".state")) << schedule;
+  }
 }
 
 // A link whose receiver takes its messages in another order than the sender sends them would
@@ -172,6 +206,13 @@ TEST(CliMpiLaunch, RefusesProcessesWithDifferentSettingsOrCount) {
   lines = paci_lines(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
   EXPECT_THAT(lines[0], HasSubstr("the launch has 3 processes but the schedule has 2 devices"));
+  // What only one process meets (its data missing on its node) is said by that process.
+  r = run_shell(mpirun(1) + paci + flags + " : -np 1 " + paci + flags +
+                " --init /nonexistent/paci_model.bin");
+  EXPECT_EQ(r.status, 2) << r.err;
+  lines = paci_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_THAT(lines[0], HasSubstr("/nonexistent/paci_model.bin"));
 }
 
 // Runs `command` in the background, then `then` (a shell fragment that may use $M, mpirun's PID),
@@ -205,11 +246,12 @@ TEST(CliMpiLaunch, AFailingRankEndsTheLaunchInOneLine) {
   EXPECT_EQ(slurp(state), "previous");
   EXPECT_EQ(slurp(report), "");
   // A NaN on the last stage's process: the same.
-  const auto nan = run_timed(mpirun(2) + PACI_BINARY +
-                             " train -k 1f1b -p 2 -m 2 -n 6 --lr 1e30 "
-                             "--warmup-steps 0" +
-                             std::string(kTiny) + testing::corpus_flags() + " --save " + state);
+  const auto nan = run_timed(
+      mpirun(2) + PACI_BINARY + " train -k 1f1b -p 2 -m 2 -n 6 --lr 1e30 --warmup-steps 0" +
+      std::string(kTiny) + testing::corpus_flags() + " --save " + state + " --report " + report);
   EXPECT_NE(field(nan.out, "rc"), 0) << nan.err;
+  EXPECT_LT(field(nan.out, "elapsed_ms"), 10000);
+  EXPECT_EQ(slurp(report), "");
   const auto nan_lines = paci_lines(nan.err);
   ASSERT_EQ(nan_lines.size(), 1u) << nan.err;
   EXPECT_THAT(nan_lines[0], HasSubstr("loss is"));
@@ -219,11 +261,10 @@ TEST(CliMpiLaunch, AFailingRankEndsTheLaunchInOneLine) {
 // A rank killed with SIGKILL: mpirun names it and ends the others within 10 s.
 TEST(CliMpiLaunch, AKilledRankEndsTheLaunch) {
   REQUIRE_MPI();
-  const std::string pids = temp_path("mpi_pids"), report = temp_path("mpi_killed.json");
-  std::remove(report.c_str());
+  const std::string pids = temp_path("mpi_pids");
   run_shell("rm -rf " + pids + " && mkdir -p " + pids);
-  const std::string flags = " train -k 1f1b -p 2 -m 4 -n 100000" + std::string(kTiny) +
-                            testing::corpus_flags() + " --report " + report;
+  const std::string flags =
+      " train -k 1f1b -p 2 -m 4 -n 100000" + std::string(kTiny) + testing::corpus_flags();
   // Each rank writes its PID, then becomes paci (exec keeps the PID).
   const std::string rank =
       "sh -c 'echo $$ > " + pids + "/$OMPI_COMM_WORLD_RANK; exec " + PACI_BINARY + flags + "'";
@@ -234,7 +275,6 @@ TEST(CliMpiLaunch, AKilledRankEndsTheLaunch) {
   EXPECT_NE(field(r.out, "rc"), 0) << r.out << r.err;
   EXPECT_LT(field(r.out, "elapsed_ms"), 10000) << r.err;
   EXPECT_THAT(r.err, HasSubstr("rank 1"));
-  EXPECT_EQ(slurp(report), "");
 }
 
 // paci calibrate under mpirun: the link between every pair of processes goes into the cost model
