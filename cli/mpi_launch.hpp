@@ -4,6 +4,7 @@
 // (a file missing on one node) is said by that process, and every process ends either way.
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <optional>
 #include <string>
@@ -30,8 +31,16 @@ std::invoke_result_t<Setup> agreed_setup(const exec::mpi::Session& session,
   } catch (const std::exception& e) {
     error = std::current_exception();
     mine = exec::fingerprint(e.what()) | 1;
+  } catch (...) {
+    error = std::current_exception();
+    mine = 1;
   }
-  const std::vector<std::uint64_t> all = session.all_gather(mine);
+  std::chrono::seconds timeout{600};
+  try {
+    timeout = exec::link_timeout();
+  } catch (const std::exception&) {  // a bad value: the setup says so (and fails)
+  }
+  const std::vector<std::uint64_t> all = session.all_gather(mine, timeout);
   if (error) {
     const bool say = session.rank() == 0 || all.front() != mine;
     throw exec::QuietExit("setup failed", report_failure(command, error, say));

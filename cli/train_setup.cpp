@@ -323,6 +323,8 @@ InputError built_without_mpi(const exec::LaunchInfo& launch, const std::string& 
 
 void check_mpi_sees(const exec::LaunchInfo& launch, int mpi_processes, const std::string& command) {
   if (mpi_processes == launch.world_size) return;
+  // Then every process is alone in a world of its own: only launcher's rank 0 says it.
+  if (launch.rank != 0) throw exec::QuietExit("MPI does not see the launch", 2);
   throw InputError(fmt::format(
       "started as process {} of {} by a launcher ({}), but MPI sees {} process{}: start paci {} "
       "with mpirun (or srun with MPI support)",
@@ -349,6 +351,9 @@ std::uint64_t run_fingerprint(const TrainSetup& t, const TrainFlags& f) {
       f.val_microbatches, t.val != nullptr, !f.save_path.empty(), !f.export_path.empty(), f.lr,
       f.min_lr, f.weight_decay, f.beta1, f.beta2, f.eps, f.clip, f.warmup_steps, f.lr_decay,
       t.total_steps);
+  // The data and the starting weights, by their sizes and names (not their bytes).
+  settings += fmt::format(" | {} {} {} {}", t.train ? t.train->size() : 0,
+                          t.val ? t.val->size() : 0, f.init_path, f.resume_path);
   for (const auto& r : t.exec.ranges)
     settings += fmt::format(" {}:{}", r.first_layer, r.num_layers);
   return exec::fingerprint(settings, exec::schedule_fingerprint(t.schedule));

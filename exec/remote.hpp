@@ -35,8 +35,8 @@ class ProcessLinks {
   // Blocks until every process has called it: the common origin of the processes' clocks.
   virtual void barrier() = 0;
   // Collective, blocking: `root` gets every process's bytes in device order; the others get an
-  // empty vector.
-  virtual std::vector<std::string> gather(const std::string& bytes, std::int32_t root) = 0;
+  // empty vector. Taken by value: a transport may keep them without a copy.
+  virtual std::vector<std::string> gather(std::string bytes, std::int32_t root) = 0;
   // Drops out of every link and tells the peers, so that no peer waits on this process any more.
   // Idempotent.
   virtual void abort() noexcept = 0;
@@ -65,7 +65,7 @@ struct QuietExit : std::runtime_error {
 // process 0 on process 0; the others throw QuietExit (exit code 2), so one line says it.
 void check_fingerprints(std::span<const std::uint64_t> prints, std::int32_t local_device);
 
-// How long a process waits on its links without any progress before it gives up:
+// How long one wait of a process on its links may last before it gives up:
 // PACI_LINK_TIMEOUT_S (PACI_NCCL_TIMEOUT_S is read too, for old scripts); 600 s if unset.
 // Throws InputError on a value that is not a positive number of seconds.
 std::chrono::seconds link_timeout(const std::function<const char*(const char*)>& getenv = nullptr);

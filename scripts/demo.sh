@@ -5,7 +5,8 @@
 #     side by side;
 #  3. compare them in the simulator (uniform costs; then GPT-2 Medium on 8 stages);
 #  4. prepare the KJV corpus, train the default GPT with PACI on 4 stages for 50 steps, and check
-#     that the versions the executor recorded equal paci analyze's;
+#     that the versions the executor recorded equal paci analyze's; then the same run as one
+#     process per stage under mpirun (MPI between them): the same losses, bit for bit;
 #  5. calibrate a cost model here, simulate the same file, and write both traces;
 #  6. put the simulator's prediction for PACI next to the range of three measured runs.
 # Everything lands in out/demo/.
@@ -50,6 +51,20 @@ print(f"loss: step 1 {loss[0]:.3f} -> step 10 {loss[9]:.3f} -> step 50 {loss[-1]
       f"validation {r['val_loss'][-1]['val_loss']:.3f}")
 print("versions read by every F and B equal paci analyze:", r["versions"] == a["versions"])
 print("max staleness per stage (measured):", [s["max_staleness"] for s in r["stages"]])
+PY
+fi
+echo
+echo "== the same run, one process per stage: mpirun -np 4 paci train --device cpu"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # Open MPI, when run as root
+mpirun --oversubscribe -np 4 "$paci" train --device cpu --schedule out/demo/paci-train.json \
+  --quiet --report out/demo/train-mpi.report.json
+if command -v python3 >/dev/null; then
+  python3 - <<'PY'
+import json
+one = json.load(open("out/demo/train.report.json"))
+many = json.load(open("out/demo/train-mpi.report.json"))
+print(f"{many['processes']} processes: losses equal the one-process run bit for bit:",
+      many["loss"] == one["loss"], "; versions equal:", many["versions"] == one["versions"])
 PY
 fi
 echo

@@ -187,7 +187,7 @@ void NcclLinks::barrier() {
   all_gather(0);
 }
 
-std::vector<std::string> NcclLinks::gather(const std::string& bytes, std::int32_t root) {
+std::vector<std::string> NcclLinks::gather(std::string bytes, std::int32_t root) {
   const std::vector<std::uint64_t> sizes = all_gather(bytes.size());
   const std::int32_t me = world_.rank();
   std::vector<cuda::DeviceBuffer<unsigned char>> buffers(sizes.size());

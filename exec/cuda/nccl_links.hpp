@@ -55,7 +55,7 @@ class NcclLinks final : public RemoteLinks {
   void wait(cudaEvent_t event) override;
   void wait_idle() override;
   void barrier() override;
-  std::vector<std::string> gather(const std::string& bytes, std::int32_t root) override;
+  std::vector<std::string> gather(std::string bytes, std::int32_t root) override;
   void abort() noexcept override;
 
  private:

@@ -69,13 +69,6 @@ std::string Session::library() {
   return end == std::string::npos ? s : s.substr(0, end);
 }
 
-std::vector<std::uint64_t> Session::all_gather(std::uint64_t value) const {
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
-  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD),
-        "MPI_Allgather");
-  return all;
-}
-
 namespace {
 
 constexpr int kGatherTag = 3;                     // gathered results and states
@@ -89,6 +82,38 @@ std::vector<std::shared_ptr<void>>& kept_until_exit() {
 }
 
 }  // namespace
+
+std::vector<std::uint64_t> Session::all_gather(std::uint64_t value,
+                                               std::chrono::seconds timeout) const {
+  // Polled and sleeping, like every wait of the links: a process that is done early leaves the
+  // cores to the others. The buffers are kept to the end if the wait gives up.
+  struct Exchange {
+    std::uint64_t value = 0;
+    std::vector<std::uint64_t> all;
+  };
+  auto x = std::make_shared<Exchange>(
+      Exchange{value, std::vector<std::uint64_t>(static_cast<std::size_t>(size_))});
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(&x->value, 1, MPI_UINT64_T, x->all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD,
+                       &request),
+        "MPI_Iallgather");
+  const auto begin = std::chrono::steady_clock::now();
+  for (int done = 0;;) {
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return x->all;
+    const auto waited = std::chrono::steady_clock::now() - begin;
+    if (waited > timeout) {
+      kept_until_exit().push_back(x);
+      throw std::runtime_error(fmt::format(
+          "process {}: waited {} s for the other processes to set up (PACI_LINK_TIMEOUT_S sets "
+          "the limit)",
+          rank_, timeout.count()));
+    }
+    std::this_thread::sleep_for(
+        std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(waited) / 50,
+                   std::chrono::microseconds(20), std::chrono::microseconds(20000)));
+  }
+}
 
 MpiLinks::MpiLinks(const Schedule& schedule, std::uint64_t fingerprint,
                    std::chrono::seconds timeout)
@@ -111,19 +136,31 @@ void MpiLinks::connect(std::uint64_t fingerprint) {
   MPI_Comm_size(comm_, &size);
   rank_ = rank;
   size_ = size;
-  check(MPI_Irecv(&b_->control_in, 1, MPI_INT32_T, MPI_ANY_SOURCE, kControlTag, comm_, &control_),
-        "MPI_Irecv");
-  b_->fingerprint = fingerprint;
-  b_->prints.assign(static_cast<std::size_t>(size_), 0);
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallgather(&b_->fingerprint, 1, MPI_UINT64_T, b_->prints.data(), 1, MPI_UINT64_T, comm_,
-                       &request),
-        "MPI_Iallgather");
-  wait(request, "the start-up check", -1);
-  check_fingerprints(b_->prints, rank_);
+  try {
+    check(MPI_Irecv(&b_->control_in, 1, MPI_INT32_T, MPI_ANY_SOURCE, kControlTag, comm_, &control_),
+          "MPI_Irecv");
+    b_->fingerprint = fingerprint;
+    b_->prints.assign(static_cast<std::size_t>(size_), 0);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(&b_->fingerprint, 1, MPI_UINT64_T, b_->prints.data(), 1, MPI_UINT64_T,
+                         comm_, &request),
+          "MPI_Iallgather");
+    wait(request, "the start-up check", -1);
+    check_fingerprints(b_->prints, rank_);
+  } catch (...) {
+    // No destructor runs for a constructor that throws: tell the peers, and keep what MPI may
+    // still write to (the control receive's and the start-up check's buffers) until the end.
+    abort();
+    close();
+    throw;
+  }
 }
 
 MpiLinks::~MpiLinks() {
+  close();
+}
+
+void MpiLinks::close() noexcept {
   if (comm_ == MPI_COMM_NULL) return;
   const bool clean = !aborted_ && !peer_failed_;
   if (clean) {
@@ -136,6 +173,7 @@ MpiLinks::~MpiLinks() {
     MPI_Cancel(&control_);
     MPI_Wait(&control_, MPI_STATUS_IGNORE);
   }
+  cancel_receive();
   // The failure notices get a moment to leave; then whatever nobody completed is MPI_Finalize's,
   // and the buffers it may still touch are kept until the process exits.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
@@ -154,9 +192,24 @@ MpiLinks::~MpiLinks() {
     }
   if (clean && !pending) {
     MPI_Comm_free(&comm_);
-    return;
+  } else {
+    kept_until_exit().push_back(std::shared_ptr<Buffers>(std::move(b_)));
+    comm_ = MPI_COMM_NULL;
   }
-  kept_until_exit().push_back(std::shared_ptr<Buffers>(std::move(b_)));
+}
+
+void MpiLinks::cancel_receive() noexcept {
+  if (receiving_ == MPI_REQUEST_NULL) return;
+  // A receive cancels locally, unless its message is already arriving: then it completes (and one
+  // from a peer that died mid-message is left to MPI_Finalize, its buffer kept).
+  MPI_Cancel(&receiving_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int done = 0;
+  while (MPI_Test(&receiving_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  if (!done) MPI_Request_free(&receiving_);
+  receiving_ = MPI_REQUEST_NULL;
 }
 
 void MpiLinks::check_peers() {
@@ -255,11 +308,10 @@ SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey
   reclaim_sends();
   std::vector<char>& in = b_->incoming;
   in.resize(sizeof(Header) + out.size_bytes());
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Irecv(in.data(), byte_count(in.size()), MPI_BYTE, src, kDataTag, comm_, &request),
+  check(MPI_Irecv(in.data(), byte_count(in.size()), MPI_BYTE, src, kDataTag, comm_, &receiving_),
         "MPI_Irecv");
   MPI_Status status;
-  wait(request, "a message from", src, &status);
+  wait(receiving_, "a message from", src, &status);
   int bytes = 0;
   MPI_Get_count(&status, MPI_BYTE, &bytes);
   Header h;
@@ -291,7 +343,7 @@ void MpiLinks::barrier() {
   wait(request, "the other processes at a barrier", -1, nullptr, false);
 }
 
-std::vector<std::string> MpiLinks::gather(const std::string& bytes, std::int32_t root) {
+std::vector<std::string> MpiLinks::gather(std::string bytes, std::int32_t root) {
   check_peers();
   Buffers& b = *b_;
   b.size = static_cast<std::int64_t>(bytes.size());
@@ -302,7 +354,7 @@ std::vector<std::string> MpiLinks::gather(const std::string& bytes, std::int32_t
   wait(request, "the other processes' sizes", -1);
   // Point to point in chunks: a state of several GiB passes too (a collective counts in ints).
   if (rank_ != root) {
-    b.gather_out = bytes;
+    b.gather_out = std::move(bytes);
     for (std::size_t at = 0; at < b.gather_out.size(); at += kGatherChunk) {
       const std::size_t n = std::min(kGatherChunk, b.gather_out.size() - at);
       check(MPI_Isend(b.gather_out.data() + at, byte_count(n), MPI_BYTE, root, kGatherTag, comm_,
@@ -316,15 +368,15 @@ std::vector<std::string> MpiLinks::gather(const std::string& bytes, std::int32_t
   for (std::int32_t r = 0; r < size_; ++r) {
     std::string& in = b.gather_in[static_cast<std::size_t>(r)];
     if (r == root) {
-      in = bytes;
+      in = std::move(bytes);
       continue;
     }
     in.resize(static_cast<std::size_t>(b.sizes[static_cast<std::size_t>(r)]));
     for (std::size_t at = 0; at < in.size(); at += kGatherChunk) {
       const std::size_t n = std::min(kGatherChunk, in.size() - at);
-      check(MPI_Irecv(in.data() + at, byte_count(n), MPI_BYTE, r, kGatherTag, comm_, &request),
+      check(MPI_Irecv(in.data() + at, byte_count(n), MPI_BYTE, r, kGatherTag, comm_, &receiving_),
             "MPI_Irecv");
-      wait(request, "the results of", r);
+      wait(receiving_, "the results of", r);
     }
   }
   return std::move(b.gather_in);

@@ -48,8 +48,9 @@ class Session {
   Session& operator=(const Session&) = delete;
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // Collective over MPI_COMM_WORLD, blocking: every process's value, in rank order.
-  std::vector<std::uint64_t> all_gather(std::uint64_t value) const;
+  // Collective over MPI_COMM_WORLD, blocking (polled, sleeping between polls): every process's
+  // value, in rank order. Throws after `timeout`.
+  std::vector<std::uint64_t> all_gather(std::uint64_t value, std::chrono::seconds timeout) const;
   // "Open MPI v4.1.4, ..." (MPI_Get_library_version's first line).
   static std::string library();
 
@@ -79,12 +80,12 @@ class MpiLinks final : public HostLinks {
                     std::span<float> out) override;
   bool ready(std::int32_t dst, std::int32_t src, const MessageKey& key) override;
   void barrier() override;
-  std::vector<std::string> gather(const std::string& bytes, std::int32_t root) override;
+  std::vector<std::string> gather(std::string bytes, std::int32_t root) override;
   void abort() noexcept override;
 
   // Blocks until every send this process queued has completed (its receiver took it).
   void wait_sends();
-  // How long a wait may see no progress before it gives up (from now on).
+  // How long one wait may last before it gives up (from now on).
   void set_timeout(std::chrono::seconds timeout) { timeout_ = timeout; }
 
  private:
@@ -118,14 +119,19 @@ class MpiLinks final : public HostLinks {
   // else spin (a barrier whose end starts the clocks).
   void wait(MPI_Request& request, const char* what, std::int32_t peer, MPI_Status* status = nullptr,
             bool sleep = true);
-  void check_peers();  // throws QuietExit once a peer said it failed
+  void check_peers();              // throws QuietExit once a peer said it failed
+  void cancel_receive() noexcept;  // the receive left pending by a failure
+  // Ends the links: after a failure, leaves what nobody completed to MPI_Finalize and keeps the
+  // buffers it may touch until the process exits. Idempotent.
+  void close() noexcept;
   void reclaim_sends();
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // the links' own (a duplicate of MPI_COMM_WORLD)
   std::int32_t rank_ = 0, size_ = 1;
   std::chrono::seconds timeout_;
   std::unique_ptr<Buffers> b_ = std::make_unique<Buffers>();
-  MPI_Request control_ = MPI_REQUEST_NULL;  // the posted control receive
+  MPI_Request control_ = MPI_REQUEST_NULL;    // the posted control receive
+  MPI_Request receiving_ = MPI_REQUEST_NULL;  // a message or gathered bytes being received
   std::vector<MPI_Request> control_sends_;
   bool aborted_ = false, peer_failed_ = false;
 };

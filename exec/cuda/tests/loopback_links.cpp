@@ -80,7 +80,7 @@ void LoopbackLinks::wait_idle() {
   for (auto& [peer, s] : streams_) s.synchronize();
 }
 
-std::vector<std::string> LoopbackLinks::gather(const std::string& bytes, std::int32_t root) {
+std::vector<std::string> LoopbackLinks::gather(std::string bytes, std::int32_t root) {
   std::vector<std::string> all = hub_.exchange(device_, bytes);
   if (device_ != root) return {};
   return all;

@@ -59,7 +59,7 @@ class LoopbackLinks final : public RemoteLinks {
   void wait(cudaEvent_t event) override;
   void wait_idle() override;
   void barrier() override { hub_.exchange(device_, {}); }
-  std::vector<std::string> gather(const std::string& bytes, std::int32_t root) override;
+  std::vector<std::string> gather(std::string bytes, std::int32_t root) override;
   void abort() noexcept override;
 
  private:
