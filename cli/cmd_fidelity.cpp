@@ -192,7 +192,8 @@ struct Processes {
 };
 
 struct FidelityOptions {
-  std::string kinds_text = "all", processes_text, json_path, markdown_path;
+  std::string kinds_text = "gpipe,1f1b,pipedream,2bw,paci", processes_text, json_path,
+              markdown_path;
   std::size_t repeats = 5;
   exec::CalibrationOptions calibration;
 };
@@ -324,7 +325,9 @@ int run_fidelity(const std::vector<std::string>& args) {
   FidelityOptions o;
   po::options_description options("options");
   auto add = options.add_options();
-  add("kinds", po::value(&o.kinds_text)->default_value("all"), "schedules to compare");
+  add("kinds", po::value(&o.kinds_text)->default_value(o.kinds_text),
+      "schedules to compare (the CPU executor runs neither split backwards nor, on the default "
+      "model, interleaved at P > 2)");
   add("processes", po::value(&o.processes_text),
       "under mpirun -np P: also run these schedules one process per device (MPI)");
   add("repeats", po::value(&o.repeats)->default_value(o.repeats),

@@ -14,11 +14,15 @@ namespace paci::cli {
 
 int run_schedule(const std::vector<std::string>& args) {
   std::string kind, output = "-", format;
-  std::int32_t stages = 0, microbatches = 0, steps = 1;
+  std::int32_t stages = 0, microbatches = 0, steps = 1, chunks = 0;
   po::options_description options("options");
   auto add = options.add_options();
-  add("kind,k", po::value(&kind)->required(), "gpipe | 1f1b | pipedream | 2bw | paci");
-  add("stages,p", po::value(&stages)->required(), "pipeline stages P (one per device)");
+  add("kind,k", po::value(&kind)->required(),
+      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved");
+  add("stages,p", po::value(&stages)->required(),
+      "devices P (one pipeline stage each; interleaved: P·v stages)");
+  add("chunks,v", po::value(&chunks),
+      "interleaved: model stages per device (default 2); stage k on device k mod P");
   add("microbatches,m", po::value(&microbatches)->required(),
       "micro-batches per optimizer step M (the accumulation factor)");
   add("steps,n", po::value(&steps)->default_value(1),
@@ -35,7 +39,7 @@ int run_schedule(const std::vector<std::string>& args) {
     fmt_out = parse_schedule_format(format);
   else if (output != "-")
     fmt_out = detect_schedule_format(output, "{");
-  const Schedule schedule = generate_schedule(kind, stages, microbatches, steps);
+  const Schedule schedule = generate_schedule(kind, stages, microbatches, steps, chunks);
   write_output(output, write_schedule(schedule, fmt_out));
   return 0;
 }

@@ -226,6 +226,39 @@ int run_simulate(const std::vector<std::string>& args) {
 
 namespace {
 
+// compare and sweep run interleaved with Megatron's usual two chunks per device.
+constexpr std::int32_t kInterleavedChunks = 2;
+
+// The cost model of `v` chunks per device from one whose stages all cost the same (uniform
+// flags): each chunk does a v-th of a stage's work and holds a v-th of its memory; messages keep
+// their size. Nothing when the stages differ (a GPT's first and last stages do more): their
+// chunks' costs are not a v-th of anything.
+std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v) {
+  const auto work = [](const StageCost& c) {
+    return std::tie(c.forward_s, c.backward_s, c.input_grad_s, c.weight_grad_s, c.update_s,
+                    c.activation_bytes, c.weight_bytes, c.gradient_bytes, c.optimizer_bytes);
+  };
+  for (const StageCost& c : costs.stages)
+    if (work(c) != work(costs.stages.front())) return std::nullopt;
+  CostModel out = costs;
+  const std::size_t P = costs.stages.size();
+  out.stages.clear();
+  for (std::size_t k = 0; k < P * static_cast<std::size_t>(v); ++k) {
+    StageCost c = costs.stages[k % P];
+    for (double* t : {&c.forward_s, &c.backward_s, &c.input_grad_s, &c.weight_grad_s, &c.update_s})
+      *t /= v;
+    for (std::int64_t* b :
+         {&c.activation_bytes, &c.weight_bytes, &c.gradient_bytes, &c.optimizer_bytes})
+      *b /= v;
+    c.activation_message_bytes = costs.stages.front().activation_message_bytes;
+    c.gradient_message_bytes = costs.stages.back().gradient_message_bytes;
+    out.stages.push_back(c);
+  }
+  out.stages.front().gradient_message_bytes = 0;   // the first stage sends no gradient
+  out.stages.back().activation_message_bytes = 0;  // the last no activation
+  return out;
+}
+
 std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std::int32_t P,
                                      std::int32_t M, std::int32_t N, const CostModel& costs,
                                      std::vector<std::string>* skipped) {
@@ -236,7 +269,27 @@ std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std:
       if (skipped) skipped->push_back(fmt::format("2bw needs M >= P (M={}, P={})", M, P));
       continue;
     }
-    CompareRow row = kind == "1f1b" ? baseline : simulate_row(kind, P, M, N, costs);
+    std::optional<CostModel> chunks;
+    if (kind == "interleaved") {
+      if (M % P != 0) {
+        if (skipped)
+          skipped->push_back(fmt::format(
+              "interleaved needs M to be a multiple of P (Megatron's constraint; M={}, P={})", M,
+              P));
+        continue;
+      }
+      chunks = chunk_cost_model(costs, kInterleavedChunks);
+      if (!chunks) {
+        if (skipped)
+          skipped->push_back(fmt::format(
+              "interleaved splits each device's layers into {} chunks, whose costs a cost model "
+              "with unequal stages does not give (use uniform costs)",
+              kInterleavedChunks));
+        continue;
+      }
+    }
+    CompareRow row =
+        kind == "1f1b" ? baseline : simulate_row(kind, P, M, N, chunks ? *chunks : costs);
     row.speedup_vs_1f1b = row.makespan_s > 0 ? baseline.makespan_s / row.makespan_s : 0.0;
     rows.push_back(row);
   }
@@ -255,7 +308,7 @@ int run_compare(const std::vector<std::string>& args) {
   add("microbatches,m", po::value(&M)->required(), "micro-batches per optimizer step M");
   add("steps,n", po::value(&N)->default_value(1), "optimizer steps N");
   add("kinds", po::value(&kinds_text)->default_value("all"),
-      "comma-separated schedules (gpipe,1f1b,pipedream,2bw,paci)");
+      "comma-separated schedules (gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved)");
   add("format,f", po::value(&format)->default_value("table"), "table | csv | json");
   add_cost_options(options, cost);
   po::variables_map vm;
@@ -292,6 +345,7 @@ int run_compare(const std::vector<std::string>& args) {
       row["tokens_per_s"] = r.tokens_per_s;
       row["bubble_ratio"] = r.bubble_ratio;
       row["steady_bubble_ratio"] = number_or_null(r.steady_bubble_ratio);
+      row["zb_bubble_ratio"] = r.zb_bubble_ratio;
       row["peak_memory_bytes"] = r.peak_memory_bytes;
       row["max_staleness"] = r.max_staleness;
       row["max_update_delay"] = r.max_update_delay;
@@ -304,15 +358,16 @@ int run_compare(const std::vector<std::string>& args) {
         "P={} stages, M={} micro-batches per step, N={} steps ({} "
         "micro-batches); cost model: {}\n",
         P, M, N, static_cast<std::int64_t>(M) * N, describe_costs(cost, costs));
-    std::cout << fmt::format("{:<10} {:>12} {:>14} {:>9} {:>13} {:>12} {:>10} {:>10} {:>9}\n",
-                             "schedule", "makespan_s", "microbatch/s", "bubble", "steady_bubble",
-                             "peak_memory", "max_stale", "max_delay", "vs_1f1b");
+    std::cout << fmt::format(
+        "{:<11} {:>12} {:>14} {:>9} {:>13} {:>10} {:>12} {:>10} {:>10} {:>9}\n", "schedule",
+        "makespan_s", "microbatch/s", "bubble", "steady_bubble", "zb_bubble", "peak_memory",
+        "max_stale", "max_delay", "vs_1f1b");
     for (const auto& r : rows)
       std::cout << fmt::format(
-          "{:<10} {:>12.6g} {:>14.6g} {:>9} {:>13} {:>12} {:>10} {:>10} {:>8.3f}x\n", r.kind,
+          "{:<11} {:>12.6g} {:>14.6g} {:>9} {:>13} {:>10} {:>12} {:>10} {:>10} {:>8.3f}x\n", r.kind,
           r.makespan_s, r.microbatches_per_s, percent(r.bubble_ratio),
-          percent(r.steady_bubble_ratio), mib(r.peak_memory_bytes), r.max_staleness,
-          r.max_update_delay, r.speedup_vs_1f1b);
+          percent(r.steady_bubble_ratio), percent(r.zb_bubble_ratio), mib(r.peak_memory_bytes),
+          r.max_staleness, r.max_update_delay, r.speedup_vs_1f1b);
     for (const auto& note : skipped) std::cout << "skipped: " << note << '\n';
   }
   return 0;
@@ -358,8 +413,9 @@ int run_sweep(const std::vector<std::string>& args) {
   write_output(output, out);
   if (!quiet && output != "-")
     std::cerr << fmt::format(
-        "sweep: wrote {} ({} points x {} kinds, {} skipped: 2bw needs M >= P)\n", output, total,
-        kinds.size(), skipped);
+        "sweep: wrote {} ({} points x {} kinds, {} skipped: 2bw needs M >= P, interleaved M a "
+        "multiple of P and uniform costs)\n",
+        output, total, kinds.size(), skipped);
   return 0;
 }
 

@@ -30,6 +30,7 @@ CompareRow simulate_row(const std::string& kind, std::int32_t P, std::int32_t M,
   row.tokens_per_s = row.microbatches_per_s * static_cast<double>(costs.tokens_per_microbatch);
   row.bubble_ratio = run.timing.bubble_ratio;
   row.steady_bubble_ratio = run.timing.steady_bubble_ratio;
+  row.zb_bubble_ratio = run.timing.zb_bubble_ratio;
   row.peak_memory_bytes = *std::max_element(result.device_peak_memory_bytes.begin(),
                                             result.device_peak_memory_bytes.end());
   for (const auto& st : run.observed.stages) {

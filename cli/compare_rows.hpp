@@ -16,6 +16,7 @@ struct CompareRow {
   double tokens_per_s = 0.0;
   double bubble_ratio = 0.0;
   double steady_bubble_ratio = 0.0;    // NaN without a steady window
+  double zb_bubble_ratio = 0.0;        // the Zero Bubble paper's (traces/metrics.hpp)
   std::int64_t peak_memory_bytes = 0;  // the largest device's
   std::int32_t max_staleness = 0;
   std::int32_t max_update_delay = 0;

@@ -24,11 +24,14 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   po::options_description schedule("schedule");
   auto add_schedule = schedule.add_options();
   add_schedule("kind,k", po::value(&f.kind)->default_value(f.kind),
-               "gpipe | 1f1b | pipedream | 2bw | paci");
+               "gpipe | 1f1b | pipedream | 2bw | paci | interleaved (zb-h1, zb-h2: simulator only "
+               "so far)");
   add_schedule("stages,p", po::value(&f.stages)->default_value(f.stages),
                "pipeline stages P (one thread each)");
   add_schedule("microbatches,m", po::value(&f.microbatches)->default_value(f.microbatches),
                "micro-batches per optimizer step M");
+  add_schedule("chunks,v", po::value(&f.chunks),
+               "interleaved: model stages per device (default 2; stage k on device k mod P)");
   add_schedule("steps,n", po::value(&f.steps)->default_value(f.steps),
                "optimizer steps N of the whole training (the LR schedule's length)");
   add_schedule("stop-after", po::value(&f.stop_after),
@@ -199,7 +202,7 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     if (f.stop_after > 0) throw UsageError("--stop-after works with --kind, not --schedule");
     t.schedule = load_valid_schedule(f.schedule_path);
   } else {
-    t.schedule = generate_schedule(f.kind, f.stages, f.microbatches, remaining);
+    t.schedule = generate_schedule(f.kind, f.stages, f.microbatches, remaining, f.chunks);
   }
   t.last_step = t.first_step + static_cast<std::size_t>(t.schedule.steps);
   t.total_steps = std::max(t.last_step, static_cast<std::size_t>(f.steps));

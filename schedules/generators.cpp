@@ -1,5 +1,6 @@
-// The five generators: two flushed (GPipe, 1F1B) and three continuous 1F1B variants that differ in
-// how often a stage steps its optimizer and which weights its backward reads.
+// The generators: two flushed (GPipe, 1F1B) and three continuous 1F1B variants that differ in how
+// often a stage steps its optimizer and which weights its backward reads; Zero Bubble's ZB-H1 and
+// ZB-H2 (backward split into I and W) and Megatron-LM's interleaved 1F1B, all flushed.
 #include "schedules/generators.hpp"
 
 #include <fmt/format.h>
@@ -8,7 +9,8 @@
 namespace paci {
 
 const std::vector<std::string>& generator_kinds() {
-  static const std::vector<std::string> kinds = {"gpipe", "1f1b", "pipedream", "2bw", "paci"};
+  static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream", "2bw",
+                                                 "paci",  "zb-h1", "zb-h2",     "interleaved"};
   return kinds;
 }
 
@@ -22,6 +24,111 @@ Action backward(std::int32_t stage, std::int64_t mb) {
 }
 Action update(std::int32_t stage) {
   return {ActionKind::U, stage, -1};
+}
+Action input_grad(std::int32_t stage, std::int64_t mb) {
+  return {ActionKind::I, stage, static_cast<std::int32_t>(mb)};
+}
+Action weight_grad(std::int32_t stage, std::int64_t mb) {
+  return {ActionKind::W, stage, static_cast<std::int32_t>(mb)};
+}
+
+// One flushed step of ZB-H2: the order every stage runs its F, I and W of micro-batches 0..M-1
+// in, found by running the step at unit costs (t_F = t_I = t_W, free messages), tick by tick. A
+// stage that is free runs the first of: its next I whose gradient has arrived (the critical path);
+// its next F whose activation has arrived, while fewer than cap[s] micro-batches hold activations
+// on it (from F to W); its oldest W whose I is done. The orders are then per-device lists; times
+// play no further part.
+std::vector<std::vector<Action>> zero_bubble_step(std::int32_t P, std::int32_t M,
+                                                  const std::vector<std::int32_t>& cap) {
+  constexpr std::int64_t kNever = INT64_MAX;
+  struct Stage {
+    std::int32_t f = 0, i = 0, w = 0;  // next F, I, W
+    std::int64_t free_at = 0;
+  };
+  std::vector<Stage> st(static_cast<std::size_t>(P));
+  std::vector<std::vector<std::int64_t>> end_f(static_cast<std::size_t>(P),
+                                               std::vector<std::int64_t>(M, kNever)),
+      end_i = end_f;
+  std::vector<std::vector<Action>> out(static_cast<std::size_t>(P));
+  std::int64_t left = 3 * static_cast<std::int64_t>(M) * P;
+  for (std::int64_t t = 0; left > 0; ++t) {
+    for (std::int32_t s = 0; s < P; ++s) {
+      Stage& x = st[static_cast<std::size_t>(s)];
+      if (x.free_at > t) continue;
+      auto& ef = end_f[static_cast<std::size_t>(s)];
+      auto& ei = end_i[static_cast<std::size_t>(s)];
+      const bool i_ready =
+          x.i < x.f && ef[static_cast<std::size_t>(x.i)] <= t &&
+          (s + 1 == P ||
+           end_i[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(x.i)] <= t);
+      const bool f_ready =
+          x.f < M && x.f - x.w < cap[static_cast<std::size_t>(s)] &&
+          (s == 0 || end_f[static_cast<std::size_t>(s - 1)][static_cast<std::size_t>(x.f)] <= t);
+      const bool w_ready = x.w < x.i && ei[static_cast<std::size_t>(x.w)] <= t;
+      auto& list = out[static_cast<std::size_t>(s)];
+      if (i_ready) {
+        ei[static_cast<std::size_t>(x.i)] = t + 1;
+        list.push_back(input_grad(s, x.i++));
+      } else if (f_ready) {
+        ef[static_cast<std::size_t>(x.f)] = t + 1;
+        list.push_back(forward(s, x.f++));
+      } else if (w_ready) {
+        list.push_back(weight_grad(s, x.w++));
+      } else {
+        continue;
+      }
+      x.free_at = t + 1;
+      --left;
+    }
+  }
+  return out;
+}
+
+// Zero Bubble's handcrafted ZB-H1 (Qi et al., ICLR 2024, figure 3) at stage s of P, one flushed
+// step of M micro-batches: min(P − s, M) forwards; then for k = 0, 1, ...: I_k, W_{k−s} once
+// k >= s (the weight gradients lag s micro-batches behind), and the next forward while any is
+// left; then the remaining W's. Stage s holds at most P micro-batches' activations (1F1B's peak).
+void zb_h1_step(std::vector<Action>& out, std::int32_t P, std::int32_t s, std::int64_t base,
+                std::int32_t M) {
+  const std::int32_t warmup = std::min(P - s, M);
+  for (std::int32_t i = 0; i < warmup; ++i) out.push_back(forward(s, base + i));
+  std::int32_t w = 0;
+  for (std::int32_t k = 0; k < M; ++k) {
+    out.push_back(input_grad(s, base + k));
+    if (k >= s) out.push_back(weight_grad(s, base + w++));
+    if (warmup + k < M) out.push_back(forward(s, base + warmup + k));
+  }
+  while (w < M) out.push_back(weight_grad(s, base + w++));
+  out.push_back(update(s));
+}
+
+// Megatron-LM's interleaved 1F1B on device d of D, v chunks (model stages d, d + D, ...), one
+// flushed step of M micro-batches (M a multiple of D): warm-up forwards, then one forward and one
+// backward at a time, then the remaining backwards, then each chunk's U. The k-th forward of the
+// device runs chunk (k / D) mod v on micro-batch (k / (D·v))·D + k mod D; backwards the same with
+// the chunks in reverse.
+void interleaved_step(std::vector<Action>& out, std::int32_t D, std::int32_t d, std::int32_t v,
+                      std::int64_t base, std::int32_t M) {
+  const std::int64_t total = static_cast<std::int64_t>(M) * v;
+  const std::int64_t warmup =
+      M == D ? total
+             : std::min<std::int64_t>(total, static_cast<std::int64_t>(D - d - 1) * 2 +
+                                                 static_cast<std::int64_t>(v - 1) * D);
+  const auto action = [&](std::int64_t k, bool is_forward) {
+    const std::int64_t in_group = k % (static_cast<std::int64_t>(D) * v);
+    std::int64_t chunk = in_group / D;
+    if (!is_forward) chunk = v - 1 - chunk;
+    const std::int64_t mb = base + (k / (static_cast<std::int64_t>(D) * v)) * D + k % D;
+    const auto stage = static_cast<std::int32_t>(chunk * D + d);
+    return is_forward ? forward(stage, mb) : backward(stage, mb);
+  };
+  for (std::int64_t k = 0; k < warmup; ++k) out.push_back(action(k, true));
+  for (std::int64_t k = 0; k < total - warmup; ++k) {
+    out.push_back(action(warmup + k, true));
+    out.push_back(action(k, false));
+  }
+  for (std::int64_t k = total - warmup; k < total; ++k) out.push_back(action(k, false));
+  for (std::int32_t c = 0; c < v; ++c) out.push_back(update(c * D + d));
 }
 
 // One flushed step of stage s over micro-batches [base, base+M).
@@ -56,7 +163,8 @@ void continuous(std::vector<Action>& out, std::int32_t P, std::int32_t s, std::i
 
 }  // namespace
 
-Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M, std::int32_t N) {
+Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M, std::int32_t N,
+                           std::int32_t chunks) {
   const auto& kinds = generator_kinds();
   if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
     throw InputError(fmt::format("unknown schedule kind '{}' (expected one of: {})", kind,
@@ -67,12 +175,25 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
   const std::int64_t total = static_cast<std::int64_t>(M) * N;
   // About 12 bytes an action: past 2^27 actions (1.5 GiB) a schedule is a mistake, not a plan.
   constexpr std::int64_t kMaxActions = std::int64_t{1} << 27;
-  const std::int64_t actions = static_cast<std::int64_t>(P) * (2 * total + total);
+  const std::int64_t actions =
+      static_cast<std::int64_t>(P) * std::max(chunks, 1) * (2 * total + total);
   if (total > INT32_MAX / 4 || actions > kMaxActions)
     throw InputError(
         fmt::format("P={} stages x {} micro-batches is about {} actions, more than the "
                     "{} paci generates",
                     P, total, actions, kMaxActions));
+  if (chunks < 0) throw InputError(fmt::format("--chunks must be positive, got {}", chunks));
+  const std::int32_t v = chunks == 0 ? (kind == "interleaved" ? 2 : 1) : chunks;
+  if (kind != "interleaved" && v != 1)
+    throw InputError(fmt::format(
+        "--chunks {} applies to interleaved only: {} runs one stage per device", v, kind));
+  if (kind == "interleaved" && M % P != 0)
+    throw InputError(fmt::format(
+        "interleaved needs the micro-batches per step to be a multiple of the devices (Megatron's "
+        "constraint), got M={} for P={}",
+        M, P));
+  if (static_cast<std::int64_t>(P) * v > 4096)
+    throw InputError(fmt::format("{} devices x {} chunks is more than 4096 stages", P, v));
   if (kind == "2bw" && M < P)
     throw InputError(fmt::format(
         "2bw needs at least as many micro-batches per step as stages (M >= P), got M={} P={}", M,
@@ -80,11 +201,13 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
 
   Schedule s;
   s.kind = std::string(kind);
-  s.stages = P;
+  s.stages = P * v;
   s.microbatches = M;
   s.steps = N;
-  s.placement.resize(static_cast<std::size_t>(P));
+  s.placement.resize(static_cast<std::size_t>(s.stages));
   s.devices.resize(static_cast<std::size_t>(P));
+  for (std::int32_t stage = 0; stage < s.stages; ++stage)
+    s.placement[static_cast<std::size_t>(stage)] = stage % P;  // identity unless interleaved
   if (kind == "pipedream") {
     s.microbatches = 1;
     s.steps = static_cast<std::int32_t>(total);
@@ -92,15 +215,38 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
   } else if (kind == "2bw") {
     s.weight_policy = WeightPolicy::double_buffer;
   }
-  for (std::int32_t stage = 0; stage < P; ++stage) {
-    s.placement[static_cast<std::size_t>(stage)] = stage;
-    auto& list = s.devices[static_cast<std::size_t>(stage)];
-    list.reserve(static_cast<std::size_t>(2 * total + s.steps));
-    if (kind == "gpipe" || kind == "1f1b") {
+  if (kind == "zb-h2") {
+    // Up to 2P − 1 micro-batches' activations on a stage: enough forwards to fill the warm-up
+    // bubble (ZB-H2's memory).
+    const auto step = zero_bubble_step(P, M, std::vector<std::int32_t>(P, 2 * P - 1));
+    for (std::int32_t st = 0; st < P; ++st) {
+      auto& list = s.devices[static_cast<std::size_t>(st)];
+      list.reserve(static_cast<std::size_t>((3 * static_cast<std::int64_t>(M) + 1) * N));
+      for (std::int32_t k = 0; k < N; ++k) {
+        const std::int64_t base = static_cast<std::int64_t>(k) * M;
+        for (Action a : step[static_cast<std::size_t>(st)]) {
+          a.microbatch = static_cast<std::int32_t>(base + a.microbatch);
+          list.push_back(a);
+        }
+        list.push_back(update(st));
+      }
+    }
+    return s;
+  }
+  for (std::int32_t d = 0; d < P; ++d) {
+    auto& list = s.devices[static_cast<std::size_t>(d)];
+    list.reserve(static_cast<std::size_t>(v * (2 * total + s.steps)));
+    if (kind == "interleaved") {
       for (std::int32_t step = 0; step < N; ++step)
-        flushed_step(list, P, stage, static_cast<std::int64_t>(step) * M, M, kind == "1f1b");
+        interleaved_step(list, P, d, v, static_cast<std::int64_t>(step) * M, M);
+    } else if (kind == "zb-h1") {
+      for (std::int32_t step = 0; step < N; ++step)
+        zb_h1_step(list, P, d, static_cast<std::int64_t>(step) * M, M);
+    } else if (kind == "gpipe" || kind == "1f1b") {
+      for (std::int32_t step = 0; step < N; ++step)
+        flushed_step(list, P, d, static_cast<std::int64_t>(step) * M, M, kind == "1f1b");
     } else {
-      continuous(list, P, stage, total, s.microbatches);
+      continuous(list, P, d, total, s.microbatches);
     }
   }
   return s;

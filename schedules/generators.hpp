@@ -1,5 +1,6 @@
-// Generators for the five schedules of SCHEDULES.md. Each returns a complete, valid schedule:
-// P stages on P devices (identity placement), N·M micro-batches, per-stage optimizer steps.
+// Generators for the schedules of SCHEDULES.md. Each returns a complete, valid schedule on P
+// devices: P stages (identity placement; interleaved: P·v), N·M micro-batches, per-stage optimizer
+// steps.
 #pragma once
 
 #include <string>
@@ -10,7 +11,8 @@
 
 namespace paci {
 
-// gpipe, 1f1b, pipedream, 2bw, paci — in the order the CLI and reports list them.
+// gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2, interleaved — in the order the CLI and reports
+// list them.
 const std::vector<std::string>& generator_kinds();
 
 // Generates `kind` with P stages, M micro-batches per optimizer step and N optimizer steps.
@@ -20,8 +22,16 @@ const std::vector<std::string>& generator_kinds();
 //             — no accumulation, so the schedule records M=1 and N·M steps
 //   2bw       no flush; continuous 1F1B, U after every M-th backward, M >= P     (double_buffer)
 //   paci      no flush; continuous 1F1B, U after every M-th backward of a stage (current)
-// Throws InputError for an unknown kind or an impossible configuration.
+//   zb-h1     flush every step; backward split into I and W, Zero Bubble's handcrafted ZB-H1:
+//             W lags s micro-batches at stage s; at most P micro-batches' activations per stage
+//             (1F1B's peak)                                                      (current)
+//   zb-h2     the same split with up to 2P − 1 micro-batches' activations per stage (ZB-H2's
+//             memory), its order found by running the step at unit costs       (current)
+//   interleaved flush every step; Megatron-LM's interleaved 1F1B, `chunks` = v model stages per
+//             device (stage k on device k mod P, P·v stages), M a multiple of P  (current)
+// `chunks` 0 means the kind's default (2 for interleaved, 1 otherwise). Throws InputError for an
+// unknown kind or an impossible configuration.
 Schedule generate_schedule(std::string_view kind, std::int32_t stages, std::int32_t microbatches,
-                           std::int32_t steps);
+                           std::int32_t steps, std::int32_t chunks = 0);
 
 }  // namespace paci

@@ -41,6 +41,17 @@ TimingMetrics timing_metrics(const Schedule& s, const ActionTimes& times) {
         first_stage_last_forward = std::min(first_stage_last_forward, t.start_s);
     }
   }
+  double longest = -1.0;
+  for (std::size_t d = 0; d < s.devices.size(); ++d) {
+    if (times[d].empty()) continue;
+    const double span = times[d].back().end_s - times[d].front().start_s;
+    if (span <= longest) continue;
+    longest = span;
+    double work = 0.0;
+    for (std::size_t i = 0; i < times[d].size(); ++i)
+      if (s.devices[d][i].kind != ActionKind::U) work += times[d][i].end_s - times[d][i].start_s;
+    m.zb_bubble_ratio = span > 0.0 ? 1.0 - work / span : 0.0;
+  }
   double busy = 0.0;
   for (double b : m.device_busy_s) busy += b;
   const double devices = static_cast<double>(s.devices.size());

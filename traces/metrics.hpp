@@ -23,6 +23,11 @@ struct TimingMetrics {
   double steady_start_s = 0.0;
   double steady_end_s = 0.0;
   double steady_bubble_ratio = 0.0;
+  // The Zero Bubble paper's definition (Qi et al., ICLR 2024): 1 − (a device's F, B, I and W
+  // time) / (its span, from its first action's start to its last action's end), for the device
+  // whose span is the longest. It leaves out the optimizer (U) and each device's idle time before
+  // its first action, so it compares with that paper's tables (one step: N = 1).
+  double zb_bubble_ratio = 0.0;
 };
 
 TimingMetrics timing_metrics(const Schedule& schedule, const ActionTimes& times);

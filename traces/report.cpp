@@ -45,6 +45,7 @@ ordered_json run_report_head(const Schedule& s, const RunSummary& run) {
   j["makespan_s"] = t.makespan_s;
   j["bubble_ratio"] = t.bubble_ratio;
   j["steady_bubble_ratio"] = number_or_null(t.steady_bubble_ratio);
+  j["zb_bubble_ratio"] = t.zb_bubble_ratio;
   j["steady_window_s"] = std::isfinite(t.steady_bubble_ratio)
                              ? ordered_json::array({t.steady_start_s, t.steady_end_s})
                              : ordered_json();

@@ -141,8 +141,9 @@ TEST(CliMpiLaunch, VersionsEqualTheAnalysis) {
   EXPECT_EQ(measured["loss"], nlohmann::json::parse(slurp(one_report))["loss"]);
 }
 
-// Several stages on one process (a placement such as 0,0,1,1 or the V-shaped 0,1,1,0): their
-// messages stay inside the process, the others go over MPI; the same numbers as one process.
+// Several stages on one process (a placement such as 0,0,1,1, the V-shaped 0,1,1,0, or Megatron's
+// interleaved 1F1B): their messages stay inside the process, the others go over MPI; the same
+// numbers as one process.
 TEST(CliMpiLaunch, StagesSharingAProcessTalkInsideIt) {
   REQUIRE_MPI();
   const std::string blocks = temp_path("mpi_blocks.txt"), vee = temp_path("mpi_vee.txt");
@@ -154,7 +155,9 @@ TEST(CliMpiLaunch, StagesSharingAProcessTalkInsideIt) {
              "# paci.schedule/1 kind=custom stages=4 microbatches=2 steps=1 "
              "weight_policy=current placement=0,1,1,0\n"
              "0F0 0F1 3F0 3B0 3F1 3B1 0B0 0B1 0U 3U\n1F0 2F0 1F1 2F1 2B0 1B0 2B1 1B1 1U 2U\n");
-  for (const std::string& schedule : {blocks, vee}) {
+  const std::string interleaved = temp_path("mpi_interleaved.json");
+  ASSERT_EQ(run_paci("schedule -k interleaved -p 2 -m 4 -n 2 -o " + interleaved).status, 0);
+  for (const std::string& schedule : {blocks, vee, interleaved}) {
     const std::string flags = " train --schedule " + schedule + kTiny + testing::corpus_flags();
     const std::string a = temp_path("mpi_shared_one"), b = temp_path("mpi_shared_many");
     const auto one = run_paci(flags + " --report " + a + ".json --save " + a + ".state");

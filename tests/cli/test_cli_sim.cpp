@@ -63,8 +63,9 @@ TEST(CliSim, SweepWritesCsv) {
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string csv = testing::slurp(out);
   const auto rows = std::count(csv.begin(), csv.end(), '\n');
-  // 3 P x 3 M x 5 kinds, minus 2bw where M < P (P=2: M=1; P=3: M=1,2; P=4: M=1,2), plus header.
-  EXPECT_EQ(rows, 1 + 45 - 5);
+  // 3 P x 3 M x 8 kinds, minus 2bw where M < P (P=2: M=1; P=3: M=1,2; P=4: M=1,2) and
+  // interleaved where P does not divide M (P=2: M=1; P=3: M=1,2,4; P=4: M=1,2), plus header.
+  EXPECT_EQ(rows, 1 + 72 - 5 - 6);
   EXPECT_THAT(csv, HasSubstr("kind,stages,microbatches,steps,makespan_s"));
   EXPECT_EQ(run_paci("sweep --stages 4:2 --microbatches 1").status, 2);
   EXPECT_EQ(run_paci("sweep --stages x --microbatches 1").status, 2);

@@ -240,6 +240,29 @@ TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
                                     : "built without the CUDA backend"));
 }
 
+// Megatron's interleaved 1F1B (two chunks per device, 4 stages on 2 devices) is flushed: it trains
+// exactly like one device accumulating the same micro-batches, and its versions are the analysis'.
+// Split backwards (zb-h1, zb-h2) are refused in one line until the executor splits them.
+TEST(CliTrain, InterleavedTrainsLikeOneDeviceAndSplitBackwardsAreRefused) {
+  const std::string schedule = temp_path("interleaved.json"), il = temp_path("interleaved_r.json"),
+                    one = temp_path("one_device_r.json");
+  ASSERT_EQ(run_paci("schedule -k interleaved -p 2 -m 4 -n 3 -o " + schedule).status, 0);
+  auto r = run_paci("train --schedule " + schedule + " --quiet" + kTiny + data_flags() +
+                    "--report " + il);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_paci("train -k gpipe -p 1 -m 4 -n 3 --quiet" + std::string(kTiny) + data_flags() +
+               "--report " + one);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto a = nlohmann::json::parse(slurp(il)), b = nlohmann::json::parse(slurp(one));
+  EXPECT_EQ(a["loss"], b["loss"]);
+  EXPECT_EQ(a["val_loss"], b["val_loss"]);
+  const auto analysis = nlohmann::json::parse(run_paci("analyze " + schedule + " --json -").out);
+  EXPECT_EQ(a["versions"], analysis["versions"]);
+  r = run_paci("train -k zb-h1 -p 2 -m 4 -n 1 --quiet" + std::string(kTiny) + data_flags());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("does not split backwards"));
+}
+
 TEST(CliTrain, FailuresExitOneNamingStageAndAction) {
   auto r = run_paci(std::string("train -k paci -p 2 -m 2 -n 2 --quiet") + kTiny + data_flags() +
                     "--fail-at 1B2");

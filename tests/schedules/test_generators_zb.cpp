@@ -1,0 +1,151 @@
+// Zero Bubble (zb-h1, zb-h2) and Megatron's interleaved 1F1B: every configuration P <= 16 the
+// definitions allow is valid and complete, flushed (no staleness), within its activation budget;
+// at unit costs (t_F = t_I = t_W) the simulator gives the Zero Bubble paper's makespans, and the
+// interleaved bubble shrinks by the number of chunks.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "schedules/analysis.hpp"
+#include "schedules/generators.hpp"
+#include "schedules/validate.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "traces/metrics.hpp"
+
+namespace paci {
+namespace {
+
+std::string name(const std::string& kind, std::int32_t P, std::int32_t M, std::int32_t N,
+                 std::int32_t v = 1) {
+  return fmt::format("{} P={} M={} N={} v={}", kind, P, M, N, v);
+}
+
+// Per stage: how many of each kind, and that the stage's actions sit on device stage mod P.
+void expect_complete(const Schedule& s, std::int32_t P, bool split, const std::string& what) {
+  const std::int64_t T = s.total_microbatches();
+  std::vector<std::array<std::int64_t, 5>> count(static_cast<std::size_t>(s.stages));
+  for (std::int32_t d = 0; d < P; ++d)
+    for (const Action& a : s.devices[static_cast<std::size_t>(d)]) {
+      ASSERT_EQ(a.stage % P, d) << what;
+      ++count[static_cast<std::size_t>(a.stage)][static_cast<std::size_t>(a.kind)];
+    }
+  for (const auto& c : count) {
+    EXPECT_EQ(c[static_cast<std::size_t>(ActionKind::F)], T) << what;
+    EXPECT_EQ(c[static_cast<std::size_t>(ActionKind::B)], split ? 0 : T) << what;
+    EXPECT_EQ(c[static_cast<std::size_t>(ActionKind::I)], split ? T : 0) << what;
+    EXPECT_EQ(c[static_cast<std::size_t>(ActionKind::W)], split ? T : 0) << what;
+    EXPECT_EQ(c[static_cast<std::size_t>(ActionKind::U)], s.steps) << what;
+  }
+}
+
+TEST(ZeroBubble, EveryConfigurationIsValidFlushedAndWithinItsMemory) {
+  for (const std::string kind : {"zb-h1", "zb-h2"})
+    for (std::int32_t P = 1; P <= 16; ++P)
+      for (std::int32_t M = 1; M <= 24; M += (M < 8 ? 1 : 5))
+        for (std::int32_t N = 1; N <= 3; ++N) {
+          const std::string what = name(kind, P, M, N);
+          const Schedule s = generate_schedule(kind, P, M, N);
+          ASSERT_NO_THROW(validate(s)) << what;
+          expect_complete(s, P, true, what);
+          const Analysis a = analyze(s);
+          for (const auto& st : a.stages) {
+            EXPECT_EQ(st.max_staleness, 0) << what;
+            EXPECT_EQ(st.max_update_delay, 0) << what;
+            EXPECT_EQ(st.peak_weight_versions, 1) << what;
+            // Activations are held from F to W: ZB-H1 at most 1F1B's peak (P), ZB-H2 2P - 1.
+            EXPECT_LE(st.peak_activations, kind == "zb-h1" ? P : 2 * P - 1) << what;
+            EXPECT_LE(st.peak_activations, M) << what;
+          }
+          if (kind == "zb-h1") {  // stage 0: its P - s = P warm-up forwards
+            EXPECT_EQ(a.stages.front().peak_activations, std::min(P, M)) << what;
+          }
+        }
+}
+
+TEST(ZeroBubble, ZbH1FollowsThePapersFigure) {
+  // Qi et al., figure 3 (ZB-H1, 4 stages): stage s runs 4 - s forwards, then I, the W lagging s
+  // micro-batches, and the next F; the last stage's W's all come at the end.
+  const Schedule s = generate_schedule("zb-h1", 4, 8, 1);
+  const auto text = [&](std::int32_t d) {
+    std::string out;
+    for (const Action& a : s.devices[static_cast<std::size_t>(d)]) out += to_string(a) + " ";
+    return out;
+  };
+  EXPECT_EQ(text(0),
+            "0F0 0F1 0F2 0F3 0I0 0W0 0F4 0I1 0W1 0F5 0I2 0W2 0F6 0I3 0W3 0F7 0I4 0W4 0I5 0W5 0I6 "
+            "0W6 0I7 0W7 0U ");
+  EXPECT_EQ(text(3),
+            "3F0 3I0 3F1 3I1 3F2 3I2 3F3 3I3 3W0 3F4 3I4 3W1 3F5 3I5 3W2 3F6 3I6 3W3 3F7 3I7 3W4 "
+            "3W5 3W6 3W7 3U ");
+}
+
+// Unit costs: t_F = t_I = t_W = 1, free links, no optimizer time.
+SimResult unit_run(const Schedule& s) {
+  UniformCosts u;
+  u.tf = 1.0;
+  u.tb = 2.0;
+  u.tw = 1.0;
+  u.tu = 0.0;
+  return simulate(s, uniform_cost_model(s.stages, u), {false});
+}
+
+TEST(ZeroBubble, UnitCostMakespansAreThePapers) {
+  for (std::int32_t P : {2, 4, 8, 16})
+    for (std::int32_t M : {P, 2 * P, 3 * P + 1}) {
+      const std::string what = fmt::format("P={} M={}", P, M);
+      const auto makespan = [&](const std::string& kind) {
+        const Schedule s = generate_schedule(kind, P, M, 1);
+        return timing_metrics(s, unit_run(s).times);
+      };
+      // 1F1B: 3M + 3(P-1); ZB-H1: 3M + (P-1), a third of the bubble; ZB-H2 no more than that,
+      // and no bubble inside any stage's span (the paper's measure).
+      EXPECT_DOUBLE_EQ(makespan("1f1b").makespan_s, 3.0 * M + 3.0 * (P - 1)) << what;
+      const TimingMetrics h1 = makespan("zb-h1"), h2 = makespan("zb-h2");
+      EXPECT_DOUBLE_EQ(h1.makespan_s, 3.0 * M + (P - 1)) << what;
+      EXPECT_LE(h2.makespan_s, 3.0 * M + (P - 1)) << what;
+      EXPECT_NEAR(h1.zb_bubble_ratio, (P - 1.0) / (3.0 * M + P - 1), 1e-12) << what;
+      EXPECT_LT(h2.zb_bubble_ratio, h1.zb_bubble_ratio + 1e-12) << what;
+    }
+}
+
+TEST(Interleaved, EveryConfigurationIsValidAndShrinksTheBubble) {
+  for (std::int32_t P = 1; P <= 16; ++P)
+    for (std::int32_t v : {1, 2, 3, 4})
+      for (std::int32_t M = P; M <= 3 * P; M += P)
+        for (std::int32_t N = 1; N <= 2; ++N) {
+          const std::string what = name("interleaved", P, M, N, v);
+          const Schedule s = generate_schedule("interleaved", P, M, N, v);
+          ASSERT_EQ(s.stages, P * v) << what;
+          ASSERT_NO_THROW(validate(s)) << what;
+          expect_complete(s, P, false, what);
+          for (const auto& st : analyze(s).stages) EXPECT_EQ(st.max_staleness, 0) << what;
+        }
+  // At unit costs per chunk (t_F = 1, t_B = 2), a device's work per micro-batch is 3v and the
+  // bubble (P-1)·3, a v-th of 1F1B's on the same devices (Narayanan et al., 2021).
+  for (std::int32_t P : {2, 4, 8})
+    for (std::int32_t v : {1, 2, 4}) {
+      const std::int32_t M = 2 * P;
+      const Schedule s = generate_schedule("interleaved", P, M, 1, v);
+      UniformCosts u;
+      u.tf = 1.0;
+      u.tb = 2.0;
+      u.tu = 0.0;
+      const TimingMetrics t =
+          timing_metrics(s, simulate(s, uniform_cost_model(s.stages, u), {false}).times);
+      EXPECT_DOUBLE_EQ(t.makespan_s, 3.0 * v * M + 3.0 * (P - 1)) << P << " " << v;
+    }
+}
+
+TEST(Generators, RejectImpossibleNewConfigurations) {
+  EXPECT_THROW(generate_schedule("interleaved", 4, 6, 1), InputError);  // M not a multiple of P
+  EXPECT_THROW(generate_schedule("1f1b", 4, 4, 1, 2), InputError);      // chunks: interleaved only
+  EXPECT_THROW(generate_schedule("interleaved", 4, 4, 1, -1), InputError);
+  EXPECT_NO_THROW(generate_schedule("interleaved", 4, 4, 1, 1));
+}
+
+}  // namespace
+}  // namespace paci
