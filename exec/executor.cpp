@@ -109,8 +109,15 @@ class Executor::Device {
         version = rt.version();
         break;
       case ActionKind::I:
+        rt.input_grad(
+            a.microbatch, rt.model_stage().is_last() ? std::span<const float>() : b.d_output,
+            rt.model_stage().is_first() ? std::span<float>() : std::span<float>(b.d_input));
+        version = rt.version();  // the weights I reads (split backwards run current weights)
+        break;
       case ActionKind::W:
-        throw std::logic_error("split backward reached the executor");
+        rt.weight_grad(a.microbatch);
+        version = rt.v_b(a.microbatch);
+        break;
     }
     const double end = run_.clock.now_s();
     if (run_.config.record_timeline) compute_.push_back({a, device_, start, end, version});
@@ -227,7 +234,7 @@ class Executor::Device {
 
 Executor::Executor(const Schedule& schedule, const ExecConfig& config)
     : schedule_(schedule), config_(config) {
-  check_runnable(schedule, config, "executor");
+  check_runnable(schedule, config, "executor", true);
   analysis_ = analyze(schedule);
   if (config.remote) {
     check_launch(schedule, schedule.num_devices());  // every link keeps its sending order

@@ -42,8 +42,9 @@ struct ExecConfig : TrainingConfig {
 
 class Executor {
  public:
-  // Validates the schedule against the model (one range per stage, no split backward yet) and
-  // allocates every stage: nothing is allocated once run() starts its steps.
+  // Validates the schedule against the model (one range per stage; a split backward, I then W,
+  // runs as StageRuntime::input_grad and weight_grad) and allocates every stage: nothing is
+  // allocated once run() starts its steps.
   Executor(const Schedule& schedule, const ExecConfig& config);
   ~Executor();
 

@@ -11,11 +11,11 @@
 namespace paci::exec {
 
 void check_runnable(const Schedule& schedule, const TrainingConfig& config,
-                    std::string_view executor) {
+                    std::string_view executor, bool splits) {
   validate(schedule);
   for (const auto& list : schedule.devices)
     for (const Action& a : list)
-      if (a.kind == ActionKind::I || a.kind == ActionKind::W)
+      if (!splits && (a.kind == ActionKind::I || a.kind == ActionKind::W))
         throw InputError(fmt::format("the {} does not split backwards into I and W yet (found {})",
                                      executor, to_string(a)));
   if (config.ranges.size() != static_cast<std::size_t>(schedule.stages))
@@ -39,6 +39,10 @@ std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& ana
   model::LrSchedule lr = config.lr;
   lr.total_steps =
       std::max(lr.total_steps, config.first_step + static_cast<std::size_t>(schedule.steps));
+  std::vector<bool> split(static_cast<std::size_t>(schedule.stages), false);
+  for (const auto& list : schedule.devices)
+    for (const Action& a : list)
+      if (a.kind == ActionKind::I) split[static_cast<std::size_t>(a.stage)] = true;
   std::vector<StagePlan> plans;
   for (std::int32_t s = 0; s < schedule.stages; ++s) {
     const auto& sa = analysis.stages[static_cast<std::size_t>(s)];
@@ -48,6 +52,7 @@ std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& ana
     p.stage = s;
     p.policy = schedule.weight_policy;
     p.activation_capacity = static_cast<std::size_t>(sa.peak_activations);
+    p.split_backward = split[static_cast<std::size_t>(s)];
     p.stash_capacity = static_cast<std::size_t>(sa.peak_weight_versions - 1);
     p.adamw = config.adamw;
     p.lr = lr;

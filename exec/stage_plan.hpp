@@ -55,6 +55,7 @@ struct StagePlan {
   std::int32_t stage = 0;
   WeightPolicy policy = WeightPolicy::current;
   std::size_t activation_capacity = 1;  // slots: the analysed peak activations of the stage
+  bool split_backward = false;          // the stage's backward is I, then W (zero bubble)
   std::size_t stash_capacity = 0;       // extra weight copies: analysed peak versions - 1
   model::AdamWConfig adamw;
   model::LrSchedule lr;
@@ -72,10 +73,11 @@ struct StagePlan {
   bool snapshot_after(std::size_t step) const;
 };
 
-// Throws InputError when `schedule` cannot run on an executor: invalid, split backwards (I/W),
-// or a partition with another number of stages; std::invalid_argument without a data function.
+// Throws InputError when `schedule` cannot run on an executor: invalid, split backwards (I/W)
+// where the executor does not split them (`splits` false), or a partition with another number
+// of stages; std::invalid_argument without a data function.
 void check_runnable(const Schedule& schedule, const TrainingConfig& config,
-                    std::string_view executor);
+                    std::string_view executor, bool splits = false);
 
 // The plan of every stage; config.lr.total_steps is raised to cover the schedule's steps.
 std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& analysis,

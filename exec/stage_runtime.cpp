@@ -20,6 +20,46 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
       stash_(book_.stash_slots(), std::vector<float>(params_.size(), 0.0f)) {
   config_.lr.validate();
   snapshots_.assign(config.snapshot_count(), std::vector<float>(params_.size(), 0.0f));
+  if (config.split_backward) {
+    const std::size_t n = std::max<std::size_t>(config.activation_capacity, 1);
+    for (std::size_t i = 0; i < n; ++i) w_stashes_.push_back(stage_.make_weight_stash());
+    w_stash_mb_.assign(n, -1);
+    w_stash_version_.assign(n, 0);
+  }
+}
+
+std::size_t StageRuntime::w_stash_index(std::int64_t mb) const {
+  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i)
+    if (w_stash_mb_[i] == mb) return i;
+  throw std::logic_error(
+      fmt::format("stage {}: no input gradient of micro-batch {} awaits its W", config_.stage, mb));
+}
+
+std::span<const float> StageRuntime::backward_weights(std::int32_t mb, std::int32_t& version_read) {
+  const int source = book_.backward_source(mb, &version_read);
+  return source == VersionBook::kCurrent
+             ? std::span<const float>(params_)
+             : std::span<const float>(stash_[static_cast<std::size_t>(source)]);
+}
+
+void StageRuntime::input_grad(std::int32_t mb, std::span<const float> d_output,
+                              std::span<float> d_input) {
+  if (w_stashes_.empty())
+    throw std::logic_error(fmt::format("stage {} does not split its backward", config_.stage));
+  const std::size_t i = w_stash_index(-1);  // a free stash: the slots bound how many are held
+  std::int32_t version_read = -1;
+  stage_.backward_input(backward_weights(mb, version_read), activations_.at(mb), d_output, d_input,
+                        w_stashes_[i]);
+  w_stash_mb_[i] = mb;
+  w_stash_version_[i] = version_read;
+}
+
+void StageRuntime::weight_grad(std::int32_t mb) {
+  const std::size_t i = w_stash_index(mb);
+  stage_.backward_weight(grads_, activations_.at(mb), w_stashes_[i]);
+  activations_.release(mb);
+  book_.backward(mb, w_stash_version_[i]);  // read at I; its gradient joins this version's step
+  w_stash_mb_[i] = -1;
 }
 
 float StageRuntime::forward(std::int32_t mb, const model::StageInput& input,
@@ -44,12 +84,8 @@ std::span<const float> StageRuntime::output(std::int32_t mb) {
 void StageRuntime::backward(std::int32_t mb, std::span<const float> d_output,
                             std::span<float> d_input) {
   std::int32_t version_read = -1;
-  const int source = book_.backward_source(mb, &version_read);
-  const std::span<const float> weights =
-      source == VersionBook::kCurrent
-          ? std::span<const float>(params_)
-          : std::span<const float>(stash_[static_cast<std::size_t>(source)]);
-  stage_.backward(weights, grads_, activations_.at(mb), d_output, d_input);
+  stage_.backward(backward_weights(mb, version_read), grads_, activations_.at(mb), d_output,
+                  d_input);
   activations_.release(mb);
   book_.backward(mb, version_read);
 }
@@ -73,7 +109,10 @@ std::int64_t StageRuntime::static_bytes() const {
 }
 
 std::int64_t StageRuntime::memory_bytes() const {
-  return static_bytes() +
+  std::int64_t awaiting_w = 0;  // output gradients kept from an I for its W
+  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i)
+    if (w_stash_mb_[i] >= 0) awaiting_w += static_cast<std::int64_t>(w_stashes_[i].bytes());
+  return static_bytes() + awaiting_w +
          static_cast<std::int64_t>(activations_.in_use() * activations_.slot_bytes()) +
          static_cast<std::int64_t>(book_.stash_in_use()) *
              static_cast<std::int64_t>(stage_.layout().bytes());

@@ -43,6 +43,12 @@ class StageRuntime {
   // B(s, mb): reads the weights its policy says, accumulates gradients, frees the activations.
   // d_output is empty on the last stage, d_input empty on the first.
   void backward(std::int32_t mb, std::span<const float> d_output, std::span<float> d_input);
+  // The same backward split in two (zero-bubble schedules; the plan's split_backward):
+  // I(s, mb) computes d_input reading the weights its policy says and keeps what W needs;
+  // W(s, mb) adds the micro-batch's weight gradients and frees its activations. Together they
+  // add exactly what backward() adds.
+  void input_grad(std::int32_t mb, std::span<const float> d_output, std::span<float> d_input);
+  void weight_grad(std::int32_t mb);
   // U(s): (clip,) AdamW step with this stage's LR schedule, zero gradients, new version.
   void update();
 
@@ -72,6 +78,14 @@ class StageRuntime {
   VersionBook book_;
   std::vector<std::vector<float>> stash_;      // one weight copy per VersionBook stash slot
   std::vector<std::vector<float>> snapshots_;  // preallocated: nothing allocates during the run
+  // Split backward: one stash per activation slot; which micro-batch holds each (-1: free) and
+  // the weight version its I read.
+  std::vector<model::WeightGradStash> w_stashes_;
+  std::vector<std::int64_t> w_stash_mb_;
+  std::vector<std::int32_t> w_stash_version_;
+  std::size_t w_stash_index(std::int64_t mb) const;
+  // The weights micro-batch mb's backward (or I) reads under the policy, and their version.
+  std::span<const float> backward_weights(std::int32_t mb, std::int32_t& version_read);
   std::size_t snapshots_taken_ = 0;
 };
 

@@ -26,6 +26,14 @@ void layernorm_forward(const OpContext& ctx, float* out, float* mean, float* rst
 void layernorm_backward(const OpContext& ctx, float* dinp, float* dweight, float* dbias,
                         const float* dout, const float* inp, const float* weight, const float* mean,
                         const float* rstd, std::size_t R, std::size_t C);
+// Its two halves (a split backward: I, then W later), the same arithmetic: dinp(R,C) += ...;
+// dweight(C) += ..., dbias(C) += ....
+void layernorm_backward_input(const OpContext& ctx, float* dinp, const float* dout,
+                              const float* inp, const float* weight, const float* mean,
+                              const float* rstd, std::size_t R, std::size_t C);
+void layernorm_backward_weight(const OpContext& ctx, float* dweight, float* dbias,
+                               const float* dout, const float* inp, const float* mean,
+                               const float* rstd, std::size_t R, std::size_t C);
 
 // out(R,OC) = inp(R,C)·weight(OC,C)ᵀ + bias(OC) [+ residual(R,OC)]; bias, residual may be null.
 void matmul_forward(const OpContext& ctx, float* out, const float* inp, const float* weight,
@@ -36,6 +44,13 @@ void matmul_forward(const OpContext& ctx, float* out, const float* inp, const fl
 void matmul_backward(const OpContext& ctx, float* dinp, float* dweight, float* dbias,
                      const float* dout, const float* inp, const float* weight, std::size_t R,
                      std::size_t C, std::size_t OC);
+// Its weight half alone (a split backward's W; the input half is matmul_backward with the weight
+// gradient left to this): dweight(OC,C) += doutᵀ·inp; dbias(OC) += Σ_r dout (if not null).
+void matmul_backward_weight(const OpContext& ctx, float* dweight, float* dbias, const float* dout,
+                            const float* inp, std::size_t R, std::size_t C, std::size_t OC);
+// The input half alone: dinp(R,C) = dout·weight.
+void matmul_backward_input(const OpContext& ctx, float* dinp, const float* dout,
+                           const float* weight, std::size_t R, std::size_t C, std::size_t OC);
 
 // Causal multi-head attention. qkv(B,T,3C) holds Q | K | V, head h at columns h·HS of each.
 // att(B,NH,T,T) saves softmax(Q·Kᵀ/√HS) with zeros above the diagonal; out(B,T,C) = att·V.

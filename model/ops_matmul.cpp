@@ -43,12 +43,13 @@ void matmul_forward(const OpContext& ctx, float* out, const float* inp, const fl
 }
 
 // Differentiates (M1): dinp = dout·weight, dweight += doutᵀ·inp, dbias += Σ_r dout.
-void matmul_backward(const OpContext& ctx, float* dinp, float* dweight, float* dbias,
-                     const float* dout, const float* inp, const float* weight, std::size_t R,
-                     std::size_t C, std::size_t OC) {
-  if (dinp != nullptr) {
-    gemm(ctx, Transpose::no, Transpose::no, R, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
-  }
+void matmul_backward_input(const OpContext& ctx, float* dinp, const float* dout,
+                           const float* weight, std::size_t R, std::size_t C, std::size_t OC) {
+  gemm(ctx, Transpose::no, Transpose::no, R, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+}
+
+void matmul_backward_weight(const OpContext& ctx, float* dweight, float* dbias, const float* dout,
+                            const float* inp, std::size_t R, std::size_t C, std::size_t OC) {
   // dweight gains this micro-batch's product in one addition per element (gemm_accumulate).
   gemm_accumulate(ctx, Transpose::yes, Transpose::no, OC, C, R, 1.0f, dout, OC, inp, C, dweight, C);
   if (dbias == nullptr) return;
@@ -62,6 +63,13 @@ void matmul_backward(const OpContext& ctx, float* dinp, float* dweight, float* d
     }
     for (std::size_t c = c0; c < c1; ++c) dbias[c] += sum[c - c0];
   }
+}
+
+void matmul_backward(const OpContext& ctx, float* dinp, float* dweight, float* dbias,
+                     const float* dout, const float* inp, const float* weight, std::size_t R,
+                     std::size_t C, std::size_t OC) {
+  if (dinp != nullptr) matmul_backward_input(ctx, dinp, dout, weight, R, C, OC);
+  matmul_backward_weight(ctx, dweight, dbias, dout, inp, R, C, OC);
 }
 
 }  // namespace paci::model

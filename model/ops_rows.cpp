@@ -74,9 +74,9 @@ void layernorm_forward(const OpContext& ctx, float* out, float* mean, float* rst
 
 // Differentiates (N2) through norm = (x − mean)·rstd and (N1)'s mean and variance:
 //   dinp = rstd·(dnorm − mean(dnorm) − norm·mean(dnorm·norm)),  dnorm = dout·weight.
-void layernorm_backward(const OpContext& ctx, float* dinp, float* dweight, float* dbias,
-                        const float* dout, const float* inp, const float* weight, const float* mean,
-                        const float* rstd, std::size_t R, std::size_t C) {
+void layernorm_backward_input(const OpContext& ctx, float* dinp, const float* dout,
+                              const float* inp, const float* weight, const float* mean,
+                              const float* rstd, std::size_t R, std::size_t C) {
   const float inv_c = 1.0f / static_cast<float>(C);
 #pragma omp parallel for num_threads(team(ctx)) if (parallel : ctx.threads > 1) schedule(static)
   for (std::size_t r = 0; r < R; ++r) {
@@ -105,6 +105,11 @@ void layernorm_backward(const OpContext& ctx, float* dinp, float* dweight, float
       g[k] += (d[k] * weight[k] - mean_d - norm * mean_dn) * s;
     }
   }
+}
+
+void layernorm_backward_weight(const OpContext& ctx, float* dweight, float* dbias,
+                               const float* dout, const float* inp, const float* mean,
+                               const float* rstd, std::size_t R, std::size_t C) {
   // dweight = Σ_r dout·norm, dbias = Σ_r dout: each channel sums its rows in order.
 #pragma omp parallel for num_threads(team(ctx)) if (parallel : ctx.threads > 1) schedule(static)
   for (std::size_t block = 0; block < channel_blocks(C); ++block) {
@@ -124,6 +129,13 @@ void layernorm_backward(const OpContext& ctx, float* dinp, float* dweight, float
       dbias[c] += sum_b[c - c0];
     }
   }
+}
+
+void layernorm_backward(const OpContext& ctx, float* dinp, float* dweight, float* dbias,
+                        const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, std::size_t R, std::size_t C) {
+  layernorm_backward_input(ctx, dinp, dout, inp, weight, mean, rstd, R, C);
+  layernorm_backward_weight(ctx, dweight, dbias, dout, inp, mean, rstd, R, C);
 }
 
 namespace {

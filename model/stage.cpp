@@ -134,43 +134,114 @@ void Stage::block_forward(const float* p, const BlockOffsets& w, const float* x,
 
 void Stage::block_backward(const float* p, float* g, const BlockOffsets& w, const float* x,
                            const ActivationSlot& slot, const BlockActivations& a, const float* dy,
-                           float* dx) {
+                           float* dx, float* keep) {
   const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
   const std::size_t C = shape_.config.d_model, NH = shape_.config.heads;
+  // Split (g null): each matmul and LayerNorm computes its input gradient only, and the output
+  // gradient its weights need is kept, in the order block_backward_weight reads them.
+  const auto matmul = [&](float* dinp, std::size_t dw, std::size_t db, const float* dout,
+                          const float* inp, std::size_t wt, std::size_t in, std::size_t out,
+                          std::size_t& at) {
+    if (g != nullptr) {
+      matmul_backward(ctx(), dinp, g + dw, g + db, dout, inp, p + wt, R, in, out);
+      return;
+    }
+    std::memcpy(keep + at, dout, R * out * sizeof(float));
+    at += R * out;
+    matmul_backward_input(ctx(), dinp, dout, p + wt, R, in, out);
+  };
+  const auto layernorm = [&](float* dinp, std::size_t dw, std::size_t db, const float* dout,
+                             const float* inp, std::size_t wt, const float* mean, const float* rstd,
+                             std::size_t& at) {
+    if (g != nullptr) {
+      layernorm_backward(ctx(), dinp, g + dw, g + db, dout, inp, p + wt, mean, rstd, R, C);
+      return;
+    }
+    std::memcpy(keep + at, dout, R * C * sizeof(float));
+    at += R * C;
+    layernorm_backward_input(ctx(), dinp, dout, inp, p + wt, mean, rstd, R, C);
+  };
+  std::size_t at = 0;
   // (B8) out = res2 + fch_gelu·Wᵀ + b: the residual passes dy through to dres2 below.
-  matmul_backward(ctx(), dfch_.data(), g + w.fcproj_w, g + w.fcproj_b, dy, slot.data(a.fch_gelu),
-                  p + w.fcproj_w, R, 4 * C, C);
+  matmul(dfch_.data(), w.fcproj_w, w.fcproj_b, dy, slot.data(a.fch_gelu), w.fcproj_w, 4 * C, C, at);
   gelu_backward(ctx(), dfch_.data(), slot.data(a.fch), dfch_.data(), R * 4 * C);  // (B7)
-  matmul_backward(ctx(), dln_.data(), g + w.fc_w, g + w.fc_b, dfch_.data(), slot.data(a.ln2),
-                  p + w.fc_w, R, C, 4 * C);  // (B6)
+  matmul(dln_.data(), w.fc_w, w.fc_b, dfch_.data(), slot.data(a.ln2), w.fc_w, C, 4 * C,
+         at);  // (B6)
   std::memcpy(dres2_.data(), dy, R * C * sizeof(float));
-  layernorm_backward(ctx(), dres2_.data(), g + w.ln2_w, g + w.ln2_b, dln_.data(),
-                     slot.data(a.residual2), p + w.ln2_w, slot.data(a.ln2_mean),
-                     slot.data(a.ln2_rstd), R, C);  // (B5)
+  layernorm(dres2_.data(), w.ln2_w, w.ln2_b, dln_.data(), slot.data(a.residual2), w.ln2_w,
+            slot.data(a.ln2_mean), slot.data(a.ln2_rstd), at);  // (B5)
   // (B4) res2 = x + atty·Wᵀ + b: the residual passes dres2 through to dx below.
-  matmul_backward(ctx(), datty_.data(), g + w.attproj_w, g + w.attproj_b, dres2_.data(),
-                  slot.data(a.atty), p + w.attproj_w, R, C, C);
+  matmul(datty_.data(), w.attproj_w, w.attproj_b, dres2_.data(), slot.data(a.atty), w.attproj_w, C,
+         C, at);
   attention_backward(ctx(), dqkv_.data(), datt_.data(), datty_.data(), slot.data(a.qkv),
                      slot.data(a.att), B, T, C, NH);  // (B3)
-  matmul_backward(ctx(), dln_.data(), g + w.qkv_w, g + w.qkv_b, dqkv_.data(), slot.data(a.ln1),
-                  p + w.qkv_w, R, C, 3 * C);  // (B2)
+  matmul(dln_.data(), w.qkv_w, w.qkv_b, dqkv_.data(), slot.data(a.ln1), w.qkv_w, C, 3 * C,
+         at);  // (B2)
   std::memcpy(dx, dres2_.data(), R * C * sizeof(float));
-  layernorm_backward(ctx(), dx, g + w.ln1_w, g + w.ln1_b, dln_.data(), x, p + w.ln1_w,
-                     slot.data(a.ln1_mean), slot.data(a.ln1_rstd), R, C);  // (B1)
+  layernorm(dx, w.ln1_w, w.ln1_b, dln_.data(), x, w.ln1_w, slot.data(a.ln1_mean),
+            slot.data(a.ln1_rstd), at);  // (B1)
+}
+
+void Stage::block_backward_weight(float* g, const BlockOffsets& w, const float* x,
+                                  const ActivationSlot& slot, const BlockActivations& a,
+                                  const float* kept) {
+  const std::size_t R = shape_.rows(), C = shape_.config.d_model;
+  // In block_backward's order, from what it kept.
+  matmul_backward_weight(ctx(), g + w.fcproj_w, g + w.fcproj_b, kept, slot.data(a.fch_gelu), R,
+                         4 * C, C);
+  kept += R * C;
+  matmul_backward_weight(ctx(), g + w.fc_w, g + w.fc_b, kept, slot.data(a.ln2), R, C, 4 * C);
+  kept += R * 4 * C;
+  layernorm_backward_weight(ctx(), g + w.ln2_w, g + w.ln2_b, kept, slot.data(a.residual2),
+                            slot.data(a.ln2_mean), slot.data(a.ln2_rstd), R, C);
+  kept += R * C;
+  matmul_backward_weight(ctx(), g + w.attproj_w, g + w.attproj_b, kept, slot.data(a.atty), R, C, C);
+  kept += R * C;
+  matmul_backward_weight(ctx(), g + w.qkv_w, g + w.qkv_b, kept, slot.data(a.ln1), R, C, 3 * C);
+  kept += R * 3 * C;
+  layernorm_backward_weight(ctx(), g + w.ln1_w, g + w.ln1_b, kept, x, slot.data(a.ln1_mean),
+                            slot.data(a.ln1_rstd), R, C);
+}
+
+std::size_t Stage::head_stash_floats() const {
+  const std::size_t R = shape_.rows(), C = shape_.config.d_model, V = shape_.config.vocab;
+  return (is_last() ? R * V + R * C : 0) + (is_first() ? R * C : 0);
+}
+
+WeightGradStash Stage::make_weight_stash() const {
+  return WeightGradStash(head_stash_floats() + shape_.range.num_layers * block_stash_floats());
 }
 
 void Stage::backward(std::span<const float> params, std::span<float> grads,
                      const ActivationSlot& slot, std::span<const float> d_output,
                      std::span<float> d_input) {
-  check_params(params);
   PACI_MODEL_CHECK(grads.size() == layout_.size(), "gradient buffer has {} floats, stage needs {}",
                    grads.size(), layout_.size());
+  run_backward(params, grads.data(), slot, d_output, d_input, nullptr);
+}
+
+void Stage::backward_input(std::span<const float> params, const ActivationSlot& slot,
+                           std::span<const float> d_output, std::span<float> d_input,
+                           WeightGradStash& stash) {
+  PACI_MODEL_CHECK(
+      stash.data_.size() == head_stash_floats() + shape_.range.num_layers * block_stash_floats(),
+      "a weight-gradient stash of another stage's size");
+  run_backward(params, nullptr, slot, d_output, d_input, &stash);
+  stash.filled_ = true;
+}
+
+// Layout of a stash: [loss gradient (R·V), final LayerNorm's (R·C)] on the last stage, then
+// blocks n-1 .. 0 (the backward's order), then the encoder's (R·C) on the first stage.
+void Stage::run_backward(std::span<const float> params, float* g, const ActivationSlot& slot,
+                         std::span<const float> d_output, std::span<float> d_input,
+                         WeightGradStash* stash) {
+  check_params(params);
   check_slot(slot);
   PACI_MODEL_CHECK(slot.filled(), "backward of a slot that holds no forward");
   const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
   const std::size_t C = shape_.config.d_model, V = shape_.config.vocab;
   const float* p = params.data();
-  float* g = grads.data();
+  float* keep = stash ? stash->data_.data() : nullptr;
   const std::size_t n = shape_.range.num_layers;
   const float* top = n == 0 ? slot.data(slot.input_) : slot.data(slot.blocks_.back().out);
   const float* dy = nullptr;
@@ -179,12 +250,22 @@ void Stage::backward(std::span<const float> params, std::span<float> grads,
     // (H3) loss = mean over R rows of −log softmax, scaled: d(row loss) = loss_scale / R.
     crossentropy_backward(ctx(), dlogits_.data(), slot.data(slot.probs_), slot.targets_.data(),
                           slot.loss_scale_ / static_cast<float>(R), R, V);
-    matmul_backward(ctx(), dln_.data(), g + layout_.lm_head(), nullptr, dlogits_.data(),
-                    slot.data(slot.lnf_), p + layout_.lm_head(), R, C, V);  // (H2)
     std::fill(dres_a_.begin(), dres_a_.end(), 0.0f);
-    layernorm_backward(ctx(), dres_a_.data(), g + layout_.ln_f_w(), g + layout_.ln_f_b(),
-                       dln_.data(), top, p + layout_.ln_f_w(), slot.data(slot.lnf_mean_),
-                       slot.data(slot.lnf_rstd_), R, C);  // (H1)
+    if (g != nullptr) {
+      matmul_backward(ctx(), dln_.data(), g + layout_.lm_head(), nullptr, dlogits_.data(),
+                      slot.data(slot.lnf_), p + layout_.lm_head(), R, C, V);  // (H2)
+      layernorm_backward(ctx(), dres_a_.data(), g + layout_.ln_f_w(), g + layout_.ln_f_b(),
+                         dln_.data(), top, p + layout_.ln_f_w(), slot.data(slot.lnf_mean_),
+                         slot.data(slot.lnf_rstd_), R, C);  // (H1)
+    } else {
+      std::memcpy(keep, dlogits_.data(), R * V * sizeof(float));
+      keep += R * V;
+      matmul_backward_input(ctx(), dln_.data(), dlogits_.data(), p + layout_.lm_head(), R, C, V);
+      std::memcpy(keep, dln_.data(), R * C * sizeof(float));
+      keep += R * C;
+      layernorm_backward_input(ctx(), dres_a_.data(), dln_.data(), top, p + layout_.ln_f_w(),
+                               slot.data(slot.lnf_mean_), slot.data(slot.lnf_rstd_), R, C);
+    }
     dy = dres_a_.data();
   } else {
     PACI_MODEL_CHECK(d_output.size() == R * C,
@@ -202,15 +283,52 @@ void Stage::backward(std::span<const float> params, std::span<float> grads,
     const float* x = l == 0 ? slot.data(slot.input_) : slot.data(slot.blocks_[l - 1].out);
     float* dx = dy == dres_a_.data() ? dres_b_.data() : dres_a_.data();
     if (l == 0 && !is_first()) dx = d_input.data();  // the first block writes straight out
-    block_backward(p, g, layout_.block(l), x, slot, slot.blocks_[l], dy, dx);
+    block_backward(p, g, layout_.block(l), x, slot, slot.blocks_[l], dy, dx, keep);
+    if (keep != nullptr) keep += block_stash_floats();
     dy = dx;
   }
   if (is_first()) {
-    encoder_backward(ctx(), g + layout_.wte(), g + layout_.wpe(), dy, slot.tokens_.data(), B, T,
-                     C);  // (E1)
+    if (g != nullptr)
+      encoder_backward(ctx(), g + layout_.wte(), g + layout_.wpe(), dy, slot.tokens_.data(), B, T,
+                       C);  // (E1)
+    else
+      std::memcpy(keep, dy, R * C * sizeof(float));
   } else if (n == 0) {
     std::memcpy(d_input.data(), dy, R * C * sizeof(float));
   }
+}
+
+void Stage::backward_weight(std::span<float> grads, const ActivationSlot& slot,
+                            WeightGradStash& stash) {
+  PACI_MODEL_CHECK(grads.size() == layout_.size(), "gradient buffer has {} floats, stage needs {}",
+                   grads.size(), layout_.size());
+  check_slot(slot);
+  PACI_MODEL_CHECK(slot.filled() && stash.filled_,
+                   "a weight gradient needs its forward's slot and its input gradient's stash");
+  const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
+  const std::size_t C = shape_.config.d_model, V = shape_.config.vocab;
+  float* g = grads.data();
+  const float* kept = stash.data_.data();
+  const std::size_t n = shape_.range.num_layers;
+  const float* top = n == 0 ? slot.data(slot.input_) : slot.data(slot.blocks_.back().out);
+  if (is_last()) {  // the fused backward's order: head, blocks from the top, encoder
+    matmul_backward_weight(ctx(), g + layout_.lm_head(), nullptr, kept, slot.data(slot.lnf_), R, C,
+                           V);  // (H2)
+    kept += R * V;
+    layernorm_backward_weight(ctx(), g + layout_.ln_f_w(), g + layout_.ln_f_b(), kept, top,
+                              slot.data(slot.lnf_mean_), slot.data(slot.lnf_rstd_), R,
+                              C);  // (H1)
+    kept += R * C;
+  }
+  for (std::size_t l = n; l-- > 0;) {
+    const float* x = l == 0 ? slot.data(slot.input_) : slot.data(slot.blocks_[l - 1].out);
+    block_backward_weight(g, layout_.block(l), x, slot, slot.blocks_[l], kept);
+    kept += block_stash_floats();
+  }
+  if (is_first())
+    encoder_backward(ctx(), g + layout_.wte(), g + layout_.wpe(), kept, slot.tokens_.data(), B, T,
+                     C);  // (E1)
+  stash.filled_ = false;
 }
 
 }  // namespace paci::model

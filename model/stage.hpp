@@ -32,6 +32,25 @@ class StageInput {
   bool is_tokens_ = false;
 };
 
+// A split backward (Zero Bubble's I, then W later): every output gradient the weight gradients
+// need, kept by Stage::backward_input for Stage::backward_weight. Sized for one stage by
+// Stage::make_weight_stash() (allocates; do it before training).
+class WeightGradStash {
+ public:
+  WeightGradStash() = default;
+  bool filled() const { return filled_; }
+  std::size_t bytes() const { return data_.size() * sizeof(float); }
+
+ private:
+  friend class Stage;
+  explicit WeightGradStash(std::size_t floats) : data_(floats, 0.0f) {}
+  // The head's loss and final-LayerNorm output gradients (last stage: R·V + R·C); per block, the
+  // output gradients of fcproj (R·C), fc (R·4C), ln2 (R·C), attproj (R·C), qkv (R·3C) and ln1
+  // (R·C); the encoder's (first stage: R·C).
+  std::vector<float> data_;
+  bool filled_ = false;
+};
+
 // One stage's compute. Parameters and gradients are passed in (ParamLayout buffers), so a caller
 // chooses which weight version each call reads. Owns only scratch: calls must not overlap.
 // Every buffer is allocated in the constructor; forward and backward allocate nothing.
@@ -69,6 +88,17 @@ class Stage {
   void backward(std::span<const float> params, std::span<float> grads, const ActivationSlot& slot,
                 std::span<const float> d_output, std::span<float> d_input);
 
+  // The same backward split in two (Zero Bubble's I and W), with the same arithmetic, so that
+  // backward_input then backward_weight adds to grads exactly what backward does.
+  // backward_input: d_input as backward gives it (reading params), and into `stash` what the
+  // weight gradients need. backward_weight: grads += the weight gradients, from the slot and the
+  // stash (reads no weights). The slot must stay filled until backward_weight.
+  WeightGradStash make_weight_stash() const;
+  void backward_input(std::span<const float> params, const ActivationSlot& slot,
+                      std::span<const float> d_output, std::span<float> d_input,
+                      WeightGradStash& stash);
+  void backward_weight(std::span<float> grads, const ActivationSlot& slot, WeightGradStash& stash);
+
   // Logits (B,T,V) of the last forward_loss on this stage.
   std::span<const float> logits() const;
 
@@ -83,9 +113,19 @@ class Stage {
   const float* run_forward(const float* p, const StageInput& input, ActivationSlot& slot);
   void block_forward(const float* p, const BlockOffsets& w, const float* x, ActivationSlot& slot,
                      const BlockActivations& a);
+  // g null: the input half alone, keeping the output gradients the weights need in `keep`.
   void block_backward(const float* p, float* g, const BlockOffsets& w, const float* x,
                       const ActivationSlot& slot, const BlockActivations& a, const float* dy,
-                      float* dx);
+                      float* dx, float* keep = nullptr);
+  void block_backward_weight(float* g, const BlockOffsets& w, const float* x,
+                             const ActivationSlot& slot, const BlockActivations& a,
+                             const float* kept);
+  // Both halves (split: g null, stash given; then backward_weight).
+  void run_backward(std::span<const float> params, float* g, const ActivationSlot& slot,
+                    std::span<const float> d_output, std::span<float> d_input,
+                    WeightGradStash* stash);
+  std::size_t block_stash_floats() const { return 11 * shape_.rows() * shape_.config.d_model; }
+  std::size_t head_stash_floats() const;
 
   // Built per call, so that a moved Stage never points at another one's statistics.
   OpContext ctx() { return {threads_, time_gemms_ ? &gemm_stats_ : nullptr}; }

@@ -115,11 +115,12 @@ TEST_P(CliMpi, EqualsOneProcessBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(EverySchedule, CliMpi,
                          ::testing::Combine(::testing::Values("gpipe", "1f1b", "pipedream", "2bw",
-                                                              "paci"),
+                                                              "paci", "zb-h1", "zb-h2"),
                                             ::testing::Values(2, 4)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_P" +
-                                  std::to_string(std::get<1>(info.param));
+                         [](const auto& info) {  // test names take no '-'
+                           std::string kind = std::get<0>(info.param);
+                           std::replace(kind.begin(), kind.end(), '-', '_');
+                           return kind + "_P" + std::to_string(std::get<1>(info.param));
                          });
 
 // The issue's own check: P=4 PACI for 20 steps, versions equal paci analyze's.

@@ -46,9 +46,10 @@ struct Result {
 
 // Runs one micro-batch through stages with the given block counts (summing to L), chained as a
 // pipeline would: outputs copied forward, input gradients copied backward.
+// split: every stage's backward as Zero Bubble's I (all stages, last to first), then its W.
 Result run_pipeline(const StageShape& whole, const std::vector<float>& params, const Batch& batch,
                     const std::vector<std::size_t>& blocks, std::size_t threads = 1,
-                    float loss_scale = 1.0f) {
+                    float loss_scale = 1.0f, bool split = false) {
   std::vector<Stage> stages;
   std::size_t first = 0;
   for (std::size_t n : blocks) {
@@ -80,12 +81,23 @@ Result run_pipeline(const StageShape& whole, const std::vector<float>& params, c
     }
   }
   std::vector<float> d_input(whole.rows() * whole.config.d_model);
+  std::vector<WeightGradStash> stashes;
+  for (Stage& s : stages) stashes.push_back(s.make_weight_stash());
   for (std::size_t i = stages.size(); i-- > 0;) {
     std::span<const float> d_output = stages[i].is_last() ? std::span<const float>() : message;
     std::span<float> d_in = stages[i].is_first() ? std::span<float>() : std::span<float>(d_input);
-    stages[i].backward(stage_params[i], stage_grads[i], slots[i], d_output, d_in);
+    if (split)
+      stages[i].backward_input(stage_params[i], slots[i], d_output, d_in, stashes[i]);
+    else
+      stages[i].backward(stage_params[i], stage_grads[i], slots[i], d_output, d_in);
     message = d_input;
   }
+  if (split)
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      EXPECT_TRUE(stashes[i].filled());
+      stages[i].backward_weight(stage_grads[i], slots[i], stashes[i]);
+      EXPECT_FALSE(stashes[i].filled());
+    }
   return result;
 }
 
@@ -187,6 +199,27 @@ TEST(Gpt, OneAndTwoThreadsAreBitwiseEqual) {
   expect_bitwise(run_pipeline(shape, params, batch, {4}, 2), one);
   expect_bitwise(run_pipeline(shape, params, batch, {2, 2}, 2), one);
   expect_bitwise(run_pipeline(shape, params, batch, {4}, 1), one);  // and run-to-run
+}
+
+// Zero Bubble's split backward: the input half through every stage first, the weight half later,
+// adds exactly what the fused backward adds (the same operations on the same data).
+TEST(Gpt, SplitBackwardEqualsTheFusedOneBitwise) {
+  const StageShape shape = split_shape();
+  const ParamLayout layout(shape.config, shape.range);
+  const auto params = make_params(layout, 11);
+  const Batch batch = make_batch(shape, 12);
+  for (const auto& blocks :
+       std::vector<std::vector<std::size_t>>{{4}, {2, 2}, {1, 3}, {3, 1}, {1, 1, 1, 1}}) {
+    SCOPED_TRACE(::testing::PrintToString(blocks));
+    for (std::size_t threads : {1, 2})
+      expect_bitwise(run_pipeline(shape, params, batch, blocks, threads, 0.5f, true),
+                     run_pipeline(shape, params, batch, blocks, threads, 0.5f));
+  }
+  Stage stage(shape);
+  ActivationSlot slot = stage.make_slot();
+  WeightGradStash stash = stage.make_weight_stash();
+  std::vector<float> grads(layout.size());
+  EXPECT_THROW(stage.backward_weight(grads, slot, stash), ModelError);  // no I before it
 }
 
 TEST(Gpt, BackwardReadsTheWeightsItIsGiven) {
