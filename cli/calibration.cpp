@@ -19,8 +19,10 @@ CostModel cost_model_from_calibration(const exec::Calibration& c, std::string de
     StageCost sc;
     sc.forward_s = x.forward_s.median;
     sc.backward_s = x.backward_s.median;
-    sc.input_grad_s = x.backward_s.median / 2;
-    sc.weight_grad_s = x.backward_s.median / 2;
+    // I and W as timed (together a little more than the fused backward: the split keeps copies of
+    // the output gradients); half a backward each where they were not timed.
+    sc.input_grad_s = x.input_grad_s.samples ? x.input_grad_s.median : x.backward_s.median / 2;
+    sc.weight_grad_s = x.weight_grad_s.samples ? x.weight_grad_s.median : x.backward_s.median / 2;
     sc.update_s = x.update_s.median;
     sc.activation_bytes = x.activation_bytes;
     sc.activation_message_bytes = s + 1 < P ? x.message_bytes : 0;
@@ -28,6 +30,7 @@ CostModel cost_model_from_calibration(const exec::Calibration& c, std::string de
     sc.weight_bytes = x.weight_bytes;
     sc.gradient_bytes = x.gradient_bytes;
     sc.optimizer_bytes = x.optimizer_bytes;
+    sc.weight_grad_stash_bytes = x.weight_grad_stash_bytes;
     m.stages.push_back(sc);
   }
   // The stage threads share this host: one entry per device (stage), slowdown as measured.
@@ -62,10 +65,15 @@ ordered_json calibration_json(const exec::Calibration& c) {
   j["stages"] = ordered_json::array();
   for (std::size_t s = 0; s < c.stages.size(); ++s) {
     const exec::StageMeasurement& m = c.stages[s];
-    j["stages"].push_back({{"stage", s},
-                           {"forward_s", spread_json(m.forward_s)},
-                           {"backward_s", spread_json(m.backward_s)},
-                           {"update_s", spread_json(m.update_s)}});
+    ordered_json stage = {{"stage", s},
+                          {"forward_s", spread_json(m.forward_s)},
+                          {"backward_s", spread_json(m.backward_s)},
+                          {"update_s", spread_json(m.update_s)}};
+    if (m.input_grad_s.samples) {
+      stage["input_grad_s"] = spread_json(m.input_grad_s);
+      stage["weight_grad_s"] = spread_json(m.weight_grad_s);
+    }
+    j["stages"].push_back(stage);
   }
   j["slowdown_by_count"] = ordered_json::array();
   for (std::size_t k = 0; k < c.slowdown_by_count.size(); ++k) {
@@ -154,8 +162,12 @@ std::string calibration_summary(const exec::Calibration& c) {
       c.stable ? "" : "; NOT settled within the rounds allowed: more --repeats or --max-rounds");
   for (std::size_t s = 0; s < c.stages.size(); ++s) {
     const exec::StageMeasurement& m = c.stages[s];
-    out += fmt::format("  stage {}: F {}, B {}, U {}\n", s, spread_text(m.forward_s, 1e3, " ms"),
+    out += fmt::format("  stage {}: F {}, B {}, U {}", s, spread_text(m.forward_s, 1e3, " ms"),
                        spread_text(m.backward_s, 1e3, " ms"), spread_text(m.update_s, 1e3, " ms"));
+    if (m.input_grad_s.samples)
+      out += fmt::format("; split: I {}, W {}", spread_text(m.input_grad_s, 1e3, " ms"),
+                         spread_text(m.weight_grad_s, 1e3, " ms"));
+    out += "\n";
   }
   if (c.slowdown_by_count.size() > 1) {
     out += "slowdown with k stages computing at once (median [min, max]):";

@@ -11,9 +11,10 @@
 
 namespace paci::cli {
 
-// Stage durations (alone) and bytes as measured; I and W each half a backward (the calibration
-// times the fused backward only, so far); the last stage sends no activation and the first no
-// gradient; with a measured slowdown, every stage's device on one shared host (CostModel::hosts).
+// Stage durations (alone) and bytes as measured; I and W as timed (half a backward each where
+// they were not); the last stage sends no activation and
+// the first no gradient; with a measured slowdown, every stage's device on one shared host
+// (CostModel::hosts).
 CostModel cost_model_from_calibration(const exec::Calibration& calibration,
                                       std::string description);
 

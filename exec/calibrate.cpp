@@ -217,6 +217,7 @@ struct Calibrator::Bench {
                  config.seq_len};
     rc_.stage = stage;
     rc_.activation_capacity = 1;
+    rc_.split_backward = true;  // run_split() times I and W
     rc_.threads = config.threads_per_device;
     rc_.adamw = config.adamw;
     // A learning rate of 0: AdamW does all of its work (moments, decay, the step), but the
@@ -291,6 +292,24 @@ struct Calibrator::Bench {
     return t;
   }
 
+  // F, I, W and U of the next micro-batch: the times of I and W.
+  std::array<Timed, 2> run_split() {
+    if (next_ >= kMaxMicrobatches) renew();
+    const auto mb = static_cast<std::int32_t>(next_++);
+    runtime_->forward(
+        mb, first_ ? model::StageInput::tokens(tokens_) : model::StageInput::activations(input_),
+        targets_);
+    std::array<Timed, 2> t;
+    t[0].start = Clock::now();
+    runtime_->input_grad(mb, last_ ? std::span<const float>() : std::span<const float>(d_output_),
+                         first_ ? std::span<float>() : std::span<float>(d_input_));
+    t[0].end = t[1].start = Clock::now();
+    runtime_->weight_grad(mb);
+    t[1].end = Clock::now();
+    runtime_->update();
+    return t;
+  }
+
   StageMeasurement sizes() const {
     StageMeasurement m;
     m.activation_bytes = runtime_->activation_slot_bytes();
@@ -299,6 +318,7 @@ struct Calibrator::Bench {
     m.weight_bytes = weights;
     m.gradient_bytes = weights;
     m.optimizer_bytes = 2 * weights;
+    m.weight_grad_stash_bytes = static_cast<std::int64_t>(runtime_->weight_stash_bytes());
     return m;
   }
 
@@ -335,6 +355,7 @@ Calibrator::Calibrator(const ExecConfig& config, const CalibrationOptions& optio
   std::vector<std::array<double, 3>> unused(P, {1.0, 1.0, 1.0});
   sharing_window(benches_, unused, all, options.warmup_s);
   alone_.resize(P);
+  split_.resize(P);
   ratios_.assign(P, std::vector<std::vector<double>>(options.measure_sharing && P > 1 ? P - 1 : 0));
 }
 
@@ -342,6 +363,8 @@ Calibrator::~Calibrator() = default;
 
 void Calibrator::discard() {
   for (auto& stage : alone_)
+    for (auto& samples : stage) samples.clear();
+  for (auto& stage : split_)
     for (auto& samples : stage) samples.clear();
   for (auto& stage : ratios_)
     for (auto& samples : stage) samples.clear();
@@ -367,6 +390,11 @@ void Calibrator::round() {
     }
     longest_s =
         std::max(longest_s, round_medians[s][0] + round_medians[s][1] + round_medians[s][2]);
+    for (std::size_t r = 0; options_.measure_split && r < options_.repeats; ++r) {
+      const auto t = benches_[s]->run_split();
+      for (std::size_t k = 0; k < 2; ++k)
+        split_[s][k].push_back(seconds_between(t[k].start, t[k].end));
+    }
   }
   // Long enough for every thread to complete a few actions even when k share few cores (and at
   // least 50 ms, for a tiny model on a loaded machine).
@@ -416,6 +444,10 @@ Calibration Calibrator::result() {
     m.forward_s = spread_of(alone_[s][0]);
     m.backward_s = spread_of(alone_[s][1]);
     m.update_s = spread_of(alone_[s][2]);
+    if (!split_[s][0].empty()) {
+      m.input_grad_s = spread_of(split_[s][0]);
+      m.weight_grad_s = spread_of(split_[s][1]);
+    }
     c.stages.push_back(m);
   }
   // Per stage, and pooled over stages (the host's own curve). A count no window completed an

@@ -24,9 +24,13 @@ Spread spread_of(std::vector<double> samples);
 
 struct StageMeasurement {
   Spread forward_s, backward_s, update_s;  // alone: no other stage computing
-  std::int64_t activation_bytes = 0;       // one micro-batch's activation slot
-  std::int64_t message_bytes = 0;          // an activation or gradient sent to a neighbour
+  // The same backward split (zero-bubble schedules): its input and weight halves, alone; empty
+  // (no samples) when the calibration did not time them.
+  Spread input_grad_s, weight_grad_s;
+  std::int64_t activation_bytes = 0;  // one micro-batch's activation slot
+  std::int64_t message_bytes = 0;     // an activation or gradient sent to a neighbour
   std::int64_t weight_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+  std::int64_t weight_grad_stash_bytes = 0;  // a split backward's, from I to W
 };
 
 struct LinkMeasurement {
@@ -49,6 +53,7 @@ struct CalibrationOptions {
   std::size_t max_rounds = 6;   // stop here even when the medians still move
   double stable_within = 0.01;  // a median is stable when a round moves it by less than this
   bool measure_sharing = true;  // also time k = 2 .. stages threads computing at once
+  bool measure_split = true;    // also time the backward split into I and W, alone
   double warmup_s = 3.0;        // every stage computing at once before the first round
 };
 
@@ -97,6 +102,7 @@ class Calibrator {
   CalibrationOptions options_;
   std::vector<std::unique_ptr<Bench>> benches_;
   std::vector<std::array<std::vector<double>, 3>> alone_;  // per stage: F, B, U samples
+  std::vector<std::array<std::vector<double>, 2>> split_;  // per stage: I, W samples
   std::vector<std::vector<std::vector<double>>> ratios_;   // per stage, per k >= 2: samples
   std::vector<double> previous_;
   std::size_t rounds_ = 0;

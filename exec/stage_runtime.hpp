@@ -65,6 +65,10 @@ class StageRuntime {
   // the start of training, resumed runs included), for i < snapshots(): validation after the run.
   std::size_t snapshots() const { return snapshots_taken_; }
   std::span<const float> snapshot(std::size_t i) const { return snapshots_.at(i); }
+  // One micro-batch's kept output gradients, from its I to its W (0 without a split backward).
+  std::size_t weight_stash_bytes() const {
+    return w_stashes_.empty() ? 0 : w_stashes_.front().bytes();
+  }
   std::int64_t activation_slot_bytes() const {
     return static_cast<std::int64_t>(activations_.slot_bytes());
   }

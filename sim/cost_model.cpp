@@ -139,6 +139,7 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
       check_duration(c.*field, fmt::format("stages[{}].{}", s, key));
     for (const auto& [key, field] : kBytes)
       check_bytes(c.*field, fmt::format("stages[{}].{}", s, key));
+    check_bytes(c.weight_grad_stash_bytes, fmt::format("stages[{}].weight_grad_stash_bytes", s));
   }
   check_link(model.default_link, "default_link");
   for (std::size_t i = 0; i < model.links.size(); ++i) {
@@ -352,6 +353,8 @@ std::string write_cost_model(const CostModel& model) {
     entry["stage"] = s;
     for (const auto& [key, field] : kDurations) entry[key] = c.*field;
     for (const auto& [key, field] : kBytes) entry[key] = c.*field;
+    if (c.weight_grad_stash_bytes != 0)
+      entry["weight_grad_stash_bytes"] = c.weight_grad_stash_bytes;
     root["stages"].push_back(std::move(entry));
   }
   return root.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -440,6 +443,8 @@ CostModel parse_cost_model(std::string_view json, std::string_view source) {
     StageCost c;
     for (const auto& [key, field] : kDurations) c.*field = r.number(entry, key, where);
     for (const auto& [key, field] : kBytes) c.*field = r.integer(entry, key, where);
+    if (entry.contains("weight_grad_stash_bytes"))
+      c.weight_grad_stash_bytes = r.integer(entry, "weight_grad_stash_bytes", where);
     model.stages.push_back(c);
   }
   try {

@@ -29,6 +29,9 @@ struct StageCost {
   std::int64_t weight_bytes = 0;              // one copy of the stage's weights
   std::int64_t gradient_bytes = 0;            // gradient accumulation buffer
   std::int64_t optimizer_bytes = 0;           // optimizer state (AdamW: two moments)
+  // Split backward: held per micro-batch from I to W, the output gradients W needs (optional in
+  // the JSON, written when not 0).
+  std::int64_t weight_grad_stash_bytes = 0;
 
   std::int64_t static_bytes() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
   double duration_s(ActionKind kind) const;

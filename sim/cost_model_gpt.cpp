@@ -137,6 +137,12 @@ StageCost stage_cost(const GptShape& g, const DeviceSpeed& device, std::int32_t 
   c.gradient_message_bytes = first ? 0 : product({btd, s});
   c.weight_bytes = c.gradient_bytes = product({params, s});
   c.optimizer_bytes = product({params, 8});
+  // Split backward (zero-bubble schedules): from I to W, the output gradient of every linear and
+  // LayerNorm a weight gradient needs — per block 11·b·T·d values (fcproj d, fc 4d, ln2 d, attproj
+  // d, qkv 3d, ln1 d), the logits' and final LayerNorm's on the last stage, the embedding's on the
+  // first (as exec's StageRuntime keeps them).
+  c.weight_grad_stash_bytes = sum({product({n, 11, btd, s}), first ? product({btd, s}) : 0,
+                                   last ? sum({product({b, t, v, s}), product({btd, s})}) : 0});
   return c;
 }
 

@@ -89,6 +89,7 @@ class Engine {
   std::vector<std::uint32_t> generation_;  // wraps before kStart; never equal to it
   std::vector<StageVersionTracker> trackers_;
   std::vector<std::int64_t> memory_now_;
+  std::vector<std::int64_t> awaiting_w_;  // per stage: micro-batches between their I and their W
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   std::uint64_t sequence_ = 0;
 };
@@ -98,8 +99,9 @@ std::int64_t Engine::device_memory(std::int32_t device) const {
   for (std::int32_t st = 0; st < s_.stages; ++st) {
     if (device_of(st) != device) continue;
     const auto& t = trackers_[static_cast<std::size_t>(st)];
-    bytes +=
-        t.in_flight() * cost(st).activation_bytes + (t.live_versions() - 1) * cost(st).weight_bytes;
+    bytes += t.in_flight() * cost(st).activation_bytes +
+             (t.live_versions() - 1) * cost(st).weight_bytes +
+             awaiting_w_[static_cast<std::size_t>(st)] * cost(st).weight_grad_stash_bytes;
   }
   return bytes;
 }
@@ -257,6 +259,8 @@ void Engine::complete(std::int32_t d, double now) {
         result_.observed
             .versions[static_cast<std::size_t>(a.stage * s_.total_microbatches() + a.microbatch)];
     if (a.kind == ActionKind::F) version = rec.v_f;
+    if (a.kind == ActionKind::I) ++awaiting_w_[static_cast<std::size_t>(a.stage)];
+    if (a.kind == ActionKind::W) --awaiting_w_[static_cast<std::size_t>(a.stage)];
     if (a == rules_.backward_read(a.stage, a.microbatch)) version = rec.v_b;
     if (a == rules_.backward_end(a.stage, a.microbatch)) {
       tracker.on_backward_end();
@@ -346,6 +350,7 @@ SimResult Engine::run() {
   }
   result_.device_peak_memory_bytes = result_.device_static_bytes;
   memory_now_ = result_.device_static_bytes;
+  awaiting_w_.assign(static_cast<std::size_t>(s_.stages), 0);
   const std::int64_t T = s_.total_microbatches();
   result_.observed.total_microbatches = T;
   result_.observed.versions.resize(static_cast<std::size_t>(s_.stages * T));

@@ -112,6 +112,31 @@ TEST(ZeroBubble, UnitCostMakespansAreThePapers) {
     }
 }
 
+// A split backward keeps, from I to W, the output gradients W needs: the simulator counts them on
+// top of the activations, as many as the device's list has between its I's and W's.
+TEST(ZeroBubble, MemoryCountsTheGradientsKeptForW) {
+  for (const std::string kind : {"zb-h1", "zb-h2"}) {
+    const Schedule s = generate_schedule(kind, 4, 8, 2);
+    UniformCosts u;
+    CostModel costs = uniform_cost_model(s.stages, u);
+    for (StageCost& c : costs.stages) c.weight_grad_stash_bytes = 1000;
+    EXPECT_EQ(parse_cost_model(write_cost_model(costs), "kept"), costs);  // the optional key
+    const SimResult r = simulate(s, costs, {false});
+    for (std::int32_t d = 0; d < 4; ++d) {
+      std::int64_t held = 0, peak = 0;
+      for (const Action& a : s.devices[static_cast<std::size_t>(d)]) {
+        held += a.kind == ActionKind::I ? 1 : a.kind == ActionKind::W ? -1 : 0;
+        peak = std::max(peak, held);
+      }
+      EXPECT_EQ(r.device_peak_memory_bytes[static_cast<std::size_t>(d)], 1000 * peak)
+          << kind << " device " << d;
+      if (kind == "zb-h1") {
+        EXPECT_EQ(peak, d + 1) << d;  // W lags d micro-batches behind I
+      }
+    }
+  }
+}
+
 TEST(Interleaved, EveryConfigurationIsValidAndShrinksTheBubble) {
   for (std::int32_t P = 1; P <= 16; ++P)
     for (std::int32_t v : {1, 2, 3, 4})
