@@ -47,6 +47,8 @@ blocks = {
     "PAPER_LR_P8_FINDINGS": read("docs/results/p8-paper-lr/convergence_findings.md", ""),
     "COMPARE_8_8_8": run("paci compare --stages 8 --microbatches 8 --steps 8 --tf 1 --tb 2").rstrip(),
     "STEPS_TABLE": "\n".join(rows),
+    "ZERO_BUBBLE_TABLE": read("docs/results/zero_bubble.md",
+                              "(run scripts/experiments/zero_bubble.sh)"),
     "GATE_LINE": read("docs/results/gate_headline.md", "(run scripts/experiments/gate.sh)"),
     "ANALYZE_OUTPUT": run("paci schedule --kind paci --stages 8 --microbatches 4 --steps 4 | "
                           "paci analyze -"),
