@@ -49,7 +49,7 @@ lines = ["GPT-2 Medium on 8 devices (analytic cost model: 4e14 FLOP/s and 2e12 B
          "interleaved with 2 chunks per device, each device keeping the layers the 8-stage "
          "balance gives it (the last device, with one, takes a second from a device with four). "
          "*bubble*: idle share of every device over the whole run; *zb bubble*: the Zero Bubble "
-         "paper's (idle share within the busiest device's span); memory: peak per device, "
+         "paper's (idle share within the longest device span); memory: peak per device, "
          "min–max over the 8 devices.", ""]
 for M in (8, 16, 32):
     lines += [f"M = {M}:", "",
