@@ -3,7 +3,8 @@
 #  1. install dependencies, build;
 #  2. generate the five schedules (P=4, M=4, N=4), validate them, print their static analysis
 #     side by side;
-#  3. compare them in the simulator (uniform costs; then GPT-2 Medium on 8 stages);
+#  3. compare them in the simulator (uniform costs; then GPT-2 Medium on 8 stages, and PACI beside
+#     the zero-bubble schedules and interleaved 1F1B there);
 #  4. prepare the KJV corpus, train the default GPT with PACI on 4 stages for 50 steps, and check
 #     that the versions the executor recorded equal paci analyze's; then the same run as one
 #     process per stage under mpirun (MPI between them): the same losses, bit for bit;
@@ -34,6 +35,10 @@ echo
 echo "== paci compare: the paper's setting, GPT-2 Medium on 8 stages (analytic cost model)"
 "$paci" costmodel --preset gpt2-medium --stages 8 --flops 4e14 -o out/demo/gpt2-medium-8.cost.json
 "$paci" compare --stages 8 --microbatches 8 --steps 32 --cost out/demo/gpt2-medium-8.cost.json
+echo
+echo "== PACI beside Zero Bubble (zb-h1, zb-h2) and interleaved 1F1B: GPT-2 Medium, 8 devices, M=8"
+RESULTS=out/demo/zero_bubble.md bash scripts/experiments/zero_bubble.sh >/dev/null
+awk '/^\| schedule/ { p = 1 } p && /^$/ { exit } p' out/demo/zero_bubble.md
 echo
 echo "== training: the default GPT on the KJV Bible, PACI on 4 stages, M=4, 50 steps"
 bash scripts/prepare_data.sh

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/../.."
 bash scripts/build.sh --target paci >/dev/null
 paci=build/cli/paci
 out=out/zero_bubble
-mkdir -p "$out" docs/results
+results="${RESULTS:-docs/results/zero_bubble.md}"
+mkdir -p "$out" "$(dirname "$results")"
 "$paci" costmodel --preset gpt2-medium --stages 8 --flops 4e14 -o "$out/cost8.json"
 # Interleaved: each device keeps the layers the 8-stage balance gives it, split into its two
 # chunks (device d: stages d and d + 8; the head's chunk, stage 15, gets the smaller half); a
@@ -41,9 +42,9 @@ for M in 8 16 32; do
     "$paci" simulate "$out/$kind-M$M.json" --cost "$cost" --quiet --json "$out/$kind-M$M.report.json"
   done
 done
-python3 - "$out" "${kinds[@]}" <<'PY'
+python3 - "$out" "$results" "${kinds[@]}" <<'PY'
 import json, sys
-out, kinds = sys.argv[1], sys.argv[2:]
+out, results, kinds = sys.argv[1], sys.argv[2], sys.argv[3:]
 lines = ["GPT-2 Medium on 8 devices (analytic cost model: 4e14 FLOP/s and 2e12 B/s per device, bf16, "
          "one sequence of 1024 tokens per micro-batch, free links), N = 4 steps, simulated; "
          "interleaved with 2 chunks per device, each device keeping the layers the 8-stage "
@@ -65,6 +66,6 @@ for M in (8, 16, 32):
         lines.append(f"| {kind} | {tps:,.0f} | {tps / base:.3f}× | {100 * r['bubble_ratio']:.1f}% | "
                      f"{100 * r['zb_bubble_ratio']:.1f}% | {min(mem):.2f}–{max(mem):.2f} | {stale} |")
     lines.append("")
-open("docs/results/zero_bubble.md", "w").write("\n".join(lines))
+open(results, "w").write("\n".join(lines))
 print("\n".join(lines))
 PY
