@@ -156,12 +156,10 @@ int run_calibrate(const std::vector<std::string>& args) {
     mpi->barrier();
     return 0;
   } catch (...) {
-    if (mpi) mpi->abort();  // the others stop waiting
-    throw exec::QuietExit("reported", report_failure("calibrate", std::current_exception()));
+    end_launch("calibrate", mpi ? &*mpi : nullptr);
   }
 #else
-  if (launch.rank != 0) throw exec::QuietExit("built without MPI", 2);  // process 0 says it
-  throw built_without_mpi(launch, "measuring the links between processes");
+  refuse_without_mpi(launch, "measuring the links between processes");
 #endif
 }
 

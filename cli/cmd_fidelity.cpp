@@ -388,12 +388,10 @@ int run_fidelity(const std::vector<std::string>& args) {
     mpi->barrier();
     return code;
   } catch (...) {
-    if (mpi) mpi->abort();  // the others stop waiting
-    throw exec::QuietExit("reported", report_failure("fidelity", std::current_exception()));
+    end_launch("fidelity", mpi ? &*mpi : nullptr);
   }
 #else
-  if (launch.rank != 0) throw exec::QuietExit("built without MPI", 2);  // process 0 says it
-  throw built_without_mpi(launch, "running schedules one process per device");
+  refuse_without_mpi(launch, "running schedules one process per device");
 #endif
 }
 

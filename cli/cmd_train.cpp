@@ -118,14 +118,12 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
     const bool writer = session.rank() == exec::last_stage_device(t.schedule);
     return train_with<CpuTrainer>(t, f, writer, static_cast<exec::HostLinks*>(&*links));
   } catch (...) {
-    if (links) links->abort();  // no peer waits on this process any more (if it still could)
-    throw exec::QuietExit("reported", report_failure("train", std::current_exception()));
+    end_launch("train", links ? &*links : nullptr);
   }
 #else
   (void)f;
   (void)vm;
-  if (launch.rank != 0) throw exec::QuietExit("built without MPI", 2);  // process 0 says it
-  throw built_without_mpi(launch, "one process per device on CPUs");
+  refuse_without_mpi(launch, "one process per device on CPUs");
 #endif
 }
 

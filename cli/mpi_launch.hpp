@@ -50,4 +50,11 @@ std::invoke_result_t<Setup> agreed_setup(const exec::mpi::Session& session,
   return std::move(*result);
 }
 
+// In the catch of a launch's run: tells the peers that this process stops (if its links were
+// made), prints the failure as `command`'s one line, and ends this process quietly after it.
+[[noreturn]] inline void end_launch(const std::string& command, exec::mpi::MpiLinks* links) {
+  if (links != nullptr) links->abort();  // no peer waits on this process any more
+  throw exec::QuietExit("reported", report_failure(command, std::current_exception()));
+}
+
 }  // namespace paci::cli

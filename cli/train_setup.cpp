@@ -317,8 +317,9 @@ exec::LaunchInfo launch_info() {
   }
 }
 
-InputError built_without_mpi(const exec::LaunchInfo& launch, const std::string& needs) {
-  return InputError(fmt::format(
+void refuse_without_mpi(const exec::LaunchInfo& launch, const std::string& needs) {
+  if (launch.rank != 0) throw exec::QuietExit("built without MPI", 2);  // process 0 says it
+  throw InputError(fmt::format(
       "started as process {} of {} by a launcher ({}), but this paci was built without MPI, "
       "which {} needs (apt-get install libopenmpi-dev, then rebuild; see docs/multiprocess.md)",
       launch.rank, launch.world_size, launch.source, needs));

@@ -77,7 +77,8 @@ auto only_process_zero_says(const exec::LaunchInfo& launch, const std::string& c
 }
 
 // Under a launcher, in a paci built without MPI: the error naming the launch and what needs MPI.
-InputError built_without_mpi(const exec::LaunchInfo& launch, const std::string& needs);
+// Process 0 throws it; the others end quietly with the same exit status (2).
+[[noreturn]] void refuse_without_mpi(const exec::LaunchInfo& launch, const std::string& needs);
 // Under a launcher, with MPI: throws InputError unless MPI sees the launcher's processes (the
 // launcher's variables without mpirun give every process a world of one).
 void check_mpi_sees(const exec::LaunchInfo& launch, int mpi_processes, const std::string& command);
