@@ -76,6 +76,16 @@ template <typename floatX>
 void layernorm_backward(const OpContext& ctx, floatX* dinp, float* dweight, float* dbias,
                         const floatX* dout, const floatX* inp, const floatX* weight,
                         const float* mean, const float* rstd, std::size_t R, std::size_t C);
+// Its two halves, for a split backward (layernorm_backward is the one, then the other): dinp
+// alone (reads the weight), and dweight, dbias alone (read no weight).
+template <typename floatX>
+void layernorm_backward_input(const OpContext& ctx, floatX* dinp, const floatX* dout,
+                              const floatX* inp, const floatX* weight, const float* mean,
+                              const float* rstd, std::size_t R, std::size_t C);
+template <typename floatX>
+void layernorm_backward_weight(const OpContext& ctx, float* dweight, float* dbias,
+                               const floatX* dout, const floatX* inp, const float* mean,
+                               const float* rstd, std::size_t R, std::size_t C);
 
 // ---- linear layer (cuBLAS / cuBLASLt) -----------------------------------------------------------
 // out(R,OC) = inp(R,C)·weight(OC,C)ᵀ + bias(OC) [+ residual(R,OC)]; bias, residual may be null.
@@ -90,6 +100,14 @@ template <typename floatX>
 void matmul_backward(const OpContext& ctx, floatX* dinp, float* dweight, float* dbias,
                      const floatX* dout, const floatX* inp, const floatX* weight, std::size_t R,
                      std::size_t C, std::size_t OC);
+// Its two halves (matmul_backward is the one, then the other): dinp = dout·weight; and
+// dweight += doutᵀ·inp, dbias += Σ_r dout (dbias may be null).
+template <typename floatX>
+void matmul_backward_input(const OpContext& ctx, floatX* dinp, const floatX* dout,
+                           const floatX* weight, std::size_t R, std::size_t C, std::size_t OC);
+template <typename floatX>
+void matmul_backward_weight(const OpContext& ctx, float* dweight, float* dbias, const floatX* dout,
+                            const floatX* inp, std::size_t R, std::size_t C, std::size_t OC);
 
 // ---- causal multi-head attention ----------------------------------------------------------------
 // qkv(B,T,3C) holds Q | K | V, head h at columns h·HS of each. scores(B,NH,T,T) is float scratch

@@ -65,27 +65,44 @@ void matmul_forward(const OpContext& ctx, floatX* out, const floatX* inp, const 
        {out, type, OC});
 }
 
-// Differentiates (M1): dinp = dout·weight, dweight += doutᵀ·inp, dbias += Σ_r dout.
+// Differentiates (M1), input half: dinp = dout·weight.
+template <typename floatX>
+void matmul_backward_input(const OpContext& ctx, floatX* dinp, const floatX* dout,
+                           const floatX* weight, std::size_t R, std::size_t C, std::size_t OC) {
+  if (R == 0) return;
+  const cudaDataType_t type = data_type<floatX>();
+  gemm(ctx, Transpose::no, Transpose::no, R, C, OC, 1.0f, {dout, type, OC}, {weight, type, C}, 0.0f,
+       {dinp, type, C});
+}
+
+// Differentiates (M1), weight half: dweight += doutᵀ·inp, dbias += Σ_r dout.
+template <typename floatX>
+void matmul_backward_weight(const OpContext& ctx, float* dweight, float* dbias, const floatX* dout,
+                            const floatX* inp, std::size_t R, std::size_t C, std::size_t OC) {
+  if (R == 0) return;
+  const cudaDataType_t type = data_type<floatX>();
+  gemm(ctx, Transpose::yes, Transpose::no, OC, C, R, 1.0f, {dout, type, OC}, {inp, type, C}, 1.0f,
+       {dweight, CUDA_R_32F, C});
+  if (dbias != nullptr) kernels::column_sums<1>(ctx, BiasTerms<floatX>{dout, OC}, R, OC, dbias);
+}
+
 template <typename floatX>
 void matmul_backward(const OpContext& ctx, floatX* dinp, float* dweight, float* dbias,
                      const floatX* dout, const floatX* inp, const floatX* weight, std::size_t R,
                      std::size_t C, std::size_t OC) {
-  if (R == 0) return;
-  const cudaDataType_t type = data_type<floatX>();
-  if (dinp != nullptr) {
-    gemm(ctx, Transpose::no, Transpose::no, R, C, OC, 1.0f, {dout, type, OC}, {weight, type, C},
-         0.0f, {dinp, type, C});
-  }
-  gemm(ctx, Transpose::yes, Transpose::no, OC, C, R, 1.0f, {dout, type, OC}, {inp, type, C}, 1.0f,
-       {dweight, CUDA_R_32F, C});
-  if (dbias != nullptr) kernels::column_sums<1>(ctx, BiasTerms<floatX>{dout, OC}, R, OC, dbias);
+  if (dinp != nullptr) matmul_backward_input(ctx, dinp, dout, weight, R, C, OC);
+  matmul_backward_weight(ctx, dweight, dbias, dout, inp, R, C, OC);
 }
 
 #define PACI_MATMUL_INSTANTIATE(X)                                                              \
   template void matmul_forward<X>(const OpContext&, X*, const X*, const X*, const X*, const X*, \
                                   std::size_t, std::size_t, std::size_t);                       \
   template void matmul_backward<X>(const OpContext&, X*, float*, float*, const X*, const X*,    \
-                                   const X*, std::size_t, std::size_t, std::size_t);
+                                   const X*, std::size_t, std::size_t, std::size_t);            \
+  template void matmul_backward_input<X>(const OpContext&, X*, const X*, const X*, std::size_t, \
+                                         std::size_t, std::size_t);                             \
+  template void matmul_backward_weight<X>(const OpContext&, float*, float*, const X*, const X*, \
+                                          std::size_t, std::size_t, std::size_t);
 
 PACI_MATMUL_INSTANTIATE(float)
 PACI_MATMUL_INSTANTIATE(bf16)

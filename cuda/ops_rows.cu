@@ -209,15 +209,30 @@ void layernorm_forward(const OpContext& ctx, floatX* out, float* mean, float* rs
 }
 
 template <typename floatX>
-void layernorm_backward(const OpContext& ctx, floatX* dinp, float* dweight, float* dbias,
-                        const floatX* dout, const floatX* inp, const floatX* weight,
-                        const float* mean, const float* rstd, std::size_t R, std::size_t C) {
+void layernorm_backward_input(const OpContext& ctx, floatX* dinp, const floatX* dout,
+                              const floatX* inp, const floatX* weight, const float* mean,
+                              const float* rstd, std::size_t R, std::size_t C) {
   if (R == 0) return;
   layernorm_backward_input_kernel<<<row_blocks(R), kThreads, 0, ctx.stream>>>(
       dinp, dout, inp, weight, mean, rstd, R, C);
   PACI_CUDA_CHECK_LAUNCH();
+}
+
+template <typename floatX>
+void layernorm_backward_weight(const OpContext& ctx, float* dweight, float* dbias,
+                               const floatX* dout, const floatX* inp, const float* mean,
+                               const float* rstd, std::size_t R, std::size_t C) {
+  if (R == 0) return;
   kernels::column_sums<2>(ctx, LayerNormParamTerms<floatX>{dout, inp, mean, rstd, C}, R, C, dweight,
                           dbias);
+}
+
+template <typename floatX>
+void layernorm_backward(const OpContext& ctx, floatX* dinp, float* dweight, float* dbias,
+                        const floatX* dout, const floatX* inp, const floatX* weight,
+                        const float* mean, const float* rstd, std::size_t R, std::size_t C) {
+  layernorm_backward_input(ctx, dinp, dout, inp, weight, mean, rstd, R, C);
+  layernorm_backward_weight(ctx, dweight, dbias, dout, inp, mean, rstd, R, C);
 }
 
 template <typename floatX>
@@ -235,17 +250,22 @@ void gelu_backward(const OpContext& ctx, floatX* dinp, const floatX* inp, const 
   PACI_CUDA_CHECK_LAUNCH();
 }
 
-#define PACI_ROWS_INSTANTIATE(X)                                                                  \
-  template void encoder_forward<X>(const OpContext&, X*, const std::int32_t*, const X*, const X*, \
-                                   std::size_t, std::size_t, std::size_t);                        \
-  template void encoder_backward<X>(const OpContext&, float*, float*, const X*,                   \
-                                    const TokenGroups&, std::size_t, std::size_t, std::size_t);   \
-  template void layernorm_forward<X>(const OpContext&, X*, float*, float*, const X*, const X*,    \
-                                     const X*, std::size_t, std::size_t);                         \
-  template void layernorm_backward<X>(const OpContext&, X*, float*, float*, const X*, const X*,   \
-                                      const X*, const float*, const float*, std::size_t,          \
-                                      std::size_t);                                               \
-  template void gelu_forward<X>(const OpContext&, X*, const X*, std::size_t);                     \
+#define PACI_ROWS_INSTANTIATE(X)                                                                   \
+  template void encoder_forward<X>(const OpContext&, X*, const std::int32_t*, const X*, const X*,  \
+                                   std::size_t, std::size_t, std::size_t);                         \
+  template void encoder_backward<X>(const OpContext&, float*, float*, const X*,                    \
+                                    const TokenGroups&, std::size_t, std::size_t, std::size_t);    \
+  template void layernorm_forward<X>(const OpContext&, X*, float*, float*, const X*, const X*,     \
+                                     const X*, std::size_t, std::size_t);                          \
+  template void layernorm_backward<X>(const OpContext&, X*, float*, float*, const X*, const X*,    \
+                                      const X*, const float*, const float*, std::size_t,           \
+                                      std::size_t);                                                \
+  template void layernorm_backward_input<X>(const OpContext&, X*, const X*, const X*, const X*,    \
+                                            const float*, const float*, std::size_t, std::size_t); \
+  template void layernorm_backward_weight<X>(const OpContext&, float*, float*, const X*, const X*, \
+                                             const float*, const float*, std::size_t,              \
+                                             std::size_t);                                         \
+  template void gelu_forward<X>(const OpContext&, X*, const X*, std::size_t);                      \
   template void gelu_backward<X>(const OpContext&, X*, const X*, const X*, std::size_t);
 
 PACI_ROWS_INSTANTIATE(float)

@@ -4,6 +4,7 @@
 #include "cuda/stage.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "cuda/ops.hpp"
 #include "model/check.hpp"
@@ -223,7 +224,7 @@ void Stage::block_forward(const floatX* p, const model::BlockOffsets& w, const f
 template <typename floatX>
 void Stage::block_backward(const floatX* p, float* g, const model::BlockOffsets& w, const floatX* x,
                            const ActivationSlot& slot, const model::BlockActivations& a,
-                           const floatX* dy, floatX* dx) {
+                           const floatX* dy, floatX* dx, floatX* keep) {
   const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
   const std::size_t C = shape_.config.d_model, NH = shape_.config.heads;
   const OpContext ctx = resources_.context();
@@ -232,50 +233,120 @@ void Stage::block_backward(const floatX* p, float* g, const model::BlockOffsets&
   floatX* dres2 = dres2_.as<floatX>();
   floatX* datty = datty_.as<floatX>();
   floatX* dqkv = dqkv_.as<floatX>();
+  // Split (g null): each matmul and LayerNorm computes its input gradient only, and the output
+  // gradient its weights need is kept, in the order block_backward_weight reads them.
+  std::size_t at = 0;
+  const auto matmul = [&](floatX* dinp, std::size_t dw, std::size_t db, const floatX* dout,
+                          const floatX* inp, std::size_t wt, std::size_t in, std::size_t out) {
+    if (g != nullptr) {
+      matmul_backward(ctx, dinp, g + dw, g + db, dout, inp, p + wt, R, in, out);
+      return;
+    }
+    copy_device(stream(), keep + at, dout, R * out);
+    at += R * out;
+    matmul_backward_input(ctx, dinp, dout, p + wt, R, in, out);
+  };
+  const auto layernorm = [&](floatX* dinp, std::size_t dw, std::size_t db, const floatX* dout,
+                             const floatX* inp, std::size_t wt, const float* mean,
+                             const float* rstd) {
+    if (g != nullptr) {
+      layernorm_backward(ctx, dinp, g + dw, g + db, dout, inp, p + wt, mean, rstd, R, C);
+      return;
+    }
+    copy_device(stream(), keep + at, dout, R * C);
+    at += R * C;
+    layernorm_backward_input(ctx, dinp, dout, inp, p + wt, mean, rstd, R, C);
+  };
   // (B8) out = res2 + fch_gelu·Wᵀ + b: the residual passes dy through to dres2 below.
-  matmul_backward(ctx, dfch, g + w.fcproj_w, g + w.fcproj_b, dy, slot.value<floatX>(a.fch_gelu),
-                  p + w.fcproj_w, R, 4 * C, C);
-  gelu_backward(ctx, dfch, slot.value<floatX>(a.fch), dfch, R * 4 * C);  // (B7)
-  matmul_backward(ctx, dln, g + w.fc_w, g + w.fc_b, dfch, slot.value<floatX>(a.ln2), p + w.fc_w, R,
-                  C, 4 * C);  // (B6)
+  matmul(dfch, w.fcproj_w, w.fcproj_b, dy, slot.value<floatX>(a.fch_gelu), w.fcproj_w, 4 * C, C);
+  gelu_backward(ctx, dfch, slot.value<floatX>(a.fch), dfch, R * 4 * C);            // (B7)
+  matmul(dln, w.fc_w, w.fc_b, dfch, slot.value<floatX>(a.ln2), w.fc_w, C, 4 * C);  // (B6)
   copy_device(stream(), dres2, dy, R * C);
-  layernorm_backward(ctx, dres2, g + w.ln2_w, g + w.ln2_b, dln, slot.value<floatX>(a.residual2),
-                     p + w.ln2_w, slot.stat(a.ln2_mean), slot.stat(a.ln2_rstd), R, C);  // (B5)
+  layernorm(dres2, w.ln2_w, w.ln2_b, dln, slot.value<floatX>(a.residual2), w.ln2_w,
+            slot.stat(a.ln2_mean), slot.stat(a.ln2_rstd));  // (B5)
   // (B4) res2 = x + atty·Wᵀ + b: the residual passes dres2 through to dx below.
-  matmul_backward(ctx, datty, g + w.attproj_w, g + w.attproj_b, dres2, slot.value<floatX>(a.atty),
-                  p + w.attproj_w, R, C, C);
+  matmul(datty, w.attproj_w, w.attproj_b, dres2, slot.value<floatX>(a.atty), w.attproj_w, C, C);
   attention_backward(ctx, dqkv, scores_.data(), dsoft_.as<floatX>(), datty,
                      slot.value<floatX>(a.qkv), slot.value<floatX>(a.att), B, T, C, NH);  // (B3)
-  matmul_backward(ctx, dln, g + w.qkv_w, g + w.qkv_b, dqkv, slot.value<floatX>(a.ln1), p + w.qkv_w,
-                  R, C, 3 * C);  // (B2)
+  matmul(dln, w.qkv_w, w.qkv_b, dqkv, slot.value<floatX>(a.ln1), w.qkv_w, C, 3 * C);      // (B2)
   copy_device(stream(), dx, dres2, R * C);
-  layernorm_backward(ctx, dx, g + w.ln1_w, g + w.ln1_b, dln, x, p + w.ln1_w, slot.stat(a.ln1_mean),
-                     slot.stat(a.ln1_rstd), R, C);  // (B1)
+  layernorm(dx, w.ln1_w, w.ln1_b, dln, x, w.ln1_w, slot.stat(a.ln1_mean),
+            slot.stat(a.ln1_rstd));  // (B1)
 }
 
 template <typename floatX>
+void Stage::block_backward_weight(float* g, const model::BlockOffsets& w, const floatX* x,
+                                  const ActivationSlot& slot, const model::BlockActivations& a,
+                                  const floatX* kept) {
+  const std::size_t R = shape_.rows(), C = shape_.config.d_model;
+  const OpContext ctx = resources_.context();
+  // In block_backward's order, from what it kept.
+  matmul_backward_weight(ctx, g + w.fcproj_w, g + w.fcproj_b, kept, slot.value<floatX>(a.fch_gelu),
+                         R, 4 * C, C);
+  kept += R * C;
+  matmul_backward_weight(ctx, g + w.fc_w, g + w.fc_b, kept, slot.value<floatX>(a.ln2), R, C, 4 * C);
+  kept += R * 4 * C;
+  layernorm_backward_weight(ctx, g + w.ln2_w, g + w.ln2_b, kept, slot.value<floatX>(a.residual2),
+                            slot.stat(a.ln2_mean), slot.stat(a.ln2_rstd), R, C);
+  kept += R * C;
+  matmul_backward_weight(ctx, g + w.attproj_w, g + w.attproj_b, kept, slot.value<floatX>(a.atty), R,
+                         C, C);
+  kept += R * C;
+  matmul_backward_weight(ctx, g + w.qkv_w, g + w.qkv_b, kept, slot.value<floatX>(a.ln1), R, C,
+                         3 * C);
+  kept += R * 3 * C;
+  layernorm_backward_weight(ctx, g + w.ln1_w, g + w.ln1_b, kept, x, slot.stat(a.ln1_mean),
+                            slot.stat(a.ln1_rstd), R, C);
+}
+
+template <typename floatX>
+const floatX* Stage::top_output(const ActivationSlot& slot) const {
+  return shape_.range.num_layers == 0 ? slot.value<floatX>(slot.input_)
+                                      : slot.value<floatX>(slot.blocks_.back().out);
+}
+
+TokenGroups Stage::token_groups(const ActivationSlot& slot) const {
+  return {slot.ids_.data() + slot.group_rows_, slot.ids_.data() + slot.group_starts_,
+          slot.ids_.data() + slot.group_ids_, slot.group_count_};
+}
+
+// Layout of a stash: [loss gradient (R·V), final LayerNorm's (R·C)] on the last stage, then
+// blocks n-1 .. 0 (the backward's order), then the encoder's (R·C) on the first stage.
+template <typename floatX>
 void Stage::run_backward(const floatX* p, float* g, const ActivationSlot& slot,
-                         const floatX* d_output, floatX* d_input) {
+                         const floatX* d_output, floatX* d_input, floatX* keep) {
   const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
   const std::size_t C = shape_.config.d_model, V = shape_.config.vocab;
   const OpContext ctx = resources_.context();
   const std::size_t n = shape_.range.num_layers;
-  const floatX* top =
-      n == 0 ? slot.value<floatX>(slot.input_) : slot.value<floatX>(slot.blocks_.back().out);
+  const floatX* top = top_output<floatX>(slot);
   floatX* dres_a = dres_a_.as<floatX>();
   floatX* dres_b = dres_b_.as<floatX>();
   const floatX* dy = d_output;
   if (is_last()) {
     // (H3) loss = mean over R rows of −log softmax, scaled: d(row loss) = loss_scale / R.
     floatX* dlogits = dlogits_.as<floatX>();
+    floatX* dln = dln_.as<floatX>();
     crossentropy_backward(ctx, dlogits, slot.stat(slot.probs_), slot.ids_.data() + slot.targets_,
                           slot.loss_scale_ / static_cast<float>(R), R, V);
-    matmul_backward(ctx, dln_.as<floatX>(), g + layout_.lm_head(), nullptr, dlogits,
-                    slot.value<floatX>(slot.lnf_), p + layout_.lm_head(), R, C, V);  // (H2)
     PACI_CUDA_CHECK(cudaMemsetAsync(dres_a, 0, R * C * sizeof(floatX), stream()));
-    layernorm_backward(ctx, dres_a, g + layout_.ln_f_w(), g + layout_.ln_f_b(), dln_.as<floatX>(),
-                       top, p + layout_.ln_f_w(), slot.stat(slot.lnf_mean_),
-                       slot.stat(slot.lnf_rstd_), R, C);  // (H1)
+    if (g != nullptr) {
+      matmul_backward(ctx, dln, g + layout_.lm_head(), nullptr, dlogits,
+                      slot.value<floatX>(slot.lnf_), p + layout_.lm_head(), R, C, V);  // (H2)
+      layernorm_backward(ctx, dres_a, g + layout_.ln_f_w(), g + layout_.ln_f_b(), dln, top,
+                         p + layout_.ln_f_w(), slot.stat(slot.lnf_mean_), slot.stat(slot.lnf_rstd_),
+                         R, C);  // (H1)
+    } else {
+      copy_device(stream(), keep, static_cast<const floatX*>(dlogits), R * V);
+      keep += R * V;
+      matmul_backward_input(ctx, dln, static_cast<const floatX*>(dlogits), p + layout_.lm_head(), R,
+                            C, V);
+      copy_device(stream(), keep, static_cast<const floatX*>(dln), R * C);
+      keep += R * C;
+      layernorm_backward_input(ctx, dres_a, static_cast<const floatX*>(dln), top,
+                               p + layout_.ln_f_w(), slot.stat(slot.lnf_mean_),
+                               slot.stat(slot.lnf_rstd_), R, C);
+    }
     dy = dres_a;
   }
   for (std::size_t l = n; l-- > 0;) {
@@ -283,25 +354,59 @@ void Stage::run_backward(const floatX* p, float* g, const ActivationSlot& slot,
         l == 0 ? slot.value<floatX>(slot.input_) : slot.value<floatX>(slot.blocks_[l - 1].out);
     floatX* dx = dy == dres_a ? dres_b : dres_a;
     if (l == 0 && !is_first()) dx = d_input;  // the first block writes straight out
-    block_backward(p, g, layout_.block(l), x, slot, slot.blocks_[l], dy, dx);
+    block_backward(p, g, layout_.block(l), x, slot, slot.blocks_[l], dy, dx, keep);
+    if (keep != nullptr) keep += block_stash_count();
     dy = dx;
   }
   if (is_first()) {
-    const TokenGroups groups{slot.ids_.data() + slot.group_rows_,
-                             slot.ids_.data() + slot.group_starts_,
-                             slot.ids_.data() + slot.group_ids_, slot.group_count_};
-    encoder_backward(ctx, g + layout_.wte(), g + layout_.wpe(), dy, groups, B, T, C);  // (E1)
+    if (g != nullptr) {
+      encoder_backward(ctx, g + layout_.wte(), g + layout_.wpe(), dy, token_groups(slot), B, T,
+                       C);  // (E1)
+    } else {
+      copy_device(stream(), keep, dy, R * C);
+    }
   } else if (n == 0) {
     copy_device(stream(), d_input, dy, R * C);
   }
 }
 
-void Stage::backward(TensorView weights, MutableTensorView grads, const ActivationSlot& slot,
-                     TensorView d_output, MutableTensorView d_input) {
-  check_weights(weights);
+template <typename floatX>
+void Stage::run_backward_weight(float* g, const ActivationSlot& slot, const floatX* kept) {
+  const std::size_t B = shape_.batch, T = shape_.seq_len, R = shape_.rows();
+  const std::size_t C = shape_.config.d_model, V = shape_.config.vocab;
+  const OpContext ctx = resources_.context();
+  const std::size_t n = shape_.range.num_layers;
+  const floatX* top = top_output<floatX>(slot);
+  if (is_last()) {  // the fused backward's order: head, blocks from the top, encoder
+    matmul_backward_weight(ctx, g + layout_.lm_head(), nullptr, kept, slot.value<floatX>(slot.lnf_),
+                           R, C, V);  // (H2)
+    kept += R * V;
+    layernorm_backward_weight(ctx, g + layout_.ln_f_w(), g + layout_.ln_f_b(), kept, top,
+                              slot.stat(slot.lnf_mean_), slot.stat(slot.lnf_rstd_), R,
+                              C);  // (H1)
+    kept += R * C;
+  }
+  for (std::size_t l = n; l-- > 0;) {
+    const floatX* x =
+        l == 0 ? slot.value<floatX>(slot.input_) : slot.value<floatX>(slot.blocks_[l - 1].out);
+    block_backward_weight(g, layout_.block(l), x, slot, slot.blocks_[l], kept);
+    kept += block_stash_count();
+  }
+  if (is_first()) {
+    encoder_backward(ctx, g + layout_.wte(), g + layout_.wpe(), kept, token_groups(slot), B, T,
+                     C);  // (E1)
+  }
+}
+
+void Stage::check_grads(MutableTensorView grads) const {
   PACI_MODEL_CHECK(grads.count == layout_.size() && grads.precision == Precision::fp32,
                    "gradient buffer has {} {} elements, stage needs {} fp32", grads.count,
                    to_string(grads.precision), layout_.size());
+}
+
+void Stage::check_backward(TensorView weights, const ActivationSlot& slot, TensorView d_output,
+                           MutableTensorView d_input) const {
+  check_weights(weights);
   check_slot(slot);
   PACI_MODEL_CHECK(slot.filled(), "backward of a slot that holds no forward");
   const std::size_t R = shape_.rows(), C = shape_.config.d_model;
@@ -319,13 +424,64 @@ void Stage::backward(TensorView weights, MutableTensorView grads, const Activati
                      "d_input needs {} elements in {}, got {}", R * C, to_string(precision_),
                      d_input.count);
   }
+}
+
+void Stage::backward(TensorView weights, MutableTensorView grads, const ActivationSlot& slot,
+                     TensorView d_output, MutableTensorView d_input) {
+  check_grads(grads);
+  check_backward(weights, slot, d_output, d_input);
   if (precision_ == Precision::fp32) {
     run_backward(weights.as<float>(), grads.as<float>(), slot,
-                 static_cast<const float*>(d_output.data), static_cast<float*>(d_input.data));
+                 static_cast<const float*>(d_output.data), static_cast<float*>(d_input.data),
+                 static_cast<float*>(nullptr));
   } else {
     run_backward(weights.as<bf16>(), grads.as<float>(), slot,
-                 static_cast<const bf16*>(d_output.data), static_cast<bf16*>(d_input.data));
+                 static_cast<const bf16*>(d_output.data), static_cast<bf16*>(d_input.data),
+                 static_cast<bf16*>(nullptr));
   }
+}
+
+std::size_t Stage::head_stash_count() const {
+  const std::size_t R = shape_.rows(), C = shape_.config.d_model, V = shape_.config.vocab;
+  return (is_last() ? R * V + R * C : 0) + (is_first() ? R * C : 0);
+}
+
+std::size_t Stage::stash_count() const {
+  return head_stash_count() + shape_.range.num_layers * block_stash_count();
+}
+
+WeightGradStash Stage::make_weight_stash() const {
+  return WeightGradStash(precision_, stash_count());
+}
+
+void Stage::backward_input(TensorView weights, const ActivationSlot& slot, TensorView d_output,
+                           MutableTensorView d_input, WeightGradStash& stash) {
+  check_backward(weights, slot, d_output, d_input);
+  PACI_MODEL_CHECK(stash.data_.size() == stash_count() && stash.data_.precision() == precision_,
+                   "a weight-gradient stash of another stage's size or precision");
+  if (precision_ == Precision::fp32) {
+    run_backward(weights.as<float>(), static_cast<float*>(nullptr), slot,
+                 static_cast<const float*>(d_output.data), static_cast<float*>(d_input.data),
+                 stash.data_.as<float>());
+  } else {
+    run_backward(weights.as<bf16>(), static_cast<float*>(nullptr), slot,
+                 static_cast<const bf16*>(d_output.data), static_cast<bf16*>(d_input.data),
+                 stash.data_.as<bf16>());
+  }
+  stash.filled_ = true;
+}
+
+void Stage::backward_weight(MutableTensorView grads, const ActivationSlot& slot,
+                            WeightGradStash& stash) {
+  check_grads(grads);
+  check_slot(slot);
+  PACI_MODEL_CHECK(slot.filled() && stash.filled_,
+                   "a weight gradient needs its forward's slot and its input gradient's stash");
+  if (precision_ == Precision::fp32)
+    run_backward_weight(grads.as<float>(), slot, std::as_const(stash.data_).as<float>());
+  else
+    run_backward_weight(grads.as<float>(), slot, std::as_const(stash.data_).as<bf16>());
+  stash.filled_ = false;
 }
 
 }  // namespace paci::cuda

@@ -17,6 +17,8 @@
 
 namespace paci::cuda {
 
+struct TokenGroups;  // cuda/ops.hpp
+
 // What a stage's forward consumes: token ids (B,T) from the host on the first stage, the previous
 // stage's output activations (B,T,C) on the device, in the stage's precision, on every other.
 class StageInput {
@@ -33,6 +35,26 @@ class StageInput {
   std::span<const std::int32_t> tokens_;
   TensorView activations_;
   bool is_tokens_ = false;
+};
+
+// A split backward (Zero Bubble's I, then W later): every output gradient the weight gradients
+// need, kept on the device by Stage::backward_input for Stage::backward_weight, in the stage's
+// precision. model::WeightGradStash's layout. Made by Stage::make_weight_stash() (allocates; do
+// it before training).
+class WeightGradStash {
+ public:
+  WeightGradStash() = default;
+  bool filled() const { return filled_; }
+  std::size_t bytes() const { return data_.bytes(); }
+
+ private:
+  friend class Stage;
+  WeightGradStash(Precision precision, std::size_t count) : data_(precision, count) {}
+  // The head's loss and final-LayerNorm output gradients (last stage: R·V + R·C); per block, from
+  // the top, the output gradients of fcproj (R·C), fc (R·4C), ln2 (R·C), attproj (R·C), qkv
+  // (R·3C) and ln1 (R·C); the encoder's (first stage: R·C).
+  DeviceTensor data_;
+  bool filled_ = false;
 };
 
 // One stage's compute on the current device. Owns a stream (every call is queued on it and
@@ -79,6 +101,16 @@ class Stage {
   void backward(TensorView weights, MutableTensorView grads, const ActivationSlot& slot,
                 TensorView d_output, MutableTensorView d_input);
 
+  // The same backward split in two, with the same kernels and sums (so the gradients equal
+  // backward's bit for bit). backward_input: d_input as backward gives it (reading weights), and
+  // into `stash` what the weight gradients need. backward_weight: grads += the weight gradients,
+  // from the slot and the stash (reads no weights). The slot must stay filled until
+  // backward_weight; both are queued on the stage's stream, which orders them.
+  WeightGradStash make_weight_stash() const;
+  void backward_input(TensorView weights, const ActivationSlot& slot, TensorView d_output,
+                      MutableTensorView d_input, WeightGradStash& stash);
+  void backward_weight(MutableTensorView grads, const ActivationSlot& slot, WeightGradStash& stash);
+
   // Logits (B,T,V) of the last forward_loss, in the stage's precision.
   TensorView logits() const;
 
@@ -91,16 +123,34 @@ class Stage {
   const floatX* run_forward(const floatX* p, const StageInput& input, ActivationSlot& slot);
   template <typename floatX>
   void run_loss(const floatX* p, const floatX* x, ActivationSlot& slot, double* loss_host);
+  // The last block's output (the input where the stage has no block); the first stage's tokens
+  // grouped for the encoder's backward.
+  template <typename floatX>
+  const floatX* top_output(const ActivationSlot& slot) const;
+  TokenGroups token_groups(const ActivationSlot& slot) const;
+  void check_backward(TensorView weights, const ActivationSlot& slot, TensorView d_output,
+                      MutableTensorView d_input) const;
+  void check_grads(MutableTensorView grads) const;
+  // g null: the input half alone, keeping what the weights need in `keep` (a stash's start).
   template <typename floatX>
   void run_backward(const floatX* p, float* g, const ActivationSlot& slot, const floatX* d_output,
-                    floatX* d_input);
+                    floatX* d_input, floatX* keep);
+  template <typename floatX>
+  void run_backward_weight(float* g, const ActivationSlot& slot, const floatX* kept);
   template <typename floatX>
   void block_forward(const floatX* p, const model::BlockOffsets& w, const floatX* x,
                      ActivationSlot& slot, const model::BlockActivations& a);
   template <typename floatX>
   void block_backward(const floatX* p, float* g, const model::BlockOffsets& w, const floatX* x,
                       const ActivationSlot& slot, const model::BlockActivations& a,
-                      const floatX* dy, floatX* dx);
+                      const floatX* dy, floatX* dx, floatX* keep);
+  template <typename floatX>
+  void block_backward_weight(float* g, const model::BlockOffsets& w, const floatX* x,
+                             const ActivationSlot& slot, const model::BlockActivations& a,
+                             const floatX* kept);
+  std::size_t block_stash_count() const { return 11 * shape_.rows() * shape_.config.d_model; }
+  std::size_t head_stash_count() const;
+  std::size_t stash_count() const;
 
   model::StageShape shape_;
   model::ParamLayout layout_;

@@ -234,7 +234,7 @@ class Executor::Device {
 
 Executor::Executor(const Schedule& schedule, const ExecConfig& config)
     : schedule_(schedule), config_(config) {
-  check_runnable(schedule, config, "executor", true);
+  check_runnable(schedule, config);
   analysis_ = analyze(schedule);
   if (config.remote) {
     check_launch(schedule, schedule.num_devices());  // every link keeps its sending order

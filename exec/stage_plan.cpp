@@ -10,14 +10,8 @@
 
 namespace paci::exec {
 
-void check_runnable(const Schedule& schedule, const TrainingConfig& config,
-                    std::string_view executor, bool splits) {
+void check_runnable(const Schedule& schedule, const TrainingConfig& config) {
   validate(schedule);
-  for (const auto& list : schedule.devices)
-    for (const Action& a : list)
-      if (!splits && (a.kind == ActionKind::I || a.kind == ActionKind::W))
-        throw InputError(fmt::format("the {} does not split backwards into I and W yet (found {})",
-                                     executor, to_string(a)));
   if (config.ranges.size() != static_cast<std::size_t>(schedule.stages))
     throw InputError(fmt::format("the partition has {} stages, the schedule {}",
                                  config.ranges.size(), schedule.stages));

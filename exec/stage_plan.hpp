@@ -73,11 +73,9 @@ struct StagePlan {
   bool snapshot_after(std::size_t step) const;
 };
 
-// Throws InputError when `schedule` cannot run on an executor: invalid, split backwards (I/W)
-// where the executor does not split them (`splits` false), or a partition with another number
-// of stages; std::invalid_argument without a data function.
-void check_runnable(const Schedule& schedule, const TrainingConfig& config,
-                    std::string_view executor, bool splits = false);
+// Throws InputError when `schedule` cannot run on an executor (either backend): invalid, or a
+// partition with another number of stages; std::invalid_argument without a data function.
+void check_runnable(const Schedule& schedule, const TrainingConfig& config);
 
 // The plan of every stage; config.lr.total_steps is raised to cover the schedule's steps.
 std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& analysis,

@@ -1,12 +1,14 @@
 // Whole GPU stages against model::Stage: loss, logits and every parameter gradient of a 3-block
 // model run as one stage and as pipelines {1,2} and {1,1,1} (first, middle and last stages chained
-// through device buffers), accumulation over micro-batches, both linear-layer paths, and errors.
+// through device buffers), accumulation over micro-batches, both linear-layer paths, the backward
+// split into I and W (bit for bit the fused one's), and errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <utility>
 #include <vector>
 
+#include "cuda/check.hpp"
 #include "cuda/stage.hpp"
 #include "model/check.hpp"
 #include "model/init.hpp"
@@ -73,12 +75,17 @@ Result run_cpu(const model::StageShape& shape, const std::vector<float>& params,
 }
 
 // The model split into stages of `blocks` blocks, chained through device buffers; each call
-// waits for its stage before the next stage reads what it wrote.
+// waits for its stage before the next stage reads what it wrote. split: every backward is
+// backward_input, and the weight halves run after the whole batch's input halves, last micro-batch
+// first in each stage (as a zero-bubble schedule may defer them).
 Result run_gpu(const model::StageShape& whole, const std::vector<float>& params,
                const std::vector<Batch>& batches, float loss_scale,
-               const std::vector<std::size_t>& blocks, Precision precision, bool use_lt = true) {
+               const std::vector<std::size_t>& blocks, Precision precision, bool use_lt = true,
+               bool split = false) {
   std::vector<Stage> stages;
   std::vector<ActivationSlot> slots;
+  std::vector<std::vector<ActivationSlot>> split_slots;  // per stage, one per micro-batch
+  std::vector<std::vector<WeightGradStash>> stashes;     // the same
   std::vector<DeviceTensor> weights, d_inputs;
   std::vector<DeviceBuffer<float>> grads;
   stages.reserve(blocks.size());
@@ -91,6 +98,12 @@ Result run_gpu(const model::StageShape& whole, const std::vector<float>& params,
     Stage& stage = stages.emplace_back(shape, precision);
     stage.set_use_lt(use_lt);
     slots.push_back(stage.make_slot());
+    split_slots.emplace_back();
+    stashes.emplace_back();
+    for (std::size_t i = 0; split && i < batches.size(); ++i) {
+      split_slots.back().push_back(stage.make_slot());
+      stashes.back().push_back(stage.make_weight_stash());
+    }
     const model::ParamLayout& layout = stage.layout();
     const auto begin = params.begin() + static_cast<std::ptrdiff_t>(layout.model_offset());
     weights.push_back(upload(
@@ -100,25 +113,39 @@ Result run_gpu(const model::StageShape& whole, const std::vector<float>& params,
     d_inputs.emplace_back(precision, stage.is_first() ? 0 : RC);
   }
   Result r;
-  for (const Batch& b : batches) {
+  for (std::size_t mb = 0; mb < batches.size(); ++mb) {
+    const Batch& b = batches[mb];
+    const auto slot = [&](std::size_t i) -> ActivationSlot& {
+      return split ? split_slots[i][mb] : slots[i];
+    };
     TensorView x;
     for (std::size_t i = 0; i < stages.size(); ++i) {
       const StageInput input = i == 0 ? StageInput::tokens(b.tokens) : StageInput::activations(x);
       if (stages[i].is_last()) {
         r.losses.push_back(
-            stages[i].forward_loss(weights[i].view(), input, b.targets, loss_scale, slots[i]));
+            stages[i].forward_loss(weights[i].view(), input, b.targets, loss_scale, slot(i)));
       } else {
-        x = stages[i].forward(weights[i].view(), input, slots[i]);
+        x = stages[i].forward(weights[i].view(), input, slot(i));
       }
       stages[i].synchronize();
     }
     TensorView dy;
     for (std::size_t i = stages.size(); i-- > 0;) {
       const MutableTensorView grad_view = MutableTensorView::of(grads[i].data(), grads[i].size());
-      stages[i].backward(weights[i].view(), grad_view, slots[i], dy, d_inputs[i].view());
+      if (split)
+        stages[i].backward_input(weights[i].view(), slot(i), dy, d_inputs[i].view(),
+                                 stashes[i][mb]);
+      else
+        stages[i].backward(weights[i].view(), grad_view, slot(i), dy, d_inputs[i].view());
       stages[i].synchronize();
       dy = std::as_const(d_inputs[i]).view();
     }
+  }
+  for (std::size_t i = 0; split && i < stages.size(); ++i) {
+    for (std::size_t mb = batches.size(); mb-- > 0;)
+      stages[i].backward_weight(MutableTensorView::of(grads[i].data(), grads[i].size()),
+                                split_slots[i][mb], stashes[i][mb]);
+    stages[i].synchronize();
   }
   r.logits = download(stages.back().stream(), stages.back().logits());
   for (std::size_t i = 0; i < stages.size(); ++i) {
@@ -183,6 +210,57 @@ TEST_P(GpuStage, CublasLtAndGemmPathsAgree) {
   const Result cpu = run_cpu(shape, params, batches, 1.0f);
   expect_match(run_gpu(shape, params, batches, 1.0f, {3}, GetParam(), false), cpu, layout,
                GetParam());
+}
+
+// Zero Bubble's I and W run the fused backward's kernels on the same inputs, so one micro-batch's
+// weight gradients are the fused backward's bit for bit, wherever W runs. Over two micro-batches
+// whose Ws run last first, each gradient adds the same terms in another order: the CPU's within
+// the tests' tolerance.
+TEST_P(GpuStage, SplitBackwardEqualsTheFusedOneBitwise) {
+  const model::StageShape shape = whole_shape();
+  const model::ParamLayout layout(shape.config, shape.range);
+  const std::vector<float> params = make_params(layout, GetParam());
+  for (const auto& blocks : std::vector<std::vector<std::size_t>>{{3}, {1, 2}, {1, 1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "stages of " << ::testing::PrintToString(blocks));
+    const std::vector<Batch> one{make_batch(shape, 13)};
+    const Result fused = run_gpu(shape, params, one, 1.0f, blocks, GetParam());
+    const Result split = run_gpu(shape, params, one, 1.0f, blocks, GetParam(), true, true);
+    EXPECT_EQ(split.losses, fused.losses);
+    EXPECT_EQ(split.grads, fused.grads);  // bitwise: the same kernels on the same values
+    const std::vector<Batch> two{make_batch(shape, 15), make_batch(shape, 17)};
+    const Result cpu = run_cpu(shape, params, two, 0.5f);
+    expect_match(run_gpu(shape, params, two, 0.5f, blocks, GetParam(), true, true), cpu, layout,
+                 GetParam());
+  }
+}
+
+TEST_P(GpuStage, SplitBackwardRefusesAStashOfAnotherStageAndAWeightHalfWithoutItsInputHalf) {
+  const model::StageShape whole = whole_shape();
+  model::StageShape top = whole;
+  top.range = {1, 2};
+  Stage stage(top, GetParam());
+  Stage other(whole, GetParam());
+  ActivationSlot slot = stage.make_slot();
+  WeightGradStash wrong = other.make_weight_stash(), mine = stage.make_weight_stash();
+  const model::ParamLayout& layout = stage.layout();
+  DeviceTensor weights(GetParam(), layout.size());
+  DeviceBuffer<float> grads(layout.size());
+  DeviceTensor x(GetParam(), whole.rows() * whole.config.d_model);
+  DeviceTensor d_input(GetParam(), whole.rows() * whole.config.d_model);
+  PACI_CUDA_CHECK(cudaMemset(weights.view().data, 0, weights.bytes()));
+  PACI_CUDA_CHECK(cudaMemset(x.view().data, 0, x.bytes()));
+  const Batch batch = make_batch(whole, 19);
+  stage.forward_loss(std::as_const(weights).view(),
+                     StageInput::activations(std::as_const(x).view()), batch.targets, 1.0f, slot);
+  EXPECT_THROW(stage.backward_input(std::as_const(weights).view(), slot, {}, d_input.view(), wrong),
+               model::ModelError);
+  EXPECT_THROW(stage.backward_weight(MutableTensorView::of(grads.data(), grads.size()), slot, mine),
+               model::ModelError);  // no I has filled it
+  stage.backward_input(std::as_const(weights).view(), slot, {}, d_input.view(), mine);
+  EXPECT_TRUE(mine.filled());
+  stage.backward_weight(MutableTensorView::of(grads.data(), grads.size()), slot, mine);
+  EXPECT_FALSE(mine.filled());
+  stage.synchronize();
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, GpuStage, ::testing::Values(Precision::fp32, Precision::bf16),

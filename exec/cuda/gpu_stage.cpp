@@ -32,6 +32,11 @@ GpuStageRuntime::GpuStageRuntime(const GpuStageConfig& config)
   for (std::size_t i = 0; i < capacity; ++i) slots_.push_back(stage_.make_slot());
   slot_mb_.assign(capacity, -1);
   for (std::size_t i = 0; i < book_.stash_slots(); ++i) stash_.emplace_back(config.precision, n);
+  if (config.split_backward) {
+    for (std::size_t i = 0; i < capacity; ++i) w_stashes_.push_back(stage_.make_weight_stash());
+    w_stash_mb_.assign(capacity, -1);
+    w_stash_version_.assign(capacity, 0);
+  }
   for (std::size_t i = 0; i < config.snapshot_count(); ++i)
     snapshots_.emplace_back(config.precision, n);
   cuda::zero(stream(), grads_.data(), n);
@@ -115,19 +120,57 @@ cuda::TensorView GpuStageRuntime::output(std::int32_t mb) const {
   return slots_[slot_of(mb)].output();
 }
 
+cuda::TensorView GpuStageRuntime::backward_weights(std::int32_t mb,
+                                                   std::int32_t& version_read) const {
+  const int source = book_.backward_source(mb, &version_read);
+  return source == VersionBook::kCurrent ? weights()
+                                         : stash_[static_cast<std::size_t>(source)].view();
+}
+
+void GpuStageRuntime::release(std::size_t slot) {
+  slots_[slot].release();  // the stream orders the slot's next forward after this backward
+  slot_mb_[slot] = -1;
+  --slots_in_use_;
+}
+
 void GpuStageRuntime::backward(std::int32_t mb, cuda::TensorView d_output,
                                cuda::MutableTensorView d_input) {
   std::int32_t version_read = -1;
-  const int source = book_.backward_source(mb, &version_read);
-  const cuda::TensorView w =
-      source == VersionBook::kCurrent ? weights() : stash_[static_cast<std::size_t>(source)].view();
+  const cuda::TensorView w = backward_weights(mb, version_read);
   const std::size_t i = slot_of(mb);
   stage_.backward(w, cuda::MutableTensorView::of(grads_.data(), grads_.size()), slots_[i], d_output,
                   d_input);
-  slots_[i].release();  // the stream orders the slot's next forward after this backward
-  slot_mb_[i] = -1;
-  --slots_in_use_;
+  release(i);
   book_.backward(mb, version_read);
+}
+
+std::size_t GpuStageRuntime::w_stash_of(std::int64_t mb) const {
+  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i)
+    if (w_stash_mb_[i] == mb) return i;
+  throw std::logic_error(
+      fmt::format("stage {}: no input gradient of micro-batch {} awaits its W", config_.stage, mb));
+}
+
+void GpuStageRuntime::input_grad(std::int32_t mb, cuda::TensorView d_output,
+                                 cuda::MutableTensorView d_input) {
+  if (w_stashes_.empty())
+    throw std::logic_error(fmt::format("stage {} does not split its backward", config_.stage));
+  const std::size_t i = w_stash_of(-1);  // a free stash: the slots bound how many are held
+  std::int32_t version_read = -1;
+  const cuda::TensorView w = backward_weights(mb, version_read);
+  stage_.backward_input(w, slots_[slot_of(mb)], d_output, d_input, w_stashes_[i]);
+  w_stash_mb_[i] = mb;
+  w_stash_version_[i] = version_read;
+}
+
+void GpuStageRuntime::weight_grad(std::int32_t mb) {
+  const std::size_t i = w_stash_of(mb);
+  const std::size_t slot = slot_of(mb);
+  stage_.backward_weight(cuda::MutableTensorView::of(grads_.data(), grads_.size()), slots_[slot],
+                         w_stashes_[i]);
+  release(slot);
+  book_.backward(mb, w_stash_version_[i]);  // read at I; its gradient joins this version's step
+  w_stash_mb_[i] = -1;
 }
 
 void GpuStageRuntime::update() {
@@ -161,7 +204,11 @@ std::int64_t GpuStageRuntime::static_bytes() const {
 std::int64_t GpuStageRuntime::memory_bytes() const {
   const auto weight_copy =
       static_cast<std::int64_t>(master_.size() * cuda::element_bytes(config_.precision));
-  return static_bytes() + static_cast<std::int64_t>(slots_in_use_) * activation_slot_bytes() +
+  std::int64_t awaiting_w = 0;  // output gradients kept from an I for its W
+  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i)
+    if (w_stash_mb_[i] >= 0) awaiting_w += static_cast<std::int64_t>(w_stashes_[i].bytes());
+  return static_bytes() + awaiting_w +
+         static_cast<std::int64_t>(slots_in_use_) * activation_slot_bytes() +
          static_cast<std::int64_t>(book_.stash_in_use()) * weight_copy;
 }
 

@@ -53,6 +53,11 @@ class GpuStageRuntime {
   // B(s, mb) with the weights its policy says; d_output empty on the last stage, d_input empty on
   // the first.
   void backward(std::int32_t mb, cuda::TensorView d_output, cuda::MutableTensorView d_input);
+  // The same backward split in two (zero-bubble schedules; the plan's split_backward): I(s, mb)
+  // computes d_input and keeps what W needs; W(s, mb) adds the weight gradients and frees the
+  // micro-batch's slot. Split backwards read the current weights.
+  void input_grad(std::int32_t mb, cuda::TensorView d_output, cuda::MutableTensorView d_input);
+  void weight_grad(std::int32_t mb);
   // U(s): (clip,) AdamW with this stage's LR, zero gradients, new version.
   void update();
 
@@ -72,6 +77,9 @@ class GpuStageRuntime {
  private:
   cuda::ActivationSlot& acquire(std::int32_t mb);
   std::size_t slot_of(std::int32_t mb) const;
+  void release(std::size_t slot);
+  cuda::TensorView backward_weights(std::int32_t mb, std::int32_t& version_read) const;
+  std::size_t w_stash_of(std::int64_t mb) const;
 
   GpuStageConfig config_;
   cuda::Stage stage_;
@@ -85,6 +93,11 @@ class GpuStageRuntime {
   VersionBook book_;
   std::vector<cuda::DeviceTensor> stash_;      // one copy per VersionBook stash slot
   std::vector<cuda::DeviceTensor> snapshots_;  // preallocated
+  // Split backward: one stash per activation slot (an I needs its F's slot until its W); the
+  // micro-batch each holds (−1: free) and the version its I read.
+  std::vector<cuda::WeightGradStash> w_stashes_;
+  std::vector<std::int64_t> w_stash_mb_;
+  std::vector<std::int32_t> w_stash_version_;
   std::size_t snapshots_taken_ = 0;
 };
 

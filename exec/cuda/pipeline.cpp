@@ -259,8 +259,12 @@ class GpuPipeline::Run {
         rt.update();
         break;
       case ActionKind::I:
+        rt.input_grad(a.microbatch, rt.is_last() ? cuda::TensorView() : received,
+                      rt.is_first() ? cuda::MutableTensorView() : b.d_input.view());
+        break;
       case ActionKind::W:
-        throw std::logic_error("split backward reached the GPU pipeline");
+        rt.weight_grad(a.microbatch);
+        break;
     }
     event(end).record(stream);
     for (const auto& it : inputs) {
@@ -275,9 +279,11 @@ class GpuPipeline::Run {
       pending_.erase(it);
     }
     dev.times[dev.next] = {start, end};
-    dev.versions[dev.next] = a.kind == ActionKind::F   ? rt.versions().v_f(a.microbatch)
-                             : a.kind == ActionKind::B ? rt.versions().v_b(a.microbatch)
-                                                       : rt.version();
+    // The version each action read (U: created; I reads the current weights, W adds to them).
+    dev.versions[dev.next] = a.kind == ActionKind::F ? rt.versions().v_f(a.microbatch)
+                             : a.kind == ActionKind::B || a.kind == ActionKind::W
+                                 ? rt.versions().v_b(a.microbatch)
+                                 : rt.version();
     dev.last_end = end;
     dev.last_stage = a.stage;
     sample_memory(device, end);
@@ -438,7 +444,7 @@ class GpuPipeline::Run {
 
 GpuPipeline::GpuPipeline(const Schedule& schedule, const GpuExecConfig& config)
     : schedule_(schedule), config_(config) {
-  check_runnable(schedule, config, "GPU pipeline");
+  check_runnable(schedule, config);
   std::string reason;
   if (cuda::device_count(&reason) == 0) throw InputError(fmt::format("--device cuda: {}", reason));
   analysis_ = analyze(schedule);

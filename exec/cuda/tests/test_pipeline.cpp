@@ -1,11 +1,13 @@
-// The GPU pipeline against the CPU executor on the same schedule files: versions read equal the
-// static analysis exactly for every generator; fp32 losses and final weights agree with the CPU
-// backend's within the CUDA tests' tolerance (bf16 loosely); runs repeat bit for bit; the measured
-// timeline keeps every device's order; a failing action is named. They skip without a GPU.
+// The GPU pipeline against the CPU executor on the same schedule files (split backwards and
+// interleaved stages included): versions read equal the static analysis exactly for every
+// generator; fp32 losses and final weights agree with the CPU backend's within the CUDA tests'
+// tolerance (bf16 loosely); runs repeat bit for bit; the measured timeline keeps every device's
+// order; a failing action is named. They skip without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -78,11 +80,22 @@ std::vector<float> to_float(const std::vector<double>& x) {
 class GpuPipelineTest : public cuda::testing::GpuTest {};
 class GpuPipelinePrecisionTest : public cuda::testing::GpuPrecisionTest {};
 
+// Every generator's schedule: four devices, or (interleaved) two devices holding two stages each.
+// Empty where the generator does not allow M.
+std::optional<Schedule> four_stages(const std::string& kind, std::int32_t M, std::int32_t N) {
+  if (kind == "interleaved")
+    return M % 2 == 0 ? std::optional(generate_schedule(kind, 2, M, N, 2)) : std::nullopt;
+  if (kind == "2bw" && M < 4) return std::nullopt;
+  return generate_schedule(kind, 4, M, N);
+}
+
 TEST_F(GpuPipelineTest, VersionsAndPeaksEqualTheStaticAnalysisForEveryGenerator) {
-  for (const char* kind : {"gpipe", "1f1b", "pipedream", "2bw", "paci"})
+  for (const char* kind :
+       {"gpipe", "1f1b", "pipedream", "2bw", "paci", "zb-h1", "zb-h2", "interleaved"})
     for (std::int32_t M : {1, 2, 4, 8}) {
-      if (std::string(kind) == "2bw" && M < 4) continue;
-      const Schedule s = generate_schedule(kind, 4, M, 3);
+      const std::optional<Schedule> made = four_stages(kind, M, 3);
+      if (!made) continue;
+      const Schedule& s = *made;
       const Analysis want = analyze(s);
       GpuPipeline p(s, gpu_config(4, Precision::fp32));
       const ExecResult r = p.run();
@@ -105,8 +118,8 @@ TEST_F(GpuPipelineTest, VersionsAndPeaksEqualTheStaticAnalysisForEveryGenerator)
 
 TEST_P(GpuPipelinePrecisionTest, LossesAndWeightsMatchTheCpuExecutor) {
   const Precision precision = GetParam();
-  for (const char* kind : {"1f1b", "paci", "pipedream"}) {
-    const Schedule s = generate_schedule(kind, 4, 4, 3);
+  for (const char* kind : {"1f1b", "paci", "pipedream", "zb-h1", "zb-h2", "interleaved"}) {
+    const Schedule s = *four_stages(kind, 4, 3);
     Executor cpu(s, common<ExecConfig>(4));
     const ExecResult want = cpu.run();
     GpuPipeline gpu(s, gpu_config(4, precision));
@@ -226,8 +239,8 @@ ProcessRun run_as_processes(const Schedule& s, const GpuExecConfig& base) {
 
 TEST_P(GpuPipelinePrecisionTest, OneProcessPerDeviceComputesWhatOneProcessDoes) {
   const Precision precision = GetParam();
-  for (const char* kind : {"1f1b", "paci", "2bw"}) {
-    const Schedule s = generate_schedule(kind, 4, 4, 3);
+  for (const char* kind : {"1f1b", "paci", "2bw", "zb-h2", "interleaved"}) {
+    const Schedule s = *four_stages(kind, 4, 3);
     GpuPipeline whole(s, gpu_config(4, precision));
     const ExecResult want = whole.run();
     std::vector<cuda::TensorView> weights;
