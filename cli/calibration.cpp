@@ -4,16 +4,24 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
 namespace paci::cli {
 
-CostModel cost_model_from_calibration(const exec::Calibration& c, std::string description) {
+CostModel cost_model_from_calibration(const exec::Calibration& c, std::string description,
+                                      const std::vector<std::int32_t>& placement) {
   CostModel m;
   m.description = std::move(description);
   m.tokens_per_microbatch = c.tokens_per_microbatch;
   m.default_link.latency_s = c.link.latency_s;
   m.default_link.bandwidth_bytes_per_s = c.link.bandwidth_bytes_per_s;
   const std::size_t P = c.stages.size();
+  if (!placement.empty() && placement.size() != P)
+    throw std::invalid_argument(
+        fmt::format("a placement of {} stages for a calibration of {}", placement.size(), P));
+  const auto device_of = [&](std::size_t s) {
+    return placement.empty() ? static_cast<std::int32_t>(s) : placement[s];
+  };
   for (std::size_t s = 0; s < P; ++s) {
     const exec::StageMeasurement& x = c.stages[s];
     StageCost sc;
@@ -33,12 +41,27 @@ CostModel cost_model_from_calibration(const exec::Calibration& c, std::string de
     sc.weight_grad_stash_bytes = x.weight_grad_stash_bytes;
     m.stages.push_back(sc);
   }
-  // The stage threads share this host: one entry per device (stage), slowdown as measured.
+  // The devices share this host: one entry per device, slowdown as measured (a device's own curve
+  // the mean of its stages').
   if (c.slowdown_by_count.size() > 1) {
+    std::int32_t D = 0;
+    for (std::size_t s = 0; s < P; ++s) D = std::max(D, device_of(s) + 1);
     HostSharing host;
-    for (std::size_t s = 0; s < P; ++s) host.devices.push_back(static_cast<std::int32_t>(s));
+    for (std::int32_t d = 0; d < D; ++d) host.devices.push_back(d);
     host.slowdown_by_count = c.slowdown_by_count;
-    host.device_slowdown_by_count = c.stage_slowdown_by_count;
+    if (!c.stage_slowdown_by_count.empty()) {
+      host.device_slowdown_by_count.assign(static_cast<std::size_t>(D), {});
+      std::vector<int> stages_on(static_cast<std::size_t>(D), 0);
+      for (std::size_t s = 0; s < P; ++s) {
+        auto& list = host.device_slowdown_by_count[static_cast<std::size_t>(device_of(s))];
+        const auto& measured = c.stage_slowdown_by_count[s];
+        list.resize(measured.size(), 0.0);
+        for (std::size_t k = 0; k < measured.size(); ++k) list[k] += measured[k];
+        ++stages_on[static_cast<std::size_t>(device_of(s))];
+      }
+      for (std::size_t d = 0; d < host.device_slowdown_by_count.size(); ++d)
+        for (double& x : host.device_slowdown_by_count[d]) x /= stages_on[d];
+    }
     m.hosts.push_back(host);
   }
   return m;

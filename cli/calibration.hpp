@@ -12,11 +12,13 @@
 namespace paci::cli {
 
 // Stage durations (alone) and bytes as measured; I and W as timed (half a backward each where
-// they were not); the last stage sends no activation and
-// the first no gradient; with a measured slowdown, every stage's device on one shared host
-// (CostModel::hosts).
+// they were not); the last stage sends no activation and the first no gradient; with a measured
+// slowdown, every device on one shared host (CostModel::hosts). `placement`: the device of each
+// stage (a schedule's; empty: one device per stage); a device holding several stages (interleaved)
+// gets the mean of their measured slowdowns.
 CostModel cost_model_from_calibration(const exec::Calibration& calibration,
-                                      std::string description);
+                                      std::string description,
+                                      const std::vector<std::int32_t>& placement = {});
 
 // Every measured figure with its spread, for a JSON output (paci calibrate --details, fidelity).
 ordered_json calibration_json(const exec::Calibration& calibration);

@@ -38,6 +38,10 @@ const std::vector<Command>& commands() {
   return table;
 }
 
+bool given(const po::variables_map& vm, const char* name) {
+  return vm.count(name) && !vm[name].defaulted();
+}
+
 bool parse_options(const std::string& command, const std::string& usage,
                    const po::options_description& options,
                    const po::positional_options_description& positional,

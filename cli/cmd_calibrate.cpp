@@ -3,6 +3,7 @@
 // paci train runs there), it also measures the MPI link between every pair of processes, and the
 // cost model carries them (process 0 writes it).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 #include <iostream>
 #include <optional>
@@ -31,6 +32,8 @@ std::string describe(const exec::Calibration& c, const TrainSetup& t) {
   std::string partition;
   for (const auto& r : t.exec.ranges)
     partition += (partition.empty() ? "" : ",") + std::to_string(r.num_layers);
+  if (t.schedule.num_devices() < t.schedule.stages)  // interleaved: say where each stage runs
+    partition += fmt::format(" on devices {}", fmt::join(t.schedule.placement, ","));
   std::string sharing;
   for (std::size_t k = 1; k < c.slowdown_by_count.size(); ++k)
     sharing += fmt::format("{}{:.3f}", k == 1 ? "" : ",", c.slowdown_by_count[k]);
@@ -55,8 +58,10 @@ struct MeasuredLinks {
 int write_calibration(const TrainSetup& t, const TrainFlags& f, const exec::CalibrationOptions& o,
                       const std::string& output, const std::string& details_path,
                       const MeasuredLinks* links) {
-  const exec::Calibration c = exec::calibrate(t.exec, o);
-  CostModel model = cost_model_from_calibration(c, describe(c, t));
+  exec::CalibrationOptions options = o;
+  options.devices = static_cast<std::size_t>(t.schedule.num_devices());
+  const exec::Calibration c = exec::calibrate(t.exec, options);
+  CostModel model = cost_model_from_calibration(c, describe(c, t), t.schedule.placement);
   if (links) {
     apply_process_links(model, links->pairs, links->nodes);
     model.description +=
@@ -103,7 +108,8 @@ int run_calibrate(const std::vector<std::string>& args) {
   if (!only_process_zero_says(launch, "calibrate", [&] {
         return parse_options(
             "calibrate",
-            "--stages P [model flags, --partition, --threads] [--repeats R] [-o C] "
+            "--stages P [--kind interleaved --chunks v: P·v stages on P devices] [model flags, "
+            "--partition, --threads] [--repeats R] [-o C] "
             "(under mpirun: also the links between processes; --links-only)",
             options, {}, args, vm);
       }))
@@ -114,6 +120,9 @@ int run_calibrate(const std::vector<std::string>& args) {
     if (o.max_rounds == 0 || o.max_rounds > 1000) throw InputError("--max-rounds must be 1..1000");
     if (launch.world_size == 1 && links_only)
       throw InputError("--links-only measures the links between processes: run it under mpirun");
+    // The costs do not depend on M; the schedule it places stages by must exist (interleaved
+    // wants M a multiple of P).
+    if (!given(vm, "microbatches")) f.microbatches = f.stages;
     return make_train_setup(f, vm);
   };
   if (launch.world_size == 1)

@@ -5,7 +5,8 @@
 // simulate every schedule with the calibration pooled over the whole stretch — and, for
 // comparison, with the one taken before any run, as a user calibrating first would — and compare
 // with the measured median and range. Every measured run is also replayed (the engine checked
-// apart from the cost model). Writes JSON and a markdown table.
+// apart from the cost model). Interleaved splits the model into P·v stages: it gets a
+// calibration of its own partition, taken the same way. Writes JSON and a markdown table.
 //
 // Under mpirun (one process per device) with --processes KINDS, those schedules also run one
 // process per device over MPI, predicted with the links between the processes measured first;
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include "cli/calibration.hpp"
@@ -47,6 +49,7 @@ namespace {
 struct Row {
   std::string kind;
   bool processes = false;  // one process per device (MPI), else one process
+  std::size_t group = 0;  // its calibration: the schedules of one partition and placement share one
   TrainSetup setup;
   RunSummary predicted, independent, calibrated_first;
   std::vector<RunSummary> measured;
@@ -91,7 +94,10 @@ ordered_json row_json(const Row& row) {
   const double independent = row.independent.timing.makespan_s;
   bool staleness_equal = true, activations_equal = true;
   ordered_json stages = ordered_json::array();
-  std::int64_t pred_mem = 0, meas_mem = 0;
+  const std::int64_t pred_mem = *std::max_element(row.predicted.device_peak_memory_bytes.begin(),
+                                                  row.predicted.device_peak_memory_bytes.end());
+  const std::int64_t meas_mem = *std::max_element(typical.device_peak_memory_bytes.begin(),
+                                                  typical.device_peak_memory_bytes.end());
   for (std::int32_t s = 0; s < row.setup.schedule.stages; ++s) {
     const auto i = static_cast<std::size_t>(s);
     const auto& p = row.predicted.observed.stages[i];
@@ -101,14 +107,14 @@ ordered_json row_json(const Row& row) {
       activations_equal =
           activations_equal && p.peak_activations == m.observed.stages[i].peak_activations;
     }
-    pred_mem = std::max(pred_mem, row.predicted.device_peak_memory_bytes[i]);
-    meas_mem = std::max(meas_mem, typical.device_peak_memory_bytes[i]);
+    const auto d = static_cast<std::size_t>(row.setup.schedule.placement[i]);
     stages.push_back(
         {{"stage", s},
+         {"device", d},
          {"predicted_utilization", row.predicted.timing.stage_busy_s[i] / predicted},
          {"measured_utilization", typical.timing.stage_busy_s[i] / typical.timing.makespan_s},
-         {"predicted_peak_memory_bytes", row.predicted.device_peak_memory_bytes[i]},
-         {"measured_peak_memory_bytes", typical.device_peak_memory_bytes[i]},
+         {"predicted_peak_memory_bytes", row.predicted.device_peak_memory_bytes[d]},
+         {"measured_peak_memory_bytes", typical.device_peak_memory_bytes[d]},
          {"predicted_max_staleness", p.max_staleness},
          {"measured_max_staleness", typical.observed.stages[i].max_staleness},
          {"predicted_peak_activations", p.peak_activations},
@@ -119,6 +125,7 @@ ordered_json row_json(const Row& row) {
   ordered_json j;
   j["kind"] = row.kind;
   j["processes"] = row.processes ? row.setup.schedule.num_devices() : 1;
+  j["devices"] = row.setup.schedule.num_devices();
   j["stages"] = row.setup.schedule.stages;
   j["microbatches"] = row.setup.schedule.microbatches;
   j["steps"] = row.setup.schedule.steps;
@@ -192,11 +199,28 @@ struct Processes {
 };
 
 struct FidelityOptions {
-  std::string kinds_text = "gpipe,1f1b,pipedream,2bw,paci", processes_text, json_path,
-              markdown_path;
+  std::string kinds_text = "gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved", processes_text,
+              json_path, markdown_path;
   std::size_t repeats = 5;
   exec::CalibrationOptions calibration;
 };
+
+// One calibration, for the rows whose schedules share a partition and placement (interleaved's
+// P·v stages on P devices need their own): taken until settled before any run ("calibrated
+// first"), then one round before each round of runs, pooled ("alongside").
+struct CalibrationGroup {
+  exec::ExecConfig exec;  // the Calibrator keeps a reference: a group never moves
+  std::vector<std::int32_t> placement;
+  std::optional<exec::Calibrator> calibrator;
+  exec::Calibration first, alongside;
+  CostModel first_costs, costs;
+};
+
+std::string calibration_key(const TrainSetup& t) {
+  std::string key;
+  for (const auto& r : t.exec.ranges) key += fmt::format("{}+{},", r.first_layer, r.num_layers);
+  return fmt::format("{}/{}", key, fmt::join(t.schedule.placement, ","));
+}
 
 // The whole comparison. With `mp`, every process of the launch calls it: process 0 calibrates,
 // runs the one-process rows and writes; all of them run the rows of one process per device.
@@ -206,40 +230,81 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
   const bool progress = main && !f.quiet && isatty(STDERR_FILENO);
   f.quiet = true;
   const TrainSetup base = make_train_setup(f, vm);
-  std::optional<exec::Calibrator> calibrator;
-  exec::Calibration first;
-  CostModel first_costs;
-  if (main) {
-    if (mp) unbind_from_cores("fidelity");
-    if (progress) std::cerr << "fidelity: calibrating ..." << std::flush;
-    calibrator.emplace(base.exec, o.calibration);
-    while (!calibrator->settled() && calibrator->rounds() < o.calibration.max_rounds)
-      calibrator->round();
-    first = calibrator->result();
-    // Also the replays' model: a replay takes its times from the run, only the bytes from here.
-    first_costs = cost_model_from_calibration(first, "calibrated by paci fidelity before the runs");
-    calibrator->discard();  // "alongside" pools only the rounds taken between the runs
-  }
 
   std::vector<Row> rows;
+  std::vector<std::string> skipped;
+  std::vector<std::string> group_keys;
+  std::vector<std::unique_ptr<CalibrationGroup>> groups;
   const auto add_rows = [&](const std::string& text, bool processes) {
     for (const auto& kind : parse_kinds(text)) {
-      if (kind == "2bw" && f.microbatches < f.stages) continue;
-      Row row{kind, processes, make_train_setup(f, vm), {}, {}, {}, {}, {}, {}};
-      row.setup.schedule = generate_schedule(kind, f.stages, f.microbatches, f.steps);
+      const std::string where = processes ? " (processes)" : "";
+      if (kind == "2bw" && f.microbatches < f.stages) {
+        skipped.push_back(
+            fmt::format("2bw{}: needs M >= P (M={}, P={})", where, f.microbatches, f.stages));
+        continue;
+      }
+      TrainFlags fk = f;
+      fk.kind = kind;
+      fk.schedule_path.clear();
+      Row row{kind, processes, 0, {}, {}, {}, {}, {}, {}, {}};
+      try {
+        row.setup = make_train_setup(fk, vm);  // interleaved: P·v stages of the model
+      } catch (const InputError& e) {
+        if (kind != "interleaved") throw;
+        skipped.push_back(fmt::format("interleaved{}: {}", where, e.what()));
+        continue;
+      }
       row.setup.exec.record_timeline = false;
       if (processes) {
         exec::check_launch(row.setup.schedule, row.setup.schedule.num_devices());
         row.setup.exec.remote = mp->links;
+      }
+      const std::string key = calibration_key(row.setup);
+      const auto at = std::find(group_keys.begin(), group_keys.end(), key);
+      row.group = static_cast<std::size_t>(at - group_keys.begin());
+      if (at == group_keys.end()) {
+        group_keys.push_back(key);
+        auto g = std::make_unique<CalibrationGroup>();
+        g->exec = row.setup.exec;
+        g->exec.remote = nullptr;
+        g->placement = row.setup.schedule.placement;
+        groups.push_back(std::move(g));
       }
       rows.push_back(std::move(row));
     }
   };
   add_rows(o.kinds_text, false);
   if (mp && !o.processes_text.empty()) add_rows(o.processes_text, true);
+  if (rows.empty())
+    throw InputError(fmt::format("no schedule left to compare ({})", fmt::join(skipped, "; ")));
+
+  if (main) {
+    if (mp) unbind_from_cores("fidelity");
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      CalibrationGroup& g = *groups[i];
+      if (progress)
+        std::cerr << fmt::format("\rfidelity: calibrating {} stage(s) on {} device(s) ...",
+                                 g.placement.size(),
+                                 *std::max_element(g.placement.begin(), g.placement.end()) + 1)
+                  << std::flush;
+      exec::CalibrationOptions options = o.calibration;
+      options.devices =
+          static_cast<std::size_t>(*std::max_element(g.placement.begin(), g.placement.end()) + 1);
+      g.calibrator.emplace(g.exec, options);
+      while (!g.calibrator->settled() && g.calibrator->rounds() < options.max_rounds)
+        g.calibrator->round();
+      g.first = g.calibrator->result();
+      // Also the replays' model: a replay takes its times from the run, only the bytes from here.
+      g.first_costs = cost_model_from_calibration(
+          g.first, "calibrated by paci fidelity before the runs", g.placement);
+      g.calibrator->discard();  // "alongside" pools only the rounds taken between the runs
+    }
+  }
+
   // Round-robin: a calibration round, then run r of every schedule, before run r + 1 of any.
   for (std::size_t r = 0; r < o.repeats; ++r) {
-    if (main) calibrator->round();
+    if (main)
+      for (auto& g : groups) g->calibrator->round();
     for (Row& row : rows) {
       if (!main && !row.processes) continue;
       // The others wait here, asleep, while process 0 calibrates and runs alone.
@@ -249,7 +314,7 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
         mp->patient(false);
       }
       if (progress)
-        std::cerr << fmt::format("\rfidelity: run {}/{} of {:<10}{}", r + 1, o.repeats, row.kind,
+        std::cerr << fmt::format("\rfidelity: run {}/{} of {:<11}{}", r + 1, o.repeats, row.kind,
                                  row.processes ? " (processes)" : "              ")
                   << std::flush;
       exec::Executor ex(row.setup.schedule, row.setup.exec);
@@ -263,19 +328,23 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
       }
       row.measured.push_back(ex.summary(result));
       const auto [makespan_error, start_error] =
-          replay_errors(row.setup.schedule, result, first_costs);
+          replay_errors(row.setup.schedule, result, groups[row.group]->first_costs);
       row.replay_makespan_errors.push_back(makespan_error);
       row.replay_start_errors.push_back(start_error);
     }
   }
   if (!main) return 0;
-  if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r";
-  const exec::Calibration calibration = calibrator->result();
-  const CostModel costs = cost_model_from_calibration(
-      calibration, "calibrated by paci fidelity on this machine, alongside the runs");
+  if (progress) std::cerr << "\r" << std::string(70, ' ') << "\r";
+  for (auto& g : groups) {
+    g->alongside = g->calibrator->result();
+    g->costs = cost_model_from_calibration(
+        g->alongside, "calibrated by paci fidelity on this machine, alongside the runs",
+        g->placement);
+  }
   for (Row& row : rows) {
     const Schedule& s = row.setup.schedule;
-    CostModel with = costs, before = first_costs;
+    const CalibrationGroup& g = *groups[row.group];
+    CostModel with = g.costs, before = g.first_costs;
     if (row.processes) {  // messages over MPI: the links measured between the processes
       apply_process_links(with, mp->pairs, mp->nodes);
       apply_process_links(before, mp->pairs, mp->nodes);
@@ -286,6 +355,9 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
     row.independent = run_summary(s, independent, simulate(s, independent, {false, nullptr}));
     row.calibrated_first = run_summary(s, before, simulate(s, before, {false, nullptr}));
   }
+  const exec::Calibration& calibration = groups.front()->alongside;
+  const exec::Calibration& first = groups.front()->first;
+  const CostModel& costs = groups.front()->costs;
 
   ordered_json out;
   out["machine"] = machine_json();
@@ -298,6 +370,15 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
   out["calibration_before_runs"] = calibration_json(first);
   if (mp) out["process_links"] = process_links_json(mp->pairs, mp->nodes);
   out["machine_cost_model"] = ordered_json::parse(write_cost_model(costs));
+  // The other partitions' (interleaved: P·v stages on P devices), each with its placement.
+  out["other_calibrations"] = ordered_json::array();
+  for (std::size_t i = 1; i < groups.size(); ++i)
+    out["other_calibrations"].push_back(
+        {{"placement", groups[i]->placement},
+         {"calibration", calibration_json(groups[i]->alongside)},
+         {"calibration_before_runs", calibration_json(groups[i]->first)},
+         {"cost_model", ordered_json::parse(write_cost_model(groups[i]->costs))}});
+  out["skipped"] = skipped;
   out["runs"] = ordered_json::array();
   for (const Row& row : rows) out["runs"].push_back(row_json(row));
   const std::string md = markdown(out["runs"]);
@@ -312,6 +393,11 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
                    first.rounds, calibration.slowdown_by_count.size(),
                    fmt::join(calibration.slowdown_by_count, ", "), o.repeats)
             << (mp ? process_links_summary(mp->pairs) : "") << md;
+  if (groups.size() > 1)
+    std::cout << fmt::format(
+        "interleaved rows: their own calibration of {} stages on {} devices (its own partition)\n",
+        groups.back()->placement.size(), f.stages);
+  for (const auto& note : skipped) std::cout << "skipped: " << note << '\n';
   return 0;
 }
 
@@ -326,8 +412,8 @@ int run_fidelity(const std::vector<std::string>& args) {
   po::options_description options("options");
   auto add = options.add_options();
   add("kinds", po::value(&o.kinds_text)->default_value(o.kinds_text),
-      "schedules to compare (the CPU executor runs neither split backwards nor, on the default "
-      "model, interleaved at P > 2)");
+      "schedules to compare; interleaved (--chunks v, default 2) is skipped, with a note, where "
+      "the model has too few layers for P·v stages or M is not a multiple of P");
   add("processes", po::value(&o.processes_text),
       "under mpirun -np P: also run these schedules one process per device (MPI)");
   add("repeats", po::value(&o.repeats)->default_value(o.repeats),

@@ -259,9 +259,11 @@ std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v
   return out;
 }
 
+// chunk_costs: interleaved's own cost model (its P·v stages), when the user gave one.
 std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std::int32_t P,
                                      std::int32_t M, std::int32_t N, const CostModel& costs,
-                                     std::vector<std::string>* skipped) {
+                                     std::vector<std::string>* skipped,
+                                     const CostModel* chunk_costs = nullptr) {
   const CompareRow baseline = simulate_row("1f1b", P, M, N, costs);
   std::vector<CompareRow> rows;
   for (const auto& kind : kinds) {
@@ -278,18 +280,21 @@ std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std:
               P));
         continue;
       }
-      chunks = chunk_cost_model(costs, kInterleavedChunks);
+      chunks =
+          chunk_costs ? std::optional(*chunk_costs) : chunk_cost_model(costs, kInterleavedChunks);
       if (!chunks) {
         if (skipped)
           skipped->push_back(fmt::format(
               "interleaved splits each device's layers into {} chunks, whose costs a cost model "
-              "with unequal stages does not give (use uniform costs)",
+              "with unequal stages does not give (give them with --interleaved-cost, or use "
+              "uniform costs)",
               kInterleavedChunks));
         continue;
       }
     }
+    const std::int32_t v = chunks ? static_cast<std::int32_t>(chunks->stages.size()) / P : 1;
     CompareRow row =
-        kind == "1f1b" ? baseline : simulate_row(kind, P, M, N, chunks ? *chunks : costs);
+        kind == "1f1b" ? baseline : simulate_row(kind, P, M, N, chunks ? *chunks : costs, v);
     row.speedup_vs_1f1b = row.makespan_s > 0 ? baseline.makespan_s / row.makespan_s : 0.0;
     rows.push_back(row);
   }
@@ -310,6 +315,11 @@ int run_compare(const std::vector<std::string>& args) {
   add("kinds", po::value(&kinds_text)->default_value("all"),
       "comma-separated schedules (gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved)");
   add("format,f", po::value(&format)->default_value("table"), "table | csv | json");
+  std::string chunk_cost_path;
+  add("interleaved-cost", po::value(&chunk_cost_path),
+      "interleaved's cost model: its P·v stages, v = its stages / P (paci calibrate --kind "
+      "interleaved --chunks v, or paci costmodel --stages P·v); default: the stages' costs split "
+      "in two, uniform costs only");
   add_cost_options(options, cost);
   po::variables_map vm;
   if (!parse_options("compare", "--stages P --microbatches M --steps N [cost flags]", options, {},
@@ -324,8 +334,18 @@ int run_compare(const std::vector<std::string>& args) {
                     "P={}, M={}, N={})",
                     P, M, N));
   const CostModel costs = resolve_cost_model(cost, vm, P);
+  std::optional<CostModel> chunk_costs;
+  if (!chunk_cost_path.empty()) {
+    chunk_costs = read_cost_model(chunk_cost_path);
+    const auto stages = static_cast<std::int32_t>(chunk_costs->stages.size());
+    if (stages < 2 * P || stages % P != 0)
+      throw InputError(fmt::format(
+          "--interleaved-cost {}: {} stages, interleaved on P={} devices needs P·v of them, v >= 2",
+          chunk_cost_path, stages, P));
+  }
   std::vector<std::string> skipped;
-  const auto rows = compare_rows(kinds, P, M, N, costs, &skipped);
+  const auto rows =
+      compare_rows(kinds, P, M, N, costs, &skipped, chunk_costs ? &*chunk_costs : nullptr);
   if (format == "csv") {
     std::string out = csv_header();
     for (const auto& r : rows) out += csv_row(r);

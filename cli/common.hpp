@@ -30,6 +30,8 @@ bool parse_options(const std::string& command, const std::string& usage,
                    const po::options_description& options,
                    const po::positional_options_description& positional,
                    const std::vector<std::string>& args, po::variables_map& vm);
+// Whether the user gave option `name` (not just its default).
+bool given(const po::variables_map& vm, const char* name);
 
 int run_schedule(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);

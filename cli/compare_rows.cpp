@@ -13,8 +13,8 @@
 namespace paci::cli {
 
 CompareRow simulate_row(const std::string& kind, std::int32_t P, std::int32_t M, std::int32_t N,
-                        const CostModel& costs) {
-  const Schedule s = generate_schedule(kind, P, M, N);
+                        const CostModel& costs, std::int32_t chunks) {
+  const Schedule s = generate_schedule(kind, P, M, N, chunks);
   SimOptions options;
   options.record_timeline = false;
   const SimResult result = simulate(s, costs, options);

@@ -23,9 +23,10 @@ struct CompareRow {
   double speedup_vs_1f1b = 0.0;  // 1f1b's makespan / this makespan (same micro-batches)
 };
 
-// Simulates `kind` at (P, M, N); the speed-up is filled in by the caller.
+// Simulates `kind` at (P, M, N) (interleaved: `chunks` stages per device, 0 for its default);
+// the speed-up is filled in by the caller.
 CompareRow simulate_row(const std::string& kind, std::int32_t stages, std::int32_t microbatches,
-                        std::int32_t steps, const CostModel& costs);
+                        std::int32_t steps, const CostModel& costs, std::int32_t chunks = 0);
 
 // Kinds from a comma-separated list ("all" or empty: every generator), validated.
 std::vector<std::string> parse_kinds(const std::string& text);

@@ -100,10 +100,6 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
 
 namespace {
 
-bool given(const po::variables_map& vm, const char* name) {
-  return vm.count(name) && !vm[name].defaulted();
-}
-
 model::ShapeRequest requested_shape(const TrainFlags& f, const po::variables_map& vm) {
   model::ShapeRequest r;
   if (given(vm, "layers")) r.layers = f.layers;

@@ -356,7 +356,9 @@ Calibrator::Calibrator(const ExecConfig& config, const CalibrationOptions& optio
   sharing_window(benches_, unused, all, options.warmup_s);
   alone_.resize(P);
   split_.resize(P);
-  ratios_.assign(P, std::vector<std::vector<double>>(options.measure_sharing && P > 1 ? P - 1 : 0));
+  const std::size_t at_once = options.devices > 0 ? std::min(P, options.devices) : P;
+  ratios_.assign(P, std::vector<std::vector<double>>(
+                        options.measure_sharing && at_once > 1 ? at_once - 1 : 0));
 }
 
 Calibrator::~Calibrator() = default;
@@ -400,7 +402,7 @@ void Calibrator::round() {
   // least 50 ms, for a tiny model on a loaded machine).
   const double window_s = std::max(0.05, static_cast<double>(options_.repeats) * longest_s);
   // For each k, windows of k consecutive stages (wrapping around) until every stage ran in one.
-  for (std::size_t k = 2; options_.measure_sharing && k <= P; ++k)
+  for (std::size_t k = 2; !ratios_.empty() && k <= ratios_.front().size() + 1; ++k)
     for (std::size_t first = 0; first < P; first += k) {
       std::vector<std::size_t> stages;
       for (std::size_t t = 0; t < k; ++t) stages.push_back((first + t) % P);

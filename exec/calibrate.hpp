@@ -54,12 +54,17 @@ struct CalibrationOptions {
   double stable_within = 0.01;  // a median is stable when a round moves it by less than this
   bool measure_sharing = true;  // also time k = 2 .. stages threads computing at once
   bool measure_split = true;    // also time the backward split into I and W, alone
-  double warmup_s = 3.0;        // every stage computing at once before the first round
+  // How many stage threads can compute at once: the schedule's devices (interleaved: several
+  // stages per device, one computing at a time). 0: one per stage. Sharing is timed for k = 2 ..
+  // min(stages, devices).
+  std::size_t devices = 0;
+  double warmup_s = 3.0;  // every stage computing at once before the first round
 };
 
 struct Calibration {
   std::vector<StageMeasurement> stages;
   // slowdown_by_count[k-1]: how many times longer an action takes while k stage threads compute
+  // (k up to the stages, or the devices where fewer)
   // at once than alone (time-weighted over every action they completed, each against the median
   // of its stage and kind timed alone in the same round, so a machine whose speed drifts compares
   // like with like); [0] is 1 by definition. Measured as it is: on some machines two threads
@@ -76,8 +81,9 @@ struct Calibration {
 };
 
 // Calibration in rounds: each round times every stage alone (`repeats` F, B, U triples each),
-// then k = 2 .. stages threads at once against that round's alone medians. Pooled over rounds,
-// so rounds can be spread over a longer stretch (paci fidelity interleaves them with its runs).
+// then k = 2 .. stages (at most options.devices) threads at once against that round's alone
+// medians. Pooled over rounds, so rounds can be spread over a longer stretch (paci fidelity
+// interleaves them with its runs).
 class Calibrator {
  public:
   // Uses config's shape, partition (one range per stage), threads and data; allocates every

@@ -141,17 +141,43 @@ TEST(CliSharing, CalibrationMeasuresTheSlowdownWithItsSpread) {
   EXPECT_FALSE(nlohmann::json::parse(slurp(cost)).contains("hosts"));
 }
 
+// Interleaved: the model's P·v stages calibrated, each stage's device the schedule's, the host's
+// sharing timed for as many threads as there are devices.
+TEST(CliSharing, AnInterleavedCalibrationPutsItsStagesOnTheirDevices) {
+  const std::string cost = temp_path("interleaved.cost.json");
+  const auto r =
+      run_paci("calibrate -p 2 --kind interleaved --chunks 2 --repeats 2 --max-rounds 1" +
+               std::string(kTiny) + corpus_flags() + "-o " + cost);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto c = nlohmann::json::parse(slurp(cost));
+  EXPECT_EQ(c["stages"].size(), 4u);
+  EXPECT_THAT(c["description"].get<std::string>(), HasSubstr("1,1,1,1 on devices 0,1,0,1"));
+  ASSERT_EQ(c["hosts"].size(), 1u);
+  EXPECT_EQ(c["hosts"][0]["devices"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(c["hosts"][0]["slowdown_by_count"].size(), 2u);
+  EXPECT_EQ(c["hosts"][0]["device_slowdown_by_count"].size(), 2u);
+  const std::string schedule = temp_path("interleaved.json");
+  ASSERT_EQ(run_paci("schedule -k interleaved -p 2 -m 4 -n 2 -o " + schedule).status, 0);
+  EXPECT_EQ(run_paci("simulate " + schedule + " --cost " + cost + " --quiet").status, 0);
+}
+
 TEST(CliSharing, FidelityReportsTheMeasuredSpreadAndAnExactReplay) {
   const std::string json = temp_path("fidelity.json"), md = temp_path("fidelity.md");
   const auto r = run_paci(
-      "fidelity -p 2 -m 2 -n 2 --kinds 1f1b,paci --repeats 3 "
+      "fidelity -p 2 -m 2 -n 2 --kinds 1f1b,paci,zb-h1,interleaved --repeats 3 "
       "--calibration-repeats 2" +
       std::string(kTiny) + corpus_flags() + "--json " + json + " --markdown " + md);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_THAT(j["machine"]["blas"].get<std::string>(), HasSubstr("kernel"));
   EXPECT_EQ(j["settings"]["repeats"], 3);
-  ASSERT_EQ(j["runs"].size(), 2u);
+  ASSERT_EQ(j["runs"].size(), 4u);
+  // Interleaved's four stages on two devices: a calibration of their own.
+  ASSERT_EQ(j["other_calibrations"].size(), 1u);
+  EXPECT_EQ(j["other_calibrations"][0]["placement"], nlohmann::json::array({0, 1, 0, 1}));
+  EXPECT_EQ(j["runs"][3]["kind"], "interleaved");
+  EXPECT_EQ(j["runs"][3]["stages"], 4);
+  EXPECT_EQ(j["runs"][3]["devices"], 2);
   for (const auto& run : j["runs"]) {
     const auto& all = run["measured_makespans_s"];
     ASSERT_EQ(all.size(), 3u);
@@ -167,6 +193,19 @@ TEST(CliSharing, FidelityReportsTheMeasuredSpreadAndAnExactReplay) {
     EXPECT_TRUE(run["peak_activations_equal"].get<bool>());
   }
   EXPECT_THAT(slurp(md), HasSubstr("| paci |"));
+  EXPECT_THAT(slurp(md), HasSubstr("| zb-h1 |"));
+}
+
+// Interleaved where it cannot run is left out with its reason; the other rows still run.
+TEST(CliSharing, FidelitySaysWhyItSkipsInterleaved) {
+  const auto r = run_paci(
+      "fidelity -p 2 -m 3 -n 1 --kinds 1f1b,interleaved --repeats 1 "
+      "--calibration-repeats 1" +
+      std::string(kTiny) + corpus_flags());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("skipped: interleaved: "));
+  EXPECT_THAT(r.out, HasSubstr("multiple of"));
+  EXPECT_THAT(r.out, HasSubstr("| 1f1b |"));
 }
 
 }  // namespace

@@ -34,6 +34,38 @@ TEST(CliSim, CompareShowsOneFOneBBubbleAndPaciLead) {
   EXPECT_THAT(table.out, HasSubstr("46.67%"));
 }
 
+// A GPT's stages differ, so compare cannot split them into interleaved's chunks: it says so, and
+// --interleaved-cost gives interleaved its own P·v stages (its report equals simulate's).
+TEST(CliSim, CompareTakesInterleavedsOwnCostModel) {
+  const std::string four = temp_path("cmp_cost4.json"), eight = temp_path("cmp_cost8.json");
+  ASSERT_EQ(run_paci("costmodel --preset gpt2-small --stages 4 -o " + four).status, 0);
+  ASSERT_EQ(run_paci("costmodel --preset gpt2-small --stages 8 -o " + eight).status, 0);
+  const auto without = run_paci("compare -p 4 -m 8 --cost " + four);
+  ASSERT_EQ(without.status, 0) << without.err;
+  EXPECT_THAT(without.out, HasSubstr("skipped: interleaved splits"));
+  const auto with =
+      run_paci("compare -p 4 -m 8 -n 2 -f json --cost " + four + " --interleaved-cost " + eight);
+  ASSERT_EQ(with.status, 0) << with.err;
+  const auto j = nlohmann::json::parse(with.out);
+  ASSERT_EQ(j["rows"].size(), 8u);
+  const std::string schedule = temp_path("cmp_interleaved.json");
+  ASSERT_EQ(run_paci("schedule -k interleaved -p 4 -m 8 -n 2 -o " + schedule).status, 0);
+  const std::string report = temp_path("cmp_interleaved.report.json");
+  ASSERT_EQ(
+      run_paci("simulate " + schedule + " --cost " + eight + " --quiet --json " + report).status,
+      0);
+  const auto simulated = nlohmann::json::parse(testing::slurp(report))["makespan_s"];
+  for (const auto& row : j["rows"]) {
+    if (row["kind"] == "interleaved") {
+      EXPECT_EQ(row["makespan_s"], simulated);
+    }
+  }
+  // Not P·v stages: one line.
+  const auto bad = run_paci("compare -p 4 -m 8 --cost " + four + " --interleaved-cost " + four);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("needs P·v of them"));
+}
+
 TEST(CliSim, SimulateWritesTheSharedReportAndATrace) {
   const std::string schedule = temp_path("sim_paci.json");
   ASSERT_EQ(run_paci("schedule -k paci -p 4 -m 4 -n 4 -o " + schedule).status, 0);
