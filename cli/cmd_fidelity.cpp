@@ -229,6 +229,8 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
   const bool main = !mp || mp->links->local_device() == 0;
   const bool progress = main && !f.quiet && isatty(STDERR_FILENO);
   f.quiet = true;
+  const std::int32_t chunks = f.chunks;  // interleaved's; the other kinds take none
+  f.chunks = 0;
   const TrainSetup base = make_train_setup(f, vm);
 
   std::vector<Row> rows;
@@ -245,6 +247,7 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
       }
       TrainFlags fk = f;
       fk.kind = kind;
+      fk.chunks = kind == "interleaved" ? chunks : 0;
       fk.schedule_path.clear();
       Row row{kind, processes, 0, {}, {}, {}, {}, {}, {}, {}};
       try {
@@ -355,6 +358,10 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
     row.independent = run_summary(s, independent, simulate(s, independent, {false, nullptr}));
     row.calibrated_first = run_summary(s, before, simulate(s, before, {false, nullptr}));
   }
+  // The machine's calibration: the P stages' (the others, interleaved's, come after).
+  const std::size_t main_group = static_cast<std::size_t>(
+      std::find(group_keys.begin(), group_keys.end(), calibration_key(base)) - group_keys.begin());
+  if (main_group < groups.size()) std::swap(groups[0], groups[main_group]);
   const exec::Calibration& calibration = groups.front()->alongside;
   const exec::Calibration& first = groups.front()->first;
   const CostModel& costs = groups.front()->costs;
@@ -393,10 +400,11 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
                    first.rounds, calibration.slowdown_by_count.size(),
                    fmt::join(calibration.slowdown_by_count, ", "), o.repeats)
             << (mp ? process_links_summary(mp->pairs) : "") << md;
-  if (groups.size() > 1)
+  for (std::size_t i = 1; i < groups.size(); ++i)
     std::cout << fmt::format(
-        "interleaved rows: their own calibration of {} stages on {} devices (its own partition)\n",
-        groups.back()->placement.size(), f.stages);
+        "interleaved rows: their own calibration, of {} stages on {} devices (their partition)\n",
+        groups[i]->placement.size(),
+        *std::max_element(groups[i]->placement.begin(), groups[i]->placement.end()) + 1);
   for (const auto& note : skipped) std::cout << "skipped: " << note << '\n';
   return 0;
 }
@@ -451,10 +459,22 @@ int run_fidelity(const std::vector<std::string>& args) {
   const TrainSetup shape = agreed_setup(session, "fidelity", [&] {
     check_mpi_sees(launch, session.size(), "fidelity");
     check_one_process_per_device(session.size(), f.stages);
-    for (const auto& kind : parse_kinds(o.processes_text))
-      exec::check_launch(generate_schedule(kind, f.stages, f.microbatches, f.steps), f.stages);
+    for (const auto& kind : parse_kinds(o.processes_text)) {
+      if (kind == "2bw" && f.microbatches < f.stages) continue;  // skipped, with a note
+      std::optional<Schedule> s;
+      try {
+        s = generate_schedule(kind, f.stages, f.microbatches, f.steps,
+                              kind == "interleaved" ? f.chunks : 0);
+      } catch (const InputError&) {
+        if (kind != "interleaved") throw;
+        continue;  // skipped, with its reason, by compare()
+      }
+      exec::check_launch(*s, f.stages);
+    }
     timeout = exec::link_timeout();
-    return make_train_setup(f, vm);
+    TrainFlags plain = f;  // the shape every row shares; --chunks is interleaved's alone
+    plain.chunks = 0;
+    return make_train_setup(plain, vm);
   });
   std::optional<exec::mpi::MpiLinks> mpi;
   try {

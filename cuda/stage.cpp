@@ -243,7 +243,7 @@ void Stage::block_backward(const floatX* p, float* g, const model::BlockOffsets&
       return;
     }
     copy_device(stream(), keep + at, dout, R * out);
-    at += R * out;
+    at += padded(R * out);
     matmul_backward_input(ctx, dinp, dout, p + wt, R, in, out);
   };
   const auto layernorm = [&](floatX* dinp, std::size_t dw, std::size_t db, const floatX* dout,
@@ -254,7 +254,7 @@ void Stage::block_backward(const floatX* p, float* g, const model::BlockOffsets&
       return;
     }
     copy_device(stream(), keep + at, dout, R * C);
-    at += R * C;
+    at += padded(R * C);
     layernorm_backward_input(ctx, dinp, dout, inp, p + wt, mean, rstd, R, C);
   };
   // (B8) out = res2 + fch_gelu·Wᵀ + b: the residual passes dy through to dres2 below.
@@ -283,18 +283,18 @@ void Stage::block_backward_weight(float* g, const model::BlockOffsets& w, const 
   // In block_backward's order, from what it kept.
   matmul_backward_weight(ctx, g + w.fcproj_w, g + w.fcproj_b, kept, slot.value<floatX>(a.fch_gelu),
                          R, 4 * C, C);
-  kept += R * C;
+  kept += padded(R * C);
   matmul_backward_weight(ctx, g + w.fc_w, g + w.fc_b, kept, slot.value<floatX>(a.ln2), R, C, 4 * C);
-  kept += R * 4 * C;
+  kept += padded(R * 4 * C);
   layernorm_backward_weight(ctx, g + w.ln2_w, g + w.ln2_b, kept, slot.value<floatX>(a.residual2),
                             slot.stat(a.ln2_mean), slot.stat(a.ln2_rstd), R, C);
-  kept += R * C;
+  kept += padded(R * C);
   matmul_backward_weight(ctx, g + w.attproj_w, g + w.attproj_b, kept, slot.value<floatX>(a.atty), R,
                          C, C);
-  kept += R * C;
+  kept += padded(R * C);
   matmul_backward_weight(ctx, g + w.qkv_w, g + w.qkv_b, kept, slot.value<floatX>(a.ln1), R, C,
                          3 * C);
-  kept += R * 3 * C;
+  kept += padded(R * 3 * C);
   layernorm_backward_weight(ctx, g + w.ln1_w, g + w.ln1_b, kept, x, slot.stat(a.ln1_mean),
                             slot.stat(a.ln1_rstd), R, C);
 }
@@ -338,11 +338,11 @@ void Stage::run_backward(const floatX* p, float* g, const ActivationSlot& slot,
                          R, C);  // (H1)
     } else {
       copy_device(stream(), keep, static_cast<const floatX*>(dlogits), R * V);
-      keep += R * V;
+      keep += padded(R * V);
       matmul_backward_input(ctx, dln, static_cast<const floatX*>(dlogits), p + layout_.lm_head(), R,
                             C, V);
       copy_device(stream(), keep, static_cast<const floatX*>(dln), R * C);
-      keep += R * C;
+      keep += padded(R * C);
       layernorm_backward_input(ctx, dres_a, static_cast<const floatX*>(dln), top,
                                p + layout_.ln_f_w(), slot.stat(slot.lnf_mean_),
                                slot.stat(slot.lnf_rstd_), R, C);
@@ -380,11 +380,11 @@ void Stage::run_backward_weight(float* g, const ActivationSlot& slot, const floa
   if (is_last()) {  // the fused backward's order: head, blocks from the top, encoder
     matmul_backward_weight(ctx, g + layout_.lm_head(), nullptr, kept, slot.value<floatX>(slot.lnf_),
                            R, C, V);  // (H2)
-    kept += R * V;
+    kept += padded(R * V);
     layernorm_backward_weight(ctx, g + layout_.ln_f_w(), g + layout_.ln_f_b(), kept, top,
                               slot.stat(slot.lnf_mean_), slot.stat(slot.lnf_rstd_), R,
                               C);  // (H1)
-    kept += R * C;
+    kept += padded(R * C);
   }
   for (std::size_t l = n; l-- > 0;) {
     const floatX* x =
@@ -441,9 +441,19 @@ void Stage::backward(TensorView weights, MutableTensorView grads, const Activati
   }
 }
 
+std::size_t Stage::padded(std::size_t n) const {
+  const std::size_t per = 256 / element_bytes(precision_);  // elements in 256 bytes
+  return (n + per - 1) / per * per;
+}
+
+std::size_t Stage::block_stash_count() const {
+  const std::size_t RC = shape_.rows() * shape_.config.d_model;
+  return 4 * padded(RC) + padded(4 * RC) + padded(3 * RC);  // fcproj, fc, ln2, attproj, qkv, ln1
+}
+
 std::size_t Stage::head_stash_count() const {
   const std::size_t R = shape_.rows(), C = shape_.config.d_model, V = shape_.config.vocab;
-  return (is_last() ? R * V + R * C : 0) + (is_first() ? R * C : 0);
+  return (is_last() ? padded(R * V) + padded(R * C) : 0) + (is_first() ? padded(R * C) : 0);
 }
 
 std::size_t Stage::stash_count() const {
@@ -475,6 +485,8 @@ void Stage::backward_weight(MutableTensorView grads, const ActivationSlot& slot,
                             WeightGradStash& stash) {
   check_grads(grads);
   check_slot(slot);
+  PACI_MODEL_CHECK(stash.data_.size() == stash_count() && stash.data_.precision() == precision_,
+                   "a weight-gradient stash of another stage's size or precision");
   PACI_MODEL_CHECK(slot.filled() && stash.filled_,
                    "a weight gradient needs its forward's slot and its input gradient's stash");
   if (precision_ == Precision::fp32)

@@ -39,8 +39,8 @@ class StageInput {
 
 // A split backward (Zero Bubble's I, then W later): every output gradient the weight gradients
 // need, kept on the device by Stage::backward_input for Stage::backward_weight, in the stage's
-// precision. model::WeightGradStash's layout. Made by Stage::make_weight_stash() (allocates; do
-// it before training).
+// precision. model::WeightGradStash's segments, each starting on a 256-byte boundary. Made by
+// Stage::make_weight_stash() (allocates; do it before training).
 class WeightGradStash {
  public:
   WeightGradStash() = default;
@@ -148,7 +148,10 @@ class Stage {
   void block_backward_weight(float* g, const model::BlockOffsets& w, const floatX* x,
                              const ActivationSlot& slot, const model::BlockActivations& a,
                              const floatX* kept);
-  std::size_t block_stash_count() const { return 11 * shape_.rows() * shape_.config.d_model; }
+  // Stash segments start on 256-byte boundaries, as the scratch the fused backward reads from
+  // does (cudaMalloc's alignment), so cuBLAS picks the same kernels for I's and W's GEMMs.
+  std::size_t padded(std::size_t elements) const;
+  std::size_t block_stash_count() const;
   std::size_t head_stash_count() const;
   std::size_t stash_count() const;
 

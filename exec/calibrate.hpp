@@ -64,11 +64,11 @@ struct CalibrationOptions {
 struct Calibration {
   std::vector<StageMeasurement> stages;
   // slowdown_by_count[k-1]: how many times longer an action takes while k stage threads compute
-  // (k up to the stages, or the devices where fewer)
-  // at once than alone (time-weighted over every action they completed, each against the median
-  // of its stage and kind timed alone in the same round, so a machine whose speed drifts compares
-  // like with like); [0] is 1 by definition. Measured as it is: on some machines two threads
-  // computing at once each run faster than one alone (below 1). Spread over rounds and threads.
+  // at once (k = 1 .. min(stages, devices)) than alone (time-weighted over every action they
+  // completed, each against the median of its stage and kind timed alone in the same round, so a
+  // machine whose speed drifts compares like with like); [0] is 1 by definition. Measured as it is:
+  // on some machines two threads computing at once each run faster than one alone (below 1). Spread
+  // over rounds and threads.
   std::vector<double> slowdown_by_count;
   std::vector<Spread> slowdown_spread;
   // The same per stage (its own thread's ratios; stages share a host differently): [s][k-1].

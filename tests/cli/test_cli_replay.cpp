@@ -196,10 +196,11 @@ TEST(CliSharing, FidelityReportsTheMeasuredSpreadAndAnExactReplay) {
   EXPECT_THAT(slurp(md), HasSubstr("| zb-h1 |"));
 }
 
-// Interleaved where it cannot run is left out with its reason; the other rows still run.
+// Interleaved where it cannot run is left out with its reason; the other rows still run (and
+// --chunks, interleaved's, does not reach them).
 TEST(CliSharing, FidelitySaysWhyItSkipsInterleaved) {
   const auto r = run_paci(
-      "fidelity -p 2 -m 3 -n 1 --kinds 1f1b,interleaved --repeats 1 "
+      "fidelity -p 2 -m 3 -n 1 --kinds 1f1b,interleaved --chunks 2 --repeats 1 "
       "--calibration-repeats 1" +
       std::string(kTiny) + corpus_flags());
   ASSERT_EQ(r.status, 0) << r.err;
