@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Simulator fidelity on this machine (issues 12, 13): at P=2 and P=4 (M=4, N=8, the default GPT),
-# every schedule run REPEATS times round-robin with a calibration round before each round of runs,
-# the prediction against the measured median and range, and every run replayed; all of it RUNS
-# times in a row, to show whether it holds. P=4 runs under mpirun, so PACI and 1F1B also run one
-# process per device over MPI (predicted with the measured MPI links). Targets on a 2-core
-# machine: every row within 5% of the measured median at P=2, within 10% at P=4.
+# Simulator fidelity on this machine (issues 12, 13, 14): at P=2 and P=4 (M=4, N=8, the default
+# GPT), every schedule — gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2 and interleaved (2 chunks,
+# with its own calibration of the model's P·v stages; at P=4 the 4-layer default model has too few
+# layers, and fidelity says so) — run REPEATS times round-robin with a calibration round before
+# each round of runs, the prediction against the measured median and range, and every run
+# replayed; all of it RUNS times in a row, to show whether it holds. P=4 runs under mpirun, so
+# PACI and 1F1B also run one process per device over MPI (predicted with the measured MPI links).
+# Targets on a 2-core machine: every row within 5% of the measured median at P=2, within 10% at
+# P=4.
 # Writes docs/results/fidelity_P2.{json,md} and fidelity_P4.{json,md} (the last run),
 # docs/results/fidelity_runs.md (every run: each schedule's error and spread),
 # docs/results/fidelity_headline.md (for the README) and docs/results/fidelity.svg.
-#   REPEATS=7 RUNS=3 by default; about 7 minutes per run on 2 cores.
+#   REPEATS=7 RUNS=3 by default; about 20 minutes per run on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repeats="${REPEATS:-7}" runs="${RUNS:-3}"
