@@ -22,6 +22,10 @@ struct OpContext {
   std::size_t threads = 1;
   GemmStats* gemm_stats = nullptr;
 };
+// The OpenMP team size of an op's parallel loops (num_threads clauses take an int).
+inline int team(const OpContext& ctx) {
+  return static_cast<int>(ctx.threads);
+}
 
 // Process-wide OpenBLAS thread count (openblas_set_num_threads is global). paci's GEMMs need 1:
 // they parallelise themselves, so that each stage can have its own thread count and results do

@@ -15,10 +15,6 @@ namespace {
 inline constexpr std::size_t kBlock = 32;  // query (and key) rows per causal block
 using Clock = std::chrono::steady_clock;
 
-int team(const OpContext& ctx) {
-  return static_cast<int>(ctx.threads);
-}
-
 // Σ over query blocks of rows·visible keys: every product below does 2·HS times this many FLOPs.
 double block_entries(std::size_t T) {
   double entries = 0;

@@ -10,10 +10,6 @@ namespace {
 
 inline constexpr std::size_t kChannelBlock = 16;
 
-int team(const OpContext& ctx) {
-  return static_cast<int>(ctx.threads);
-}
-
 }  // namespace
 
 void matmul_forward(const OpContext& ctx, float* out, const float* inp, const float* weight,

@@ -13,9 +13,6 @@ namespace {
 
 inline constexpr std::size_t kChannelBlock = 16;  // channels per thread task in row-order sums
 
-int team(const OpContext& ctx) {
-  return static_cast<int>(ctx.threads);
-}
 std::size_t channel_blocks(std::size_t C) {
   return (C + kChannelBlock - 1) / kChannelBlock;
 }

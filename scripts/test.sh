@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI does: install dependencies, build into build/, run the whole test suite, then the
-# model and executor tests under older OpenBLAS kernels and the suite under a simulated fallback.
+# model and executor tests under older OpenBLAS kernels, the suite under a simulated fallback, and
+# the sanitizers (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -29,3 +30,7 @@ done
 echo "test: whole suite, simulated OpenBLAS fallback to Prescott"
 OPENBLAS_CORETYPE=Prescott PACI_BLAS_TEST_FALLBACK=1 \
   ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600
+# The sanitizers (docs/reliability.md): the whole suite under ASan + UBSan, the executor's and the
+# launch's tests under TSan, each in a build tree of its own (build-asan/, build-tsan/).
+cd ..
+bash scripts/sanitize.sh

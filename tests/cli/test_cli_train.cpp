@@ -58,7 +58,8 @@ TEST(CliTrain, ReportVersionsEqualAnalysisAndTracesLineUp) {
   auto lanes = [](const std::string& text) {
     EXPECT_EQ(check_trace_text(text), std::vector<std::string>{});
     std::map<std::pair<int, int>, std::vector<std::string>> by_lane;
-    for (const auto& e : nlohmann::json::parse(text)["traceEvents"])
+    const auto parsed = nlohmann::json::parse(text);  // outlives the loop over its member
+    for (const auto& e : parsed["traceEvents"])
       if (e["ph"] == "X" && e["tid"] == 0) by_lane[{e["pid"], e["tid"]}].push_back(e["name"]);
     return by_lane;
   };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 
@@ -14,10 +15,46 @@ std::atomic<bool> counting{false};
 std::atomic<std::size_t> allocations{0};
 }  // namespace
 
-void* operator new(std::size_t size) {
+// Every form of the global operator new is replaced (plain, array, nothrow, aligned), each taking
+// memory from malloc or aligned_alloc, and every operator delete releases with free: a form left
+// to the library would pair its own allocation with this free (AddressSanitizer reports that as
+// an alloc-dealloc mismatch; std::stable_sort's buffer uses the nothrow form).
+namespace {
+void* counted(std::size_t size, std::size_t align) noexcept {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  if (size == 0) size = 1;
+  if (align <= alignof(std::max_align_t)) return std::malloc(size);
+  return std::aligned_alloc(align, (size + align - 1) / align * align);  // a multiple of align
+}
+void* counted_or_throw(std::size_t size, std::size_t align) {
+  if (void* p = counted(size, align)) return p;
   throw std::bad_alloc();
+}
+}  // namespace
+
+void* operator new(std::size_t size) {
+  return counted_or_throw(size, 0);
+}
+void* operator new[](std::size_t size) {
+  return counted_or_throw(size, 0);
+}
+void* operator new(std::size_t size, std::align_val_t align) {
+  return counted_or_throw(size, static_cast<std::size_t>(align));
+}
+void* operator new[](std::size_t size, std::align_val_t align) {
+  return counted_or_throw(size, static_cast<std::size_t>(align));
+}
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  return counted(size, 0);
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  return counted(size, 0);
+}
+void* operator new(std::size_t size, std::align_val_t align, const std::nothrow_t&) noexcept {
+  return counted(size, static_cast<std::size_t>(align));
+}
+void* operator new[](std::size_t size, std::align_val_t align, const std::nothrow_t&) noexcept {
+  return counted(size, static_cast<std::size_t>(align));
 }
 // The replacement new takes memory from malloc, so free is the matching release.
 #pragma GCC diagnostic push
@@ -25,7 +62,37 @@ void* operator new(std::size_t size) {
 void operator delete(void* p) noexcept {
   std::free(p);
 }
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
 void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 #pragma GCC diagnostic pop
