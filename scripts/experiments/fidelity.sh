@@ -11,7 +11,7 @@
 # Writes docs/results/fidelity_P2.{json,md} and fidelity_P4.{json,md} (the last run),
 # docs/results/fidelity_runs.md (every run: each schedule's error and spread),
 # docs/results/fidelity_headline.md (for the README) and docs/results/fidelity.svg.
-#   REPEATS=7 RUNS=3 by default; about 20 minutes per run on 2 cores.
+#   REPEATS=7 RUNS=3 by default; about 10 minutes per run (P=2 and P=4) on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repeats="${REPEATS:-7}" runs="${RUNS:-3}"
