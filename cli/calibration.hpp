@@ -16,8 +16,7 @@ namespace paci::cli {
 // slowdown, every device on one shared host (CostModel::hosts). `placement`: the device of each
 // stage (a schedule's; empty: one device per stage); a device holding several stages (interleaved)
 // gets the mean of their measured slowdowns.
-CostModel cost_model_from_calibration(const exec::Calibration& calibration,
-                                      std::string description,
+CostModel cost_model_from_calibration(const exec::Calibration& calibration, std::string description,
                                       const std::vector<std::int32_t>& placement = {});
 
 // Every measured figure with its spread, for a JSON output (paci calibrate --details, fidelity).

@@ -211,6 +211,7 @@ struct FidelityOptions {
 struct CalibrationGroup {
   exec::ExecConfig exec;  // the Calibrator keeps a reference: a group never moves
   std::vector<std::int32_t> placement;
+  std::int32_t devices = 0;
   std::optional<exec::Calibrator> calibrator;
   exec::Calibration first, alongside;
   CostModel first_costs, costs;
@@ -222,6 +223,19 @@ std::string calibration_key(const TrainSetup& t) {
   return fmt::format("{}/{}", key, fmt::join(t.schedule.placement, ","));
 }
 
+// The setup every row shares (its model, data and shape); --chunks is interleaved's alone.
+TrainSetup shared_setup(TrainFlags f, const po::variables_map& vm) {
+  f.chunks = 0;
+  return make_train_setup(f, vm);
+}
+
+// Kinds a configuration can rule out — 2bw (M < P) and interleaved (M not a multiple of P, or
+// fewer layers than P·v) — are skipped with the generator's or the partition's reason; any other
+// refusal is an error.
+bool may_be_skipped(const std::string& kind) {
+  return kind == "2bw" || kind == "interleaved";
+}
+
 // The whole comparison. With `mp`, every process of the launch calls it: process 0 calibrates,
 // runs the one-process rows and writes; all of them run the rows of one process per device.
 int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o,
@@ -229,9 +243,7 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
   const bool main = !mp || mp->links->local_device() == 0;
   const bool progress = main && !f.quiet && isatty(STDERR_FILENO);
   f.quiet = true;
-  const std::int32_t chunks = f.chunks;  // interleaved's; the other kinds take none
-  f.chunks = 0;
-  const TrainSetup base = make_train_setup(f, vm);
+  const TrainSetup base = shared_setup(f, vm);
 
   std::vector<Row> rows;
   std::vector<std::string> skipped;
@@ -239,22 +251,16 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
   std::vector<std::unique_ptr<CalibrationGroup>> groups;
   const auto add_rows = [&](const std::string& text, bool processes) {
     for (const auto& kind : parse_kinds(text)) {
-      const std::string where = processes ? " (processes)" : "";
-      if (kind == "2bw" && f.microbatches < f.stages) {
-        skipped.push_back(
-            fmt::format("2bw{}: needs M >= P (M={}, P={})", where, f.microbatches, f.stages));
-        continue;
-      }
       TrainFlags fk = f;
       fk.kind = kind;
-      fk.chunks = kind == "interleaved" ? chunks : 0;
+      if (kind != "interleaved") fk.chunks = 0;
       fk.schedule_path.clear();
       Row row{kind, processes, 0, {}, {}, {}, {}, {}, {}, {}};
       try {
         row.setup = make_train_setup(fk, vm);  // interleaved: P·v stages of the model
       } catch (const InputError& e) {
-        if (kind != "interleaved") throw;
-        skipped.push_back(fmt::format("interleaved{}: {}", where, e.what()));
+        if (!may_be_skipped(kind)) throw;
+        skipped.push_back(fmt::format("{}{}: {}", kind, processes ? " (processes)" : "", e.what()));
         continue;
       }
       row.setup.exec.record_timeline = false;
@@ -271,6 +277,7 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
         g->exec = row.setup.exec;
         g->exec.remote = nullptr;
         g->placement = row.setup.schedule.placement;
+        g->devices = row.setup.schedule.num_devices();
         groups.push_back(std::move(g));
       }
       rows.push_back(std::move(row));
@@ -287,12 +294,10 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
       CalibrationGroup& g = *groups[i];
       if (progress)
         std::cerr << fmt::format("\rfidelity: calibrating {} stage(s) on {} device(s) ...",
-                                 g.placement.size(),
-                                 *std::max_element(g.placement.begin(), g.placement.end()) + 1)
+                                 g.placement.size(), g.devices)
                   << std::flush;
       exec::CalibrationOptions options = o.calibration;
-      options.devices =
-          static_cast<std::size_t>(*std::max_element(g.placement.begin(), g.placement.end()) + 1);
+      options.devices = static_cast<std::size_t>(g.devices);
       g.calibrator.emplace(g.exec, options);
       while (!g.calibrator->settled() && g.calibrator->rounds() < options.max_rounds)
         g.calibrator->round();
@@ -403,8 +408,7 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
   for (std::size_t i = 1; i < groups.size(); ++i)
     std::cout << fmt::format(
         "interleaved rows: their own calibration, of {} stages on {} devices (their partition)\n",
-        groups[i]->placement.size(),
-        *std::max_element(groups[i]->placement.begin(), groups[i]->placement.end()) + 1);
+        groups[i]->placement.size(), groups[i]->devices);
   for (const auto& note : skipped) std::cout << "skipped: " << note << '\n';
   return 0;
 }
@@ -460,21 +464,18 @@ int run_fidelity(const std::vector<std::string>& args) {
     check_mpi_sees(launch, session.size(), "fidelity");
     check_one_process_per_device(session.size(), f.stages);
     for (const auto& kind : parse_kinds(o.processes_text)) {
-      if (kind == "2bw" && f.microbatches < f.stages) continue;  // skipped, with a note
       std::optional<Schedule> s;
       try {
         s = generate_schedule(kind, f.stages, f.microbatches, f.steps,
                               kind == "interleaved" ? f.chunks : 0);
       } catch (const InputError&) {
-        if (kind != "interleaved") throw;
-        continue;  // skipped, with its reason, by compare()
+        if (!may_be_skipped(kind)) throw;
+        continue;  // compare() skips it, with its reason
       }
       exec::check_launch(*s, f.stages);
     }
     timeout = exec::link_timeout();
-    TrainFlags plain = f;  // the shape every row shares; --chunks is interleaved's alone
-    plain.chunks = 0;
-    return make_train_setup(plain, vm);
+    return shared_setup(f, vm);
   });
   std::optional<exec::mpi::MpiLinks> mpi;
   try {

@@ -351,18 +351,18 @@ Calibrator::Calibrator(const ExecConfig& config, const CalibrationOptions& optio
   // seconds of load ran ~10% slower than the rest (the host settling), which a calibration taken
   // cold would pass on to every prediction.
   // (As many at once as the run computes: with fewer devices than stages, in turns.)
-  const std::size_t at_once = options.devices > 0 ? std::min(P, options.devices) : P;
+  at_once_ = options.devices > 0 ? std::min(P, options.devices) : P;
   std::vector<std::array<double, 3>> unused(P, {1.0, 1.0, 1.0});
-  const std::size_t turns = (P + at_once - 1) / at_once;
-  for (std::size_t first = 0; first < P; first += at_once) {
+  const std::size_t turns = (P + at_once_ - 1) / at_once_;
+  for (std::size_t first = 0; first < P; first += at_once_) {
     std::vector<std::size_t> stages;
-    for (std::size_t s = first; s < std::min(P, first + at_once); ++s) stages.push_back(s);
+    for (std::size_t s = first; s < std::min(P, first + at_once_); ++s) stages.push_back(s);
     sharing_window(benches_, unused, stages, options.warmup_s / static_cast<double>(turns));
   }
   alone_.resize(P);
   split_.resize(P);
   ratios_.assign(P, std::vector<std::vector<double>>(
-                        options.measure_sharing && at_once > 1 ? at_once - 1 : 0));
+                        options.measure_sharing && at_once_ > 1 ? at_once_ - 1 : 0));
 }
 
 Calibrator::~Calibrator() = default;
@@ -436,10 +436,8 @@ std::vector<double> Calibrator::medians() const {
 Calibration Calibrator::result() {
   if (!link_) {
     // Two stages talk while the others compute (as many as the devices leave).
-    const std::size_t at_once =
-        options_.devices > 0 ? std::min(benches_.size(), options_.devices) : benches_.size();
     std::vector<Bench*> others;
-    for (std::size_t s = 2; s < at_once; ++s) others.push_back(benches_[s].get());
+    for (std::size_t s = 2; s < at_once_; ++s) others.push_back(benches_[s].get());
     link_ = measure_link(config_.batch * config_.seq_len * config_.config.d_model, options_.repeats,
                          others);
   }

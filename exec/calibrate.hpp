@@ -112,6 +112,7 @@ class Calibrator {
   std::vector<std::vector<std::vector<double>>> ratios_;   // per stage, per k >= 2: samples
   std::vector<double> previous_;
   std::size_t rounds_ = 0;
+  std::size_t at_once_ = 0;  // stages computing at once at most: min(stages, options.devices)
   bool settled_ = false;
   std::optional<LinkMeasurement> link_;
 };
