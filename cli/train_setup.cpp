@@ -166,12 +166,18 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     check_shape(config, requested_shape(f, vm), f.resume_path);
     t.first_step = state->metadata.step;
     const auto& extra = state->metadata.extra;
-    for (const auto& [key, value] : {std::pair{"batch", f.batch}, std::pair{"seq_len", f.seq_len}})
-      if (extra.contains(key) && extra[key].get<std::size_t>() != value)
+    for (const auto& [key, value] :
+         {std::pair{"batch", f.batch}, std::pair{"seq_len", f.seq_len}}) {
+      if (!extra.contains(key)) continue;
+      if (!extra[key].is_number_unsigned())
+        throw InputError(fmt::format("{}: bad metadata: extra.{} is {}, expected a whole number",
+                                     f.resume_path, key, extra[key].dump()));
+      if (extra[key].get<std::size_t>() != value)
         throw InputError(
             fmt::format("{}: the run was saved with {} {}, the flags ask for {} (the "
                         "data position counts micro-batches of that shape)",
                         f.resume_path, key, extra[key].get<std::size_t>(), value));
+    }
   } else if (!f.init_path.empty()) {
     config = model::read_llmc_config(f.init_path, requested_shape(f, vm));
   }

@@ -207,6 +207,12 @@ TrainingState load_state(const std::string& path) {
 
   reader.seek(kFixedHeaderBytes - sizeof metadata_bytes);
   reader.read(&metadata_bytes, sizeof metadata_bytes, "the metadata length");
+  if (metadata_bytes > reader.size_bytes() - kFixedHeaderBytes - kChecksumBytes) {
+    throw InputError(
+        fmt::format("{}: the header's metadata length {} runs past the end of the "
+                    "file ({} bytes)",
+                    path, metadata_bytes, reader.size_bytes()));
+  }
   std::string text(metadata_bytes, '\0');
   reader.read(text.data(), text.size(), "the metadata");
   TrainingState state;

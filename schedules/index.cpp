@@ -14,6 +14,15 @@ ActionIndex::ActionIndex(const Schedule& s)
     offsets_[d + 1] = offsets_[d] + static_cast<std::int64_t>(s.devices[d].size());
   if (offsets_.back() >= INT32_MAX)
     throw InputError(fmt::format("{} actions is too many", offsets_.back()));
+  // Every stage runs at least an F of every micro-batch: a schedule claiming more (stage,
+  // micro-batch) pairs than it has actions is incomplete, and its table would be sized by the claim
+  // (an action "0F777777777" alone would ask for gigabytes).
+  if (stages_ > 0 && total_microbatches_ > offsets_.back() / stages_)
+    throw ScheduleError(
+        fmt::format("incomplete: {} micro-batches (M {} x N {}) on {} stages need "
+                    "a forward each per stage, more than the {} actions it has",
+                    total_microbatches_, s.microbatches, s.steps, stages_, offsets_.back()),
+        {});
   slots_.assign(static_cast<std::size_t>(4 * stages_ * total_microbatches_), -1);
   for (std::int32_t d = 0; d < s.num_devices(); ++d) {
     const auto& list = s.devices[static_cast<std::size_t>(d)];

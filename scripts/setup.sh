@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
   python3-matplotlib
+  clang libclang-rt-dev
 )
 
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI does: install dependencies, build into build/, run the whole test suite, then the
 # model and executor tests under older OpenBLAS kernels, the suite under a simulated fallback, and
-# the sanitizers (scripts/sanitize.sh).
+# the sanitizers (scripts/sanitize.sh) and every fuzz target for 30 s (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -34,3 +34,6 @@ OPENBLAS_CORETYPE=Prescott PACI_BLAS_TEST_FALLBACK=1 \
 # launch's tests under TSan, each in a build tree of its own (build-asan/, build-tsan/).
 cd ..
 bash scripts/sanitize.sh
+# Every libFuzzer target over its regression inputs, then 30 s from its seed corpus
+# (docs/reliability.md).
+bash scripts/fuzz.sh --seconds "${PACI_FUZZ_SECONDS:-30}"

@@ -85,7 +85,7 @@ void check_schedule_summary(const json& report, const Schedule& s, const Reader&
   const ordered_json want = schedule_summary_json(s);
   for (const char* key : {"kind", "stages", "devices", "microbatches", "steps", "actions"}) {
     const json& have = r.member(summary, key, "the report's schedule");
-    if (have != want[key])
+    if (have != json(want[key]))
       fail(source, fmt::format("the report is a run of another schedule: its {} is {}, the "
                                "schedule file's is {}",
                                key, have.dump(), want[key].dump()));

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "model/checkpoint_state.hpp"
 #include "tests/cli/run.hpp"
 #include "traces/chrome_trace.hpp"
 
@@ -113,6 +114,18 @@ TEST(CliTrain, ResumeContinuesBitwise) {
                data_flags() + "--quiet --steps 6 --resume " + state3);
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("batch"));
+  // A checkpoint whose metadata names the batch in the wrong type: one line, exit 2 (it escaped
+  // as nlohmann's type_error, exit 1, before).
+  model::TrainingState saved = model::load_state(state3);
+  saved.metadata.extra["batch"] = "three";
+  std::vector<model::StageStateView> views;
+  for (const auto& stage : saved.stages) views.push_back(stage.view());
+  const std::string odd = temp_path("odd_extra.state");
+  model::save_state(odd, saved.metadata, views);
+  r = run_paci("train" + common + "--steps 6 --resume " + odd);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("extra.batch is \"three\", expected a whole number"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 // Naming your own --data without --val-data trains without validation and says so once (not

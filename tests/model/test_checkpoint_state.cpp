@@ -176,6 +176,14 @@ TEST_F(StateCheckpoint, ConsistentChecksumButBadMetadataIsRejected) {
   expect_input_error([&] { load_state(p); }, {p, "expected \"paci.state/1\""});
   rewrite([](nlohmann::json&) {}, 8);
   expect_input_error([&] { load_state(p); }, {p, "body is", "need"});
+  // Found by the fuzzer (tests/fuzz/regressions/state): a metadata length past the end of the
+  // file was allocated before it was read (4 GiB at most); now it is refused first.
+  std::string bytes = good.substr(0, good.size() - 4);
+  const std::uint32_t huge = 0xfffffff0u;
+  std::memcpy(bytes.data() + 12, &huge, 4);
+  const std::uint32_t crc = crc32_update(0, bytes.data(), bytes.size());
+  write_bytes(p, bytes + std::string(reinterpret_cast<const char*>(&crc), 4));
+  expect_input_error([&] { load_state(p); }, {p, "metadata length 4294967280 runs past the end"});
 }
 
 TEST_F(StateCheckpoint, WritesAreAtomic) {

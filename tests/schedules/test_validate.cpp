@@ -108,6 +108,19 @@ TEST(Validate, MicrobatchOutOfRange) {
   EXPECT_THAT(expect_invalid(s).what(), HasSubstr("micro-batch 1 out of range"));
 }
 
+// Found by the fuzzer (tests/fuzz/regressions/schedule_csv): one action whose micro-batch index is
+// 777777077 made a CSV claim that many micro-batches, and validate() sized its table by the claim
+// (12 GB). Now the claim is checked against the actions first.
+TEST(Validate, MoreMicrobatchesThanActionsIsRefusedBeforeAllocating) {
+  const Schedule s = make(1, 777777078, 1, {{"0F777777077"}});
+  const ScheduleError e = expect_invalid(s);
+  EXPECT_THAT(e.what(), HasSubstr("incomplete: 777777078 micro-batches"));
+  EXPECT_THAT(e.what(), HasSubstr("more than the 1 actions"));
+  // Within the metadata's limits but far past the actions, on several stages: the same refusal.
+  EXPECT_THAT(expect_invalid(make(2, 1 << 29, 2, {{"0F0"}, {"1F0"}})).what(),
+              HasSubstr("incomplete: 1073741824 micro-batches"));
+}
+
 TEST(Validate, ActionOnTheWrongDevice) {
   const Schedule s = make(2, 1, 1, {{"0F0", "1F0", "0B0", "0U"}, {"1B0", "1U"}});
   EXPECT_THAT(expect_invalid(s).what(), HasSubstr("stage 1 is placed on device 1"));

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Regenerates the seed corpora in tests/fuzz/corpus/ with paci itself (build/cli/paci): every
+# schedule kind in each format, cost models, a token shard, an llm.c model file, a checkpoint and
+# measured reports of a tiny model, plus the hand-written golden files of tests/golden/. The seeds
+# are committed; run this only when a format changes.
+#   tests/fuzz/make_seeds.sh [PACI_BINARY]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+paci="${1:-build/cli/paci}"
+corpus=tests/fuzz/corpus
+rm -rf "$corpus"
+mkdir -p "$corpus"/{schedule_json,schedule_csv,schedule_text,cost_model,shard,llmc,state,report}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+for kind in gpipe 1f1b pipedream 2bw paci zb-h1 zb-h2 interleaved; do
+  for format in json csv text; do
+    ext=$format
+    if [ "$format" = text ]; then ext=txt; fi
+    "$paci" schedule --kind "$kind" --stages 2 --microbatches 2 --steps 2 \
+      --format "$format" -o "$corpus/schedule_$format/$kind.$ext"
+  done
+done
+cp tests/golden/small.json "$corpus/schedule_json/"
+cp tests/golden/small.csv tests/golden/pytorch_*.csv "$corpus/schedule_csv/"
+cp tests/golden/small.txt "$corpus/schedule_text/"
+
+"$paci" costmodel --preset tiny --stages 2 -o "$corpus/cost_model/gpt_tiny.json"
+"$paci" costmodel --preset gpt2-small --stages 4 --bandwidth inf -o "$corpus/cost_model/gpt2_small.json"
+cp tests/golden/costmodel_*.json "$corpus/cost_model/"
+
+head -c 2000 docs/README.md.in >"$work/text.txt"
+"$paci" data tokenize "$work/text.txt" --train "$corpus/shard/readme_2000.bin" >/dev/null
+
+tiny=(--layers 2 --heads 1 --d-model 4 --seq-len 4 --batch 1 --val-data none --quiet)
+"$paci" train --kind 1f1b --stages 2 --microbatches 2 --steps 1 "${tiny[@]}" \
+  --save "$corpus/state/tiny_2stages.state" --export-llmc "$corpus/llmc/tiny.bin"
+for kind in 1f1b paci pipedream zb-h1; do
+  "$paci" train --kind "$kind" --stages 2 --microbatches 2 --steps 1 "${tiny[@]}" \
+    --report "$work/report.json"
+  # The report's shape, not its pretty-printing: one line keeps the seed small.
+  /usr/bin/python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1])), open(sys.argv[2], "w"), separators=(",", ":"))' \
+    "$work/report.json" "$corpus/report/$kind.json"
+done
+cp tests/golden/tiny.state "$corpus/state/"
+du -sh "$corpus"/*
