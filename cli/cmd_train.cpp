@@ -105,6 +105,9 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
     check_mpi_sees(launch, session.size(), "train --device cpu");
     if (f.sequential)
       throw InputError("--sequential replays every device in one process, not one per process");
+    if (f.save_every > 0)
+      throw UsageError(
+          "--save-every saves from one process; one process per device saves at the end (--save)");
     TrainSetup setup = make_train_setup(f, vm);
     exec::check_launch(setup.schedule, session.size());  // before waiting on anyone
     timeout = exec::link_timeout();

@@ -3,11 +3,15 @@
 #include "cli/train_run.hpp"
 
 #include <fmt/format.h>
+#include <array>
 #include <cmath>
 #include <iostream>
+#include <stdexcept>
 
 #include "cli/load.hpp"
+#include "exec/stage_runtime.hpp"
 #include "model/checkpoint_llmc.hpp"
+#include "model/layout.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/report_timeline.hpp"
 
@@ -34,6 +38,68 @@ model::StateMetadata state_metadata(const TrainSetup& t, std::size_t steps_done)
 }
 
 }  // namespace
+
+// --save-every K: every stage copies its weights and AdamW state right after its update of each
+// K-th step, and the stage completing a step's set writes the checkpoint (save_state: a temporary
+// file, fsync, rename, so the last complete one stays until the new one is whole). The schedule's
+// steps are cuts (make_train_setup checked): when a stage updates for step k nothing of a later
+// step has run on it and nothing of step k is left, so the copies form the state of the run after
+// step k. Two sets of buffers, allocated here, not during the run: a stage cannot reach its
+// update of step k + 2 before every stage has passed step k + 1, and so not before the writer of
+// step k has returned to its own work.
+class TrainOutputs::PeriodicSaver {
+ public:
+  PeriodicSaver(const TrainSetup& t, const TrainFlags& f)
+      : t_(t), path_(f.save_path), every_(static_cast<std::size_t>(f.save_every)) {
+    for (Slot& slot : slots_)
+      for (const model::StageRange& range : t.exec.ranges) {
+        const std::size_t n = model::ParamLayout(t.exec.config, range).size();
+        slot.stages.push_back(
+            {range, 0, std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)});
+      }
+  }
+
+  void after_update(const exec::StageRuntime& rt, std::size_t steps_done) {
+    // The last step is written by --save at the end of the run.
+    if (steps_done % every_ != 0 || steps_done == t_.last_step) return;
+    Slot& slot = slots_[(steps_done / every_) % slots_.size()];
+    model::StageState& mine = slot.stages.at(static_cast<std::size_t>(rt.stage()));
+    const auto copy = [](std::span<const float> from, std::vector<float>& to) {
+      std::copy(from.begin(), from.end(), to.begin());
+    };
+    copy(rt.params(), mine.weights);
+    copy(rt.optimizer().first_moment(), mine.first_moment);
+    copy(rt.optimizer().second_moment(), mine.second_moment);
+    mine.optimizer_steps = rt.optimizer().steps();
+    {
+      std::lock_guard lock(mutex_);
+      if (slot.filled > 0 && slot.step != steps_done)
+        throw std::logic_error(
+            fmt::format("--save-every: stage {} saves step {} while step {} "
+                        "is incomplete",
+                        rt.stage(), steps_done, slot.step));
+      slot.step = steps_done;
+      if (++slot.filled < slot.stages.size()) return;
+      slot.filled = 0;
+    }
+    std::vector<model::StageStateView> views;
+    for (const model::StageState& s : slot.stages) views.push_back(s.view());
+    std::lock_guard lock(write_mutex_);
+    model::save_state(path_, state_metadata(t_, steps_done), views);
+  }
+
+ private:
+  struct Slot {
+    std::vector<model::StageState> stages;  // one per stage, in stage order
+    std::size_t step = 0;
+    std::size_t filled = 0;  // stages that have copied their state for `step`
+  };
+  const TrainSetup& t_;
+  std::string path_;
+  std::size_t every_;
+  std::array<Slot, 2> slots_;
+  std::mutex mutex_, write_mutex_;
+};
 
 TrainOutputs::TrainOutputs(TrainSetup& t, const TrainFlags& f, bool writer)
     : t_(t),
@@ -66,6 +132,12 @@ void TrainOutputs::install_step_hook() {
     add_metric(j);
     progress_.update(static_cast<std::int64_t>(step), s.loss, tokens, s.time_s);
   };
+  if (f_.save_every > 0) {
+    saver_ = std::make_unique<PeriodicSaver>(t_, f_);
+    t_.exec.after_update = [this](const exec::StageRuntime& rt, std::size_t steps_done) {
+      saver_->after_update(rt, steps_done);
+    };
+  }
 }
 
 void TrainOutputs::abandon() {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -36,7 +37,8 @@ class TrainOutputs {
  public:
   TrainOutputs(TrainSetup& t, const TrainFlags& f, bool writer = true);
   ~TrainOutputs();
-  // Installs the per-step hook (metrics line, progress) into t.exec.on_step.
+  // Installs the per-step hook (metrics line, progress) into t.exec.on_step, and with
+  // --save-every the periodic checkpoints into t.exec.after_update.
   void install_step_hook();
   // After a failed run: ends the progress line and writes the metrics gathered so far.
   void abandon();
@@ -57,8 +59,11 @@ class TrainOutputs {
   void export_whole_model(const std::vector<float>& params) const;
   void add_metric(const ordered_json& j);
 
+  class PeriodicSaver;
+
   TrainSetup& t_;
   const TrainFlags& f_;
+  std::unique_ptr<PeriodicSaver> saver_;  // --save-every
   std::mutex mutex_;
   std::string lines_ = metrics_head_line(t_);  // the run and its BLAS first; t_ is set by now
   Progress progress_;

@@ -89,11 +89,16 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_out("report", po::value(&f.report_path), "the shared report JSON (source: measured)");
   add_out("trace", po::value(&f.trace_path), "Chrome trace of the measured run");
   add_out("save", po::value(&f.save_path), "training-state checkpoint at the end");
+  add_out("save-every", po::value(&f.save_every),
+          "with --save: also write it after every K-th optimizer step, each replacing the last "
+          "whole (a schedule that flushes every step; CPU, one process)");
   add_out("resume", po::value(&f.resume_path), "continue from a training-state checkpoint");
   add_out("export-llmc", po::value(&f.export_path), "write the model as an llm.c fp32 file");
   add_out("quiet,q", po::bool_switch(&f.quiet), "no progress display, no summary");
   add_out("fail-at", po::value(&f.fail_at),
           "testing: fail when about to run this action (e.g. 1B3)");
+  add_out("kill-at", po::value(&f.kill_at),
+          "testing: end this process with SIGKILL when about to run this action (crash tests)");
   options.add(schedule).add(model).add(optim).add(data).add(out);
 }
 
@@ -255,7 +260,25 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
                       "GiB) until the run ends; validate less often",
                       f.val_every, copies, bytes / (1 << 30)));
   }
+  if (!f.fail_at.empty() && !f.kill_at.empty())
+    throw UsageError("--fail-at and --kill-at cannot be combined");
   if (!f.fail_at.empty()) e.fail_at = parse_action(f.fail_at);
+  if (!f.kill_at.empty()) {
+    e.fail_at = parse_action(f.kill_at);
+    e.fail_kills = true;
+  }
+  if (f.save_every < 0)
+    throw InputError(fmt::format("--save-every must be >= 1, got {}", f.save_every));
+  if (f.save_every > 0) {
+    if (f.save_path.empty()) throw UsageError("--save-every needs --save FILE (where to write)");
+    if (f.device != "cpu")
+      throw UsageError("--save-every runs on the CPU executor; --device cuda saves at the end");
+    if (const auto why = step_cut_violation(t.schedule))
+      throw InputError(fmt::format(
+          "--save-every needs a schedule whose optimizer steps are cuts (gpipe, 1f1b, zb-h1, "
+          "zb-h2, interleaved), so that nothing is in flight when a stage saves; {} is not: {}",
+          t.schedule.kind, *why));
+  }
 
   t.data_seed = state ? state->metadata.data_seed : f.seed;
   t.data_order = state ? model::parse_data_order(state->metadata.data_order)

@@ -19,7 +19,7 @@ namespace paci::cli {
 
 struct TrainFlags {
   std::string kind = "paci", schedule_path, partition;
-  std::int32_t stages = 1, microbatches = 1, steps = 1, stop_after = 0, chunks = 0;
+  std::int32_t stages = 1, microbatches = 1, steps = 1, stop_after = 0, chunks = 0, save_every = 0;
   std::size_t layers = 4, heads = 4, d_model = 128, seq_len = 128, vocab = 256, batch = 16;
   double lr = 1e-3, min_lr = -1, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8,
          clip = 0.0;
@@ -32,7 +32,7 @@ struct TrainFlags {
   std::int32_t val_every = 0;
   std::size_t val_microbatches = 16;
   std::string init_path, save_path, resume_path, export_path, metrics_path, report_path, trace_path,
-      fail_at;
+      fail_at, kill_at;
   bool quiet = false, sequential = false;
 };
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <csignal>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -86,8 +87,10 @@ class Executor::Device {
                  .ready(device_, device_of(d.action.stage), key(d, a)))
           return false;
       }
-    if (run_.config.fail_at && *run_.config.fail_at == a)
+    if (run_.config.fail_at && *run_.config.fail_at == a) {
+      if (run_.config.fail_kills) std::raise(SIGKILL);
       throw std::runtime_error("injected failure (--fail-at)");
+    }
     for (int j = 0; j < n; ++j) receive(a, deps[static_cast<std::size_t>(j)]);
     StageRuntime& rt = ex_.stage(a.stage);
     auto& b = buffers_[static_cast<std::size_t>(a.stage)];
@@ -122,6 +125,8 @@ class Executor::Device {
     const double end = run_.clock.now_s();
     if (run_.config.record_timeline) compute_.push_back({a, device_, start, end, version});
     sample_memory(end);
+    if (a.kind == ActionKind::U && run_.config.after_update)
+      run_.config.after_update(rt, run_.config.first_step + static_cast<std::size_t>(rt.version()));
     send_outputs(a, rt, b);
     // The device is free for its next action once its sends are queued (paci simulate --replay).
     times_[next_] = {start, end, run_.clock.now_s()};

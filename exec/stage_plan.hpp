@@ -21,6 +21,8 @@
 
 namespace paci::exec {
 
+class StageRuntime;  // exec/stage_runtime.hpp
+
 // Fills the B·T input tokens and targets of micro-batch `index` (a pure function of the index).
 using DataFn = std::function<void(std::uint64_t index, std::span<std::int32_t> inputs,
                                   std::span<std::int32_t> targets)>;
@@ -47,6 +49,12 @@ struct TrainingConfig {
   std::size_t first_step = 0;                    // optimizer steps done before this run (resume)
   std::int32_t snapshot_every = 0;  // keep weights after every k-th update for validation
   std::optional<Action> fail_at;    // failure injection (tests): throw when about to run it
+  bool fail_kills = false;          // ... or end the process with SIGKILL there (crash tests)
+  // Called on the stage's worker right after each of its updates, with the optimizer steps it has
+  // done since the start of training (resumed runs included), outside the action's measured
+  // time: periodic checkpoints (paci train --save-every). An exception fails the run like a
+  // failing action. CPU executor only.
+  std::function<void(const StageRuntime& stage, std::size_t steps_done)> after_update;
 };
 
 // One stage's part of a run.

@@ -113,6 +113,22 @@ void AtomicWriter::write_zeros(std::size_t bytes) {
   }
 }
 
+void AtomicWriter::remove_stale_temporaries() const {
+  const std::filesystem::path target(path_);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::filesystem::path folder = target.parent_path();
+  if (folder.empty()) folder = ".";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() == prefix.size() + 6 && name.starts_with(prefix)) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
+}
+
 void AtomicWriter::commit() {
   if (file_ == nullptr) fail(EBADF);
   if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0) fail(errno);
@@ -121,6 +137,7 @@ void AtomicWriter::commit() {
   if (closed != 0) fail(errno);
   if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) fail(errno);
   temp_path_.clear();
+  remove_stale_temporaries();
   // Make the rename itself durable; a folder that cannot be opened only loses that guarantee.
   std::string folder = std::filesystem::path(path_).parent_path().string();
   if (folder.empty()) folder = ".";

@@ -58,10 +58,13 @@ class AtomicWriter {
   std::uint32_t crc32() const { return crc_; }  // of every byte written so far
   std::size_t bytes_written() const { return bytes_written_; }
 
-  // Flushes, fsyncs, closes and renames the temporary file onto the target path.
+  // Flushes, fsyncs, closes and renames the temporary file onto the target path. Then removes
+  // what a writer killed mid-write left next to it (PATH.tmp.XXXXXX: nothing can remove those
+  // when the process dies); so one path must have one writer at a time.
   void commit();
 
  private:
+  void remove_stale_temporaries() const;
   [[noreturn]] void fail(int error_number);
 
   std::string path_;

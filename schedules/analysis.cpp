@@ -2,6 +2,8 @@
 // (for stash policies) the distinct weight versions that in-flight backwards still need.
 #include "schedules/analysis.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "schedules/dependencies.hpp"
@@ -117,6 +119,29 @@ void summarize_versions(Analysis& out) {
       sa.mean_update_delay = static_cast<double>(delay_sum) / static_cast<double>(counted);
     }
   }
+}
+
+std::optional<std::string> step_cut_violation(const Schedule& schedule) {
+  std::vector<std::int64_t> updates(static_cast<std::size_t>(std::max(schedule.stages, 0)), 0);
+  const std::int64_t M = std::max(schedule.microbatches, 1);
+  for (const auto& list : schedule.devices) {
+    for (const Action& a : list) {
+      if (a.stage < 0 || a.stage >= schedule.stages) continue;  // validate() reports these
+      std::int64_t& done = updates[static_cast<std::size_t>(a.stage)];
+      if (a.kind == ActionKind::U) {
+        ++done;
+        continue;
+      }
+      const std::int64_t step = a.microbatch / M;
+      if (step > done)
+        return fmt::format("stage {} runs {} (step {}) before its update of step {}", a.stage,
+                           to_string(a), step, done);
+      if (step < done)
+        return fmt::format("stage {} runs {} (step {}) after its update of that step", a.stage,
+                           to_string(a), step);
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace paci

@@ -106,9 +106,14 @@ void check_versions(const json& report, const Schedule& s, const Reader& r,
   for (std::size_t i = 0; i < versions.size(); ++i) {
     const VersionRecord& v = want.versions[i];
     const json& have = versions[i];
-    if (!have.is_object() || have.value("stage", -1) != v.stage ||
-        have.value("mb", -1) != v.microbatch || have.value("v_f", -1) != v.v_f ||
-        have.value("v_b", -1) != v.v_b)
+    // An integer field equal to `want` (json::value() would convert any number, UB for 1e300,
+    // and throw its own type_error for a string).
+    const auto equals = [&](const char* key, std::int64_t want) {
+      const auto it = have.find(key);
+      return it != have.end() && it->is_number_integer() && *it == want;
+    };
+    if (!have.is_object() || !equals("stage", v.stage) || !equals("mb", v.microbatch) ||
+        !equals("v_f", v.v_f) || !equals("v_b", v.v_b))
       fail(source, fmt::format("the report is a run of another schedule: versions[{}] is {}, the "
                                "schedule file's stage {} micro-batch {} reads v_f {}, v_b {}",
                                i, have.dump(), v.stage, v.microbatch, v.v_f, v.v_b));

@@ -6,8 +6,16 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <random>
+#include <thread>
 
 #include "model/check.hpp"
 #include "model/checkpoint_io.hpp"
@@ -218,6 +226,55 @@ TEST_F(StateCheckpoint, WritesAreAtomic) {
   // A successful overwrite replaces the file, again leaving nothing else.
   save_state(p, StateMetadata{.config = kConfig}, views(stages));
   EXPECT_NE(read_bytes(p), old);
+}
+
+// A writer killed with SIGKILL at any moment, mid-save included, leaves the last complete
+// checkpoint: a child process saves two different states in turn without pause, and is killed
+// at seeded random moments; the file then loads (CRC and all) as one of the two. The temporary
+// file a kill leaves is removed by the next save to that path.
+TEST_F(StateCheckpoint, AWriterKilledAnywhereLeavesTheLastCompleteFile) {
+  const GptConfig big{.layers = 4, .heads = 4, .d_model = 128, .max_seq_len = 64, .vocab = 256};
+  std::vector<StageState> a = make_stages(big, {4}), b = make_stages(big, {4});
+  for (float& w : b[0].weights) w = -w;
+  StateMetadata meta_a{.config = big}, meta_b{.config = big};
+  meta_a.step = 1;
+  meta_b.step = 2;
+  const std::string p = path("killed.state");
+  save_state(p, meta_a, views(a));
+  const std::string bytes_a = read_bytes(p);
+  save_state(p, meta_b, views(b));
+  const std::string bytes_b = read_bytes(p);
+  std::mt19937 rng(15);
+  int killed_mid_write = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // never returns into the test framework
+      try {
+        for (std::size_t i = 0;; ++i)
+          save_state(p, i % 2 == 0 ? meta_a : meta_b, views(i % 2 == 0 ? a : b));
+      } catch (...) {
+      }
+      ::_exit(1);
+    }
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 30000)(rng)));
+    ASSERT_EQ(::kill(child, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    const std::string now = read_bytes(p);
+    EXPECT_TRUE(now == bytes_a || now == bytes_b) << "trial " << trial;
+    EXPECT_NO_THROW(load_state(p));
+    std::size_t others = 0;
+    for (const auto& entry : fs::directory_iterator(dir_)) others += entry.path() != p;
+    killed_mid_write += others > 0;
+    save_state(p, meta_a, views(a));  // cleans up after the kill
+    for (const auto& entry : fs::directory_iterator(dir_))
+      EXPECT_EQ(entry.path(), p) << "left behind after the next save";
+  }
+  // How many kills landed mid-write depends on timing; said, not asserted.
+  std::cout << "[ info ] " << killed_mid_write << " of 12 kills landed mid-write\n";
 }
 
 }  // namespace

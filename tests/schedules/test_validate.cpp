@@ -121,6 +121,20 @@ TEST(Validate, MoreMicrobatchesThanActionsIsRefusedBeforeAllocating) {
               HasSubstr("incomplete: 1073741824 micro-batches"));
 }
 
+// Which schedules' optimizer steps are cuts of the pipeline (paci train --save-every needs one).
+TEST(StepCut, FlushingSchedulesAreCutsAndTheAsynchronousOnesAreNot) {
+  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved"})
+    EXPECT_EQ(step_cut_violation(generate_schedule(kind, 4, 8, 3)), std::nullopt) << kind;
+  for (const char* kind : {"paci", "pipedream", "2bw"}) {
+    const auto why = step_cut_violation(generate_schedule(kind, 4, 8, 3));
+    ASSERT_TRUE(why.has_value()) << kind;
+    EXPECT_THAT(*why, HasSubstr("before its update of step 0")) << kind;
+  }
+  // A stage running a step's backward after that step's update.
+  EXPECT_EQ(step_cut_violation(make(1, 1, 2, {{"0F0", "0U", "0B0", "0F1", "0B1", "0U"}})),
+            "stage 0 runs 0B0 (step 0) after its update of that step");
+}
+
 TEST(Validate, ActionOnTheWrongDevice) {
   const Schedule s = make(2, 1, 1, {{"0F0", "1F0", "0B0", "0U"}, {"1B0", "1U"}});
   EXPECT_THAT(expect_invalid(s).what(), HasSubstr("stage 1 is placed on device 1"));

@@ -186,6 +186,14 @@ TEST(ReportTimeline, RoundTripsAndRefusesAnotherSchedule) {
   nlohmann::json not_action = report;
   not_action["timeline"]["messages"][0][0] = "0X1";
   refused(not_action, s, "timeline.messages[0].producer");
+  // Found by the fuzzer (tests/fuzz/regressions/report): a version field of 2.2e118 was converted
+  // to int (undefined behaviour), and a string one escaped as nlohmann's type_error.
+  for (const nlohmann::json& odd : {nlohmann::json(2.2e118), nlohmann::json("0"),
+                                    nlohmann::json(0.0), nlohmann::json(nullptr)}) {
+    nlohmann::json bad = report;
+    bad["versions"][0]["v_f"] = odd;
+    refused(bad, s, "versions[0] is");
+  }
 }
 
 }  // namespace
