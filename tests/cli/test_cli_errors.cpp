@@ -1,0 +1,200 @@
+// The catalogue of bad input (docs/errors.md), checked both ways: every case here makes paci
+// print exactly its documented line on standard error (then, for an invalid schedule, the marked
+// grid) and exit with its documented status, and every line here appears verbatim in
+// docs/errors.md. The files are made here from good ones; paci runs in a folder of its own, so
+// the lines name them as the catalogue does.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/cli/run.hpp"
+
+namespace paci {
+namespace {
+
+using testing::slurp;
+using testing::write_text;
+namespace fs = std::filesystem;
+
+struct Case {
+  Case(std::string c, std::string l, int s = 2, std::string e = "")
+      : command(std::move(c)), line(std::move(l)), status(s), env(std::move(e)) {}
+  std::string command;  // after "paci "
+  std::string line;     // the first line on standard error, exactly
+  int status;
+  std::string env;  // environment assignments before the command, if any
+};
+
+const std::string kBase =
+    "train -k 1f1b -p 2 -m 2 -n 2 --layers 2 --heads 2 --d-model 32 --seq-len 16 --batch 2 "
+    "--quiet --val-data none ";
+const std::string kTrain = kBase + "--data tok.bin";
+
+std::vector<Case> catalogue() {
+  const std::string t = kTrain + " ";
+  return {
+      // Schedule files.
+      {"validate nope.json",
+       "paci validate: error: nope.json: cannot open: No such file or directory"},
+      {"validate empty.json", "paci validate: error: empty.json: empty file"},
+      {"validate trunc.json",
+       "paci validate: error: trunc.json: line 6, column 12: malformed JSON (truncated: unexpected "
+       "end of input; syntax error while parsing object key - invalid string: missing closing "
+       "quote; last read: '\"microbat'; expected string literal)"},
+      {"validate v9.json",
+       "paci validate: error: v9.json: unsupported format 'paci.schedule/9' (expected "
+       "paci.schedule/1)"},
+      {"validate badtok.csv",
+       "paci validate: error: badtok.csv: row 1, cell 2: bad action '0X1' (expected "
+       "<stage><F|B|I|W><microbatch> such as 0F3, or <stage>U)"},
+      {"validate dup.json",
+       "paci validate: error: dup.json: invalid schedule: action 1F1 appears twice"},
+      {"validate huge.csv",
+       "paci validate: error: huge.csv: invalid schedule: incomplete: 777777078 micro-batches (M "
+       "777777078 x N 1) on 1 stages need a forward each per stage, more than the 2 actions it "
+       "has"},
+      // Generator flags.
+      {"schedule -k paci -p 0 -m 1 -n 1", "paci schedule: error: --stages must be positive, got 0"},
+      {"schedule -k 2bw -p 4 -m 2 -n 1",
+       "paci schedule: error: 2bw needs at least as many micro-batches per step as stages (M >= "
+       "P), got M=2 P=4"},
+      // Cost models.
+      {"simulate good.json --cost trunc_cost.json",
+       "paci simulate: error: trunc_cost.json: line 3, column 17: malformed JSON (truncated: "
+       "syntax error while parsing value - unexpected end of input; expected '[', '{', or a "
+       "literal)"},
+      {"simulate good.json --cost neg.json",
+       "paci simulate: error: neg.json: stages[0].forward_s is negative (-1)"},
+      {"simulate good.json --cost three.json",
+       "paci simulate: error: cost model has 3 stages, the schedule has 2"},
+      // Measured reports.
+      {"simulate good.json --replay good.json",
+       "paci simulate: error: good.json: the report has no 'source'"},
+      // Token shards.
+      {kBase + "--data nope.bin",
+       "paci train: error: cannot open nope.bin: No such file or directory"},
+      {kBase + "--data magic.bin",
+       "paci train: error: magic.bin: not an llm.c token shard (magic 16843009, expected "
+       "20240520)"},
+      {kBase + "--data short.bin",
+       "paci train: error: short.bin: not an llm.c token shard (1000 bytes, shorter than its "
+       "1024-byte header)"},
+      {kBase + "--data cut.bin",
+       "paci train: error: cut.bin: truncated llm.c token shard: the header says 2000 tokens "
+       "(4000 bytes), the body has 3990 bytes"},
+      {t + "--vocab 64",
+       "paci train: error: tok.bin: token 100 at position 0 is outside the vocabulary (64 "
+       "tokens)"},
+      // llm.c model files.
+      {t + "--init model_v5.bin",
+       "paci train: error: model_v5.bin: version 5, expected 3 (fp32); version 5 is llm.c's bf16 "
+       "format"},
+      {t + "--init model_cut.bin",
+       "paci train: error: model_cut.bin: body is 136700 bytes, but the header's shape (layers 2, "
+       "heads 2, d_model 32, max_seq_len 16, vocab 256, padded_vocab_size 256) needs 136704"},
+      // Training-state checkpoints.
+      {t + "--resume corrupt.state",
+       "paci train: error: corrupt.state: checksum mismatch: file is corrupt or truncated"},
+      {t + "--resume notstate.state",
+       "paci train: error: notstate.state: not a paci.state/1 checkpoint: magic "
+       "0x4e4f545354415445, expected \"PACISTAT\""},
+      {t + "--resume ok.state",
+       "paci train: error: ok.state already holds 2 steps; --steps 2 leaves none to run"},
+      // Training flags.
+      {t + "--partition 1,2",
+       "paci train: error: --partition adds up to 3 blocks, the model has 2"},
+      {t + "--threads -1",
+       "paci train: error: --threads must be between 0 (auto) and 1024, got -1"},
+      {t + "--save-every 1",
+       "paci train: error: --save-every needs --save FILE (where to write) (see paci train "
+       "--help)"},
+      {"frobnicate", "paci: error: unknown command 'frobnicate' (see paci --help)"},
+      {"validate good.json --bogus",
+       "paci validate: error: unrecognised option '--bogus' (see paci validate --help)"},
+      // The launch environment.
+      {kTrain, "paci train: error: rendezvous: PACI_RANK='x' is not a non-negative integer", 2,
+       "PACI_RANK=x PACI_WORLD_SIZE=2"},
+      {kTrain, "paci train: error: rendezvous: PACI_RANK=3 is not below PACI_WORLD_SIZE=2", 2,
+       "PACI_RANK=3 PACI_WORLD_SIZE=2"},
+  };
+}
+
+// Flips, cuts and rewrites bytes of `from` into `to`.
+void derive(const std::string& dir, const std::string& from, const std::string& to,
+            const std::function<void(std::string&)>& edit) {
+  std::string bytes = slurp(dir + "/" + from);
+  ASSERT_FALSE(bytes.empty()) << from;
+  edit(bytes);
+  write_text(dir + "/" + to, bytes);
+}
+
+class ErrorCatalogue : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_path("errors");
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const auto paci = [&](const std::string& args) {
+      const auto r = testing::run_shell("cd " + dir_ + " && " + PACI_BINARY + " " + args);
+      ASSERT_EQ(r.status, 0) << args << ": " << r.err;
+    };
+    paci("schedule -k 1f1b -p 2 -m 2 -n 1 -o good.json");
+    paci("costmodel --preset tiny --stages 3 -o three.json");
+    // 2000 tokens of 'd' (100) and 'e'.
+    std::string text;
+    for (int i = 0; i < 1000; ++i) text += "de";
+    write_text(dir_ + "/tok.txt", text);
+    paci("data tokenize tok.txt --train tok.bin");
+    paci(kTrain + " --save ok.state --export-llmc model.bin");
+    const std::string d = dir_;
+    write_text(d + "/empty.json", "");
+    write_text(d + "/badtok.csv", "0F0,0X1\n");
+    write_text(d + "/huge.csv", "0F777777077\n");
+    derive(d, "good.json", "trunc.json", [](std::string& b) { b.resize(100); });
+    derive(d, "good.json", "v9.json",
+           [](std::string& b) { b.replace(b.find("paci.schedule/1"), 15, "paci.schedule/9"); });
+    derive(d, "good.json", "dup.json",
+           [](std::string& b) { b.replace(b.find("\"1B1\""), 5, "\"1F1\""); });
+    derive(d, "three.json", "trunc_cost.json", [](std::string& b) { b.resize(50); });
+    derive(d, "three.json", "neg.json", [](std::string& b) {
+      const std::size_t at = b.find("\"forward_s\": ") + 13;
+      b.replace(at, b.find(',', at) - at, "-1");
+    });
+    derive(d, "tok.bin", "magic.bin", [](std::string& b) { b.replace(0, 4, "\1\1\1\1"); });
+    derive(d, "tok.bin", "short.bin", [](std::string& b) { b.resize(1000); });
+    derive(d, "tok.bin", "cut.bin", [](std::string& b) { b.resize(b.size() - 10); });
+    derive(d, "model.bin", "model_v5.bin", [](std::string& b) { b[4] = 5; });
+    derive(d, "model.bin", "model_cut.bin", [](std::string& b) { b.resize(b.size() - 4); });
+    derive(d, "ok.state", "corrupt.state", [](std::string& b) { b[b.size() / 2] ^= 1; });
+    derive(d, "ok.state", "notstate.state", [](std::string& b) { b.replace(0, 8, "NOTSTATE"); });
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(ErrorCatalogue, EveryCaseIsItsDocumentedLineAndStatus) {
+  const std::string doc = slurp(std::string(PACI_GOLDEN_DIR) + "/../../docs/errors.md");
+  ASSERT_FALSE(doc.empty()) << "docs/errors.md";
+  for (const Case& c : catalogue()) {
+    const auto r =
+        testing::run_shell("cd " + dir_ + " && " + (c.env.empty() ? "" : "env " + c.env + " ") +
+                           PACI_BINARY + " " + c.command);
+    EXPECT_EQ(r.status, c.status) << c.command << ": " << r.err;
+    const std::string first = r.err.substr(0, r.err.find('\n'));
+    EXPECT_EQ(first, c.line) << c.command;
+    // One line, but for the marked grid under an invalid schedule's.
+    if (c.line.find("invalid schedule: ") == std::string::npos) {
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.command << ": " << r.err;
+    }
+    EXPECT_NE(doc.find(c.line), std::string::npos) << "not in docs/errors.md: " << c.line;
+  }
+}
+
+}  // namespace
+}  // namespace paci
