@@ -59,9 +59,14 @@ for t in "${targets[@]}"; do
     fi
   fi
   mkdir -p "$out/corpus/$t"
+  dict=()  # the format's tokens and keys (tests/fuzz/dicts/)
+  case "$t" in
+    schedule_json | cost_model | report | state) dict=(-dict=tests/fuzz/dicts/json.dict) ;;
+    schedule_csv | schedule_text) dict=(-dict=tests/fuzz/dicts/rows.dict) ;;
+  esac
   # -timeout: one input taking 10 s is a hang; -rss_limit_mb: an input that makes a reader
   # allocate 2 GiB is a finding (the readers check sizes against the file before allocating).
-  if "$binary" "$out/corpus/$t" "tests/fuzz/corpus/$t" -max_total_time="$seconds" -timeout=10 \
+  if "$binary" "$out/corpus/$t" "tests/fuzz/corpus/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/$t-" >"$out/$t.log" 2>&1; then
     runs=$(grep -m1 'stat::number_of_executed_units' "$out/$t.log" | awk '{print $2}')
     cov=$(grep -E '^#[0-9]+.*cov:' "$out/$t.log" | tail -1 | grep -oE 'cov: [0-9]+' || true)
