@@ -168,7 +168,13 @@ int run_simulate(const std::vector<std::string>& args) {
         "--replay uses the measured times, sharing included; --host-slowdown does not apply");
   const Schedule s = load_valid_schedule(file);
   const CostModel costs = resolve_cost_model(cost, vm, s.stages, s.num_devices());
-  check_cost_model(costs, &s);
+  try {
+    check_cost_model(costs, &s);
+  } catch (const InputError& e) {  // a cost model file against this schedule: name the file
+    if (cost.cost_path.empty()) throw;
+    throw InputError(fmt::format("{}: {} ({})", cost.cost_path == "-" ? "<stdin>" : cost.cost_path,
+                                 e.what(), file));
+  }
   SimOptions sim_options;
   sim_options.record_timeline = !trace_path.empty();
   std::optional<MeasuredTimeline> measured;

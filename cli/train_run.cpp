@@ -3,7 +3,6 @@
 #include "cli/train_run.hpp"
 
 #include <fmt/format.h>
-#include <array>
 #include <cmath>
 #include <iostream>
 #include <stdexcept>
@@ -44,25 +43,25 @@ model::StateMetadata state_metadata(const TrainSetup& t, std::size_t steps_done)
 // file, fsync, rename, so the last complete one stays until the new one is whole). The schedule's
 // steps are cuts (make_train_setup checked): when a stage updates for step k nothing of a later
 // step has run on it and nothing of step k is left, so the copies form the state of the run after
-// step k. Two sets of buffers, allocated here, not during the run: a stage cannot reach its
-// update of step k + 2 before every stage has passed step k + 1, and so not before the writer of
-// step k has returned to its own work.
+// step k. One set of buffers (the weights and both moments once more), allocated here, not
+// during the run, is enough: a stage's update of step k + 1 needs a forward of step k + 1 on every
+// stage, which each runs after its own update of step k (a cut), and so, on the writer's thread,
+// after the write of step k has returned.
 class TrainOutputs::PeriodicSaver {
  public:
   PeriodicSaver(const TrainSetup& t, const TrainFlags& f)
       : t_(t), path_(f.save_path), every_(static_cast<std::size_t>(f.save_every)) {
-    for (Slot& slot : slots_)
-      for (const model::StageRange& range : t.exec.ranges) {
-        const std::size_t n = model::ParamLayout(t.exec.config, range).size();
-        slot.stages.push_back(
-            {range, 0, std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)});
-      }
+    for (const model::StageRange& range : t.exec.ranges) {
+      const std::size_t n = model::ParamLayout(t.exec.config, range).size();
+      slot_.stages.push_back(
+          {range, 0, std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)});
+    }
   }
 
   void after_update(const exec::StageRuntime& rt, std::size_t steps_done) {
     // The last step is written by --save at the end of the run.
     if (steps_done % every_ != 0 || steps_done == t_.last_step) return;
-    Slot& slot = slots_[(steps_done / every_) % slots_.size()];
+    Slot& slot = slot_;
     model::StageState& mine = slot.stages.at(static_cast<std::size_t>(rt.stage()));
     const auto copy = [](std::span<const float> from, std::vector<float>& to) {
       std::copy(from.begin(), from.end(), to.begin());
@@ -84,7 +83,6 @@ class TrainOutputs::PeriodicSaver {
     }
     std::vector<model::StageStateView> views;
     for (const model::StageState& s : slot.stages) views.push_back(s.view());
-    std::lock_guard lock(write_mutex_);
     model::save_state(path_, state_metadata(t_, steps_done), views);
   }
 
@@ -97,8 +95,8 @@ class TrainOutputs::PeriodicSaver {
   const TrainSetup& t_;
   std::string path_;
   std::size_t every_;
-  std::array<Slot, 2> slots_;
-  std::mutex mutex_, write_mutex_;
+  Slot slot_;
+  std::mutex mutex_;
 };
 
 TrainOutputs::TrainOutputs(TrainSetup& t, const TrainFlags& f, bool writer)

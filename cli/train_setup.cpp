@@ -263,12 +263,14 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   if (!f.fail_at.empty() && !f.kill_at.empty())
     throw UsageError("--fail-at and --kill-at cannot be combined");
   if (!f.fail_at.empty()) e.fail_at = parse_action(f.fail_at);
+  if (!f.kill_at.empty() && f.device != "cpu")
+    throw UsageError("--kill-at is the CPU executor's (--device cpu)");
   if (!f.kill_at.empty()) {
     e.fail_at = parse_action(f.kill_at);
     e.fail_kills = true;
   }
   if (f.save_every < 0)
-    throw InputError(fmt::format("--save-every must be >= 1, got {}", f.save_every));
+    throw InputError(fmt::format("--save-every must be positive (0: off), got {}", f.save_every));
   if (f.save_every > 0) {
     if (f.save_path.empty()) throw UsageError("--save-every needs --save FILE (where to write)");
     if (f.device != "cpu")

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -12,8 +13,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -69,7 +72,7 @@ void BinaryReader::seek(std::size_t offset) {
 
 AtomicWriter::AtomicWriter(std::string path) : path_(std::move(path)) {
   std::vector<char> name(path_.begin(), path_.end());
-  const std::string_view suffix = ".tmp.XXXXXX";
+  const std::string suffix = fmt::format(".tmp.{}.XXXXXX", ::getpid());
   name.insert(name.end(), suffix.begin(), suffix.end());
   name.push_back('\0');
   const int fd = ::mkstemp(name.data());
@@ -114,6 +117,8 @@ void AtomicWriter::write_zeros(std::size_t bytes) {
 }
 
 void AtomicWriter::remove_stale_temporaries() const {
+  // PATH.tmp.<pid>.XXXXXX, a regular file, of a process that no longer exists: what a writer
+  // killed mid-write left. A live writer's (another process saving to the same path) is kept.
   const std::filesystem::path target(path_);
   const std::string prefix = target.filename().string() + ".tmp.";
   std::filesystem::path folder = target.parent_path();
@@ -122,10 +127,21 @@ void AtomicWriter::remove_stale_temporaries() const {
   for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() == prefix.size() + 6 && name.starts_with(prefix)) {
-      std::error_code ignored;
-      std::filesystem::remove(it->path(), ignored);
-    }
+    if (!name.starts_with(prefix)) continue;
+    const std::string rest = name.substr(prefix.size());  // <pid>.XXXXXX
+    const std::size_t dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0 || rest.size() - dot - 1 != 6 ||
+        rest.find_first_not_of("0123456789") != dot)
+      continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    std::error_code status_error;
+    if (pid <= 0 || pid > std::numeric_limits<pid_t>::max() ||
+        !std::filesystem::is_regular_file(
+            std::filesystem::symlink_status(it->path(), status_error)))
+      continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or unknown
+    std::error_code ignored;
+    std::filesystem::remove(it->path(), ignored);
   }
 }
 

@@ -46,8 +46,9 @@ class BinaryReader {
 
 class AtomicWriter {
  public:
-  // Creates a unique temporary file next to `path`. Throws std::runtime_error "cannot write PATH:
-  // reason" here or in any later call; the target path is only ever replaced whole by commit().
+  // Creates a unique temporary file next to `path` (PATH.tmp.<pid>.XXXXXX). Throws
+  // std::runtime_error "cannot write PATH: reason" here or in any later call; the target path is
+  // only ever replaced whole by commit().
   explicit AtomicWriter(std::string path);
   ~AtomicWriter();  // without commit(): closes and removes the temporary file
   AtomicWriter(const AtomicWriter&) = delete;
@@ -59,8 +60,8 @@ class AtomicWriter {
   std::size_t bytes_written() const { return bytes_written_; }
 
   // Flushes, fsyncs, closes and renames the temporary file onto the target path. Then removes
-  // what a writer killed mid-write left next to it (PATH.tmp.XXXXXX: nothing can remove those
-  // when the process dies); so one path must have one writer at a time.
+  // what writers killed mid-write left next to it (PATH.tmp.<pid>.XXXXXX of a process that no
+  // longer exists: nothing can remove those when the process dies).
   void commit();
 
  private:

@@ -80,6 +80,39 @@ json metadata_json(const StateMetadata& m, json sections) {
   };
 }
 
+// A whole number stored at key: JSON may hold 1e300, -1 or a string there, and get<size_t>()
+// would cast (undefined for 1e300) or wrap; InputError naming the key instead.
+std::uint64_t whole(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number_unsigned())
+    throw InputError(fmt::format("{} is {}, expected a whole number", key, v.dump()));
+  return v.get<std::uint64_t>();
+}
+
+// a * b or a + b, or InputError when it overflows (a shape no file could hold).
+std::size_t checked(std::size_t a, char op, std::size_t b) {
+  std::size_t r = 0;
+  if (op == '*' ? __builtin_mul_overflow(a, b, &r) : __builtin_add_overflow(a, b, &r))
+    throw InputError("the shape's parameter count overflows");
+  return r;
+}
+
+// The floats of a stage section of `range`, computed with overflow checks before ParamLayout
+// (which loops over the range's layers) is built: wte and wpe on the first stage, 12C² + 13C per
+// block, ln_f and the head on the last. Throws InputError for a range outside the model.
+std::size_t section_floats(const GptConfig& c, std::size_t first_layer, std::size_t num_layers) {
+  if (num_layers > c.layers || first_layer > c.layers - num_layers)
+    throw InputError(fmt::format("blocks [{}, {} + {}) leave a model of {} layers", first_layer,
+                                 first_layer, num_layers, c.layers));
+  const std::size_t C = c.d_model;
+  const std::size_t block = checked(checked(checked(12, '*', C), '*', C), '+', checked(13, '*', C));
+  std::size_t n = checked(num_layers, '*', block);
+  if (first_layer == 0) n = checked(n, '+', checked(checked(c.vocab, '+', c.max_seq_len), '*', C));
+  if (first_layer + num_layers == c.layers)
+    n = checked(n, '+', checked(checked(c.vocab, '+', 2), '*', C));
+  return n;
+}
+
 // Throws nlohmann exceptions (type, missing key) and InputError; the caller adds the file name.
 StateMetadata parse_metadata(const json& j) {
   StateMetadata m;
@@ -88,22 +121,26 @@ StateMetadata parse_metadata(const json& j) {
     throw InputError(fmt::format("format \"{}\", expected \"{}\"", format, kStateFormatTag));
   }
   const json& c = j.at("config");
-  m.config = {.layers = c.at("layers").get<std::size_t>(),
-              .heads = c.at("heads").get<std::size_t>(),
-              .d_model = c.at("d_model").get<std::size_t>(),
-              .max_seq_len = c.at("max_seq_len").get<std::size_t>(),
-              .vocab = c.at("vocab").get<std::size_t>()};
-  m.step = j.at("step").get<std::size_t>();
+  m.config = {.layers = whole(c, "layers"),
+              .heads = whole(c, "heads"),
+              .d_model = whole(c, "d_model"),
+              .max_seq_len = whole(c, "max_seq_len"),
+              .vocab = whole(c, "vocab")};
+  m.step = whole(j, "step");
   const json& data = j.at("data");
-  m.next_microbatch = data.at("next_microbatch").get<std::size_t>();
-  m.data_seed = data.at("seed").get<std::uint64_t>();
+  m.next_microbatch = whole(data, "next_microbatch");
+  m.data_seed = whole(data, "seed");
   m.data_order = data.at("order").get<std::string>();
-  m.rng_state = j.at("rng").get<std::vector<std::uint64_t>>();
+  for (const json& x : j.at("rng")) {
+    if (!x.is_number_unsigned())
+      throw InputError(fmt::format("rng holds {}, expected whole numbers", x.dump()));
+    m.rng_state.push_back(x.get<std::uint64_t>());
+  }
   const json& lr = j.at("lr_schedule");
   m.lr_schedule.max_lr = lr.at("max_lr").get<double>();
   m.lr_schedule.min_lr = lr.at("min_lr").get<double>();
-  m.lr_schedule.warmup_steps = lr.at("warmup_steps").get<std::size_t>();
-  m.lr_schedule.total_steps = lr.at("total_steps").get<std::size_t>();
+  m.lr_schedule.warmup_steps = whole(lr, "warmup_steps");
+  m.lr_schedule.total_steps = whole(lr, "total_steps");
   const std::string decay = lr.at("decay").get<std::string>();
   if (decay != "cosine" && decay != "constant") {
     throw InputError(fmt::format("lr_schedule.decay \"{}\", expected cosine or constant", decay));
@@ -224,18 +261,27 @@ TrainingState load_state(const std::string& path) {
     const json j = json::parse(text);
     state.metadata = parse_metadata(j);
     state.metadata.config.validate();
+    const std::size_t body_have = reader.size_bytes() - reader.position() - kChecksumBytes;
     for (const json& s : j.at("stages")) {
       StageState stage;
-      stage.range = {s.at("first_layer").get<std::size_t>(), s.at("num_layers").get<std::size_t>()};
-      stage.optimizer_steps = s.at("optimizer_steps").get<std::size_t>();
-      const ParamLayout layout(state.metadata.config, stage.range);
-      if (s.at("floats").get<std::size_t>() != layout.size()) {
+      stage.range = {whole(s, "first_layer"), whole(s, "num_layers")};
+      stage.optimizer_steps = whole(s, "optimizer_steps");
+      // Sized from the shape first: a section the body cannot hold is refused before anything
+      // is built for it.
+      const std::size_t n =
+          section_floats(state.metadata.config, stage.range.first_layer, stage.range.num_layers);
+      if (whole(s, "floats") != n) {
         throw InputError(fmt::format("section {} holds {} floats, its layout has {}",
-                                     blocks(stage.range), s.at("floats").get<std::size_t>(),
-                                     layout.size()));
+                                     blocks(stage.range), whole(s, "floats"), n));
       }
+      body_bytes = checked(body_bytes, '+', checked(kBuffersPerSection * sizeof(float), '*', n));
+      if (body_bytes > body_have) {
+        throw InputError(
+            fmt::format("body is {} bytes, the metadata's stage sections need at least {}",
+                        body_have, body_bytes));
+      }
+      const ParamLayout layout(state.metadata.config, stage.range);
       floats.push_back(layout.size());
-      body_bytes += kBuffersPerSection * layout.bytes();
       spans.push_back(model_interval(layout));
       state.stages.push_back(std::move(stage));
     }
@@ -277,11 +323,12 @@ StageState stage_state(const TrainingState& state, StageRange range) {
   const GptConfig& config = state.metadata.config;
   const ParamLayout target(config, range);
   const Interval want = model_interval(target);
-  StageState out{range, 0, std::vector<float>(target.size()), std::vector<float>(target.size()),
-                 std::vector<float>(target.size())};
+  // First the coverage and the step count, then the buffers: a range the sections do not cover
+  // (a whole model far larger than the file) is refused before anything is allocated for it.
   std::size_t covered = 0;
   std::optional<std::size_t> steps;
   std::string have;
+  std::vector<std::pair<const StageState*, Interval>> parts;
   for (const StageState& section : state.stages) {
     const Interval span = model_interval(ParamLayout(config, section.range));
     have += fmt::format("{}{}", have.empty() ? "" : ", ", blocks(section.range));
@@ -290,26 +337,34 @@ StageState stage_state(const TrainingState& state, StageRange range) {
     if (begin >= end) continue;
     if (steps && *steps != section.optimizer_steps) {
       throw InputError(
-          fmt::format("{}: stage sections disagree on the optimizer step count ({} "
-                      "and {})",
+          fmt::format("{}: stage sections disagree on the optimizer step count ({} and {})",
                       state.source, *steps, section.optimizer_steps));
     }
     steps = section.optimizer_steps;
-    const auto copy = [&](const std::vector<float>& from, std::vector<float>& to) {
-      std::copy(from.begin() + static_cast<std::ptrdiff_t>(begin - span.first),
-                from.begin() + static_cast<std::ptrdiff_t>(end - span.first),
-                to.begin() + static_cast<std::ptrdiff_t>(begin - want.first));
-    };
-    copy(section.weights, out.weights);
-    copy(section.first_moment, out.first_moment);
-    copy(section.second_moment, out.second_moment);
+    parts.push_back({&section, span});
     covered += end - begin;
   }
   if (covered != target.size()) {
     throw InputError(fmt::format("{}: the checkpoint's stage sections ({}) do not cover {}",
                                  state.source, have, blocks(range)));
   }
-  out.optimizer_steps = steps.value_or(0);
+  StageState out{range, steps.value_or(0), std::vector<float>(target.size()),
+                 std::vector<float>(target.size()), std::vector<float>(target.size())};
+  for (const auto& part : parts) {
+    const StageState* section = part.first;
+    const Interval span =
+        part.second;  // (a lambda cannot capture a structured binding in clang 14)
+    const std::size_t begin = std::max(want.first, span.first);
+    const std::size_t end = std::min(want.second, span.second);
+    const auto copy = [&](const std::vector<float>& from, std::vector<float>& to) {
+      std::copy(from.begin() + static_cast<std::ptrdiff_t>(begin - span.first),
+                from.begin() + static_cast<std::ptrdiff_t>(end - span.first),
+                to.begin() + static_cast<std::ptrdiff_t>(begin - want.first));
+    };
+    copy(section->weights, out.weights);
+    copy(section->first_moment, out.first_moment);
+    copy(section->second_moment, out.second_moment);
+  }
   return out;
 }
 

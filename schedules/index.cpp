@@ -18,11 +18,11 @@ ActionIndex::ActionIndex(const Schedule& s)
   // micro-batch) pairs than it has actions is incomplete, and its table would be sized by the claim
   // (an action "0F777777777" alone would ask for gigabytes).
   if (stages_ > 0 && total_microbatches_ > offsets_.back() / stages_)
-    throw ScheduleError(
-        fmt::format("incomplete: {} micro-batches (M {} x N {}) on {} stages need "
-                    "a forward each per stage, more than the {} actions it has",
-                    total_microbatches_, s.microbatches, s.steps, stages_, offsets_.back()),
-        {});
+    throw ScheduleError(fmt::format("incomplete: {} micro-batches (M {} x N {}) on {} stage{} need "
+                                    "a forward each per stage, more than the {} actions it has",
+                                    total_microbatches_, s.microbatches, s.steps, stages_,
+                                    stages_ == 1 ? "" : "s", offsets_.back()),
+                        {});
   slots_.assign(static_cast<std::size_t>(4 * stages_ * total_microbatches_), -1);
   for (std::int32_t d = 0; d < s.num_devices(); ++d) {
     const auto& list = s.devices[static_cast<std::size_t>(d)];

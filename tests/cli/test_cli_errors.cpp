@@ -57,7 +57,7 @@ std::vector<Case> catalogue() {
        "paci validate: error: dup.json: invalid schedule: action 1F1 appears twice"},
       {"validate huge.csv",
        "paci validate: error: huge.csv: invalid schedule: incomplete: 777777078 micro-batches (M "
-       "777777078 x N 1) on 1 stages need a forward each per stage, more than the 2 actions it "
+       "777777078 x N 1) on 1 stage need a forward each per stage, more than the 2 actions it "
        "has"},
       // Generator flags.
       {"schedule -k paci -p 0 -m 1 -n 1", "paci schedule: error: --stages must be positive, got 0"},
@@ -72,7 +72,7 @@ std::vector<Case> catalogue() {
       {"simulate good.json --cost neg.json",
        "paci simulate: error: neg.json: stages[0].forward_s is negative (-1)"},
       {"simulate good.json --cost three.json",
-       "paci simulate: error: cost model has 3 stages, the schedule has 2"},
+       "paci simulate: error: three.json: cost model has 3 stages, the schedule has 2 (good.json)"},
       // Measured reports.
       {"simulate good.json --replay good.json",
        "paci simulate: error: good.json: the report has no 'source'"},

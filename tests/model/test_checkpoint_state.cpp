@@ -184,6 +184,22 @@ TEST_F(StateCheckpoint, ConsistentChecksumButBadMetadataIsRejected) {
   expect_input_error([&] { load_state(p); }, {p, "expected \"paci.state/1\""});
   rewrite([](nlohmann::json&) {}, 8);
   expect_input_error([&] { load_state(p); }, {p, "body is", "need"});
+  // Found by review after the fuzzer's first runs: numbers that are not whole (a cast of 1e300 is
+  // undefined), a shape far larger than the file (it was laid out layer by layer before the size
+  // check: a hang), and a block range whose end wraps around.
+  rewrite([](nlohmann::json& j) { j["config"]["layers"] = 1e300; }, 0);
+  expect_input_error([&] { load_state(p); }, {p, "bad metadata", "layers is 1e+300"});
+  rewrite([](nlohmann::json& j) { j["rng"][0] = -1; }, 0);
+  expect_input_error([&] { load_state(p); }, {p, "rng holds -1"});
+  rewrite(
+      [](nlohmann::json& j) {
+        j["config"]["layers"] = 1000000000000ULL;
+        j["stages"][0]["num_layers"] = 1000000000000ULL;
+      },
+      0);
+  expect_input_error([&] { load_state(p); }, {p, "floats, its layout has"});
+  rewrite([](nlohmann::json& j) { j["stages"][0]["first_layer"] = 18446744073709551615ULL; }, 0);
+  expect_input_error([&] { load_state(p); }, {p, "leave a model of 3 layers"});
   // Found by the fuzzer (tests/fuzz/regressions/state): a metadata length past the end of the
   // file was allocated before it was read (4 GiB at most); now it is refused first.
   std::string bytes = good.substr(0, good.size() - 4);
@@ -226,6 +242,22 @@ TEST_F(StateCheckpoint, WritesAreAtomic) {
   // A successful overwrite replaces the file, again leaving nothing else.
   save_state(p, StateMetadata{.config = kConfig}, views(stages));
   EXPECT_NE(read_bytes(p), old);
+}
+
+// A save removes the temporary files of writers that died, and nothing else: not a live
+// process's, not a file that only looks like one.
+TEST_F(StateCheckpoint, ASaveRemovesOnlyDeadWritersTemporaries) {
+  const std::vector<StageState> stages = make_stages(kConfig, {3});
+  const std::string p = path("run.state");
+  const std::string dead = p + ".tmp.999999999.abcdef";  // beyond any pid: no such process
+  const std::string live = p + ".tmp." + std::to_string(::getpid()) + ".abcdef";
+  const std::string backup = p + ".tmp.backup", other = path("other.state.tmp.999999999.abcdef");
+  for (const std::string& f : {dead, live, backup, other}) write_bytes(f, "x");
+  fs::create_directory(p + ".tmp.999999998.folder");
+  save_state(p, awkward_metadata(), views(stages));
+  EXPECT_FALSE(fs::exists(dead));
+  for (const std::string& f : {live, backup, other}) EXPECT_TRUE(fs::exists(f)) << f;
+  EXPECT_TRUE(fs::exists(p + ".tmp.999999998.folder"));
 }
 
 // A writer killed with SIGKILL at any moment, mid-save included, leaves the last complete
@@ -273,7 +305,9 @@ TEST_F(StateCheckpoint, AWriterKilledAnywhereLeavesTheLastCompleteFile) {
     for (const auto& entry : fs::directory_iterator(dir_))
       EXPECT_EQ(entry.path(), p) << "left behind after the next save";
   }
-  // How many kills landed mid-write depends on timing; said, not asserted.
+  // How many kills landed mid-write depends on timing; said, not asserted. (The child is forked
+  // from the test process: glibc and ASan make malloc safe to use after a fork, and nothing else
+  // runs while it saves.)
   std::cout << "[ info ] " << killed_mid_write << " of 12 kills landed mid-write\n";
 }
 
