@@ -25,7 +25,8 @@ using testing::slurp;
 using testing::temp_path;
 
 constexpr std::int32_t kSteps = 4;
-const char* const kModel = " --layers 4 --heads 2 --d-model 32 --seq-len 16 --batch 2 --quiet ";
+// Small, so that the CLI runs stay short under the sanitizers (4 blocks: interleaved's 4 stages).
+const char* const kModel = " --layers 4 --heads 2 --d-model 16 --seq-len 8 --batch 1 --quiet ";
 
 std::string flags(const std::string& kind) {
   return "train -k " + kind + " -p 2 -m 2 -n " + std::to_string(kSteps) + kModel +
@@ -53,7 +54,7 @@ TEST_P(KillAndResume, FinalStateEqualsTheUninterruptedRunBitwise) {
   ASSERT_EQ(r.status, 0) << r.err;
   std::mt19937 rng(15);
   int resumed_from_a_checkpoint = 0;
-  for (int trial = 0; trial < 3; ++trial) {
+  for (int trial = 0; trial < 2; ++trial) {
     const std::string ckpt = temp_path(kind + "_ckpt" + std::to_string(trial) + ".state");
     std::filesystem::remove(ckpt);
     // Killed once, then again in the resumed run. The first kill is in step 3 or 4: a device
@@ -86,7 +87,7 @@ TEST_P(KillAndResume, FinalStateEqualsTheUninterruptedRunBitwise) {
     for (const auto& entry : std::filesystem::directory_iterator(::testing::TempDir()))
       EXPECT_EQ(entry.path().string().find(ckpt + "."), std::string::npos) << entry.path();
   }
-  EXPECT_GE(resumed_from_a_checkpoint, 3);  // every first kill (above)
+  EXPECT_GE(resumed_from_a_checkpoint, 2);  // every first kill (above)
 }
 
 INSTANTIATE_TEST_SUITE_P(FlushingSchedules, KillAndResume,
