@@ -68,6 +68,13 @@ void BinaryReader::seek(std::size_t offset) {
   position_ = offset;
 }
 
+std::size_t checked_size(std::size_t a, char op, std::size_t b, std::string_view overflow_message) {
+  std::size_t result = 0;
+  if (op == '*' ? __builtin_mul_overflow(a, b, &result) : __builtin_add_overflow(a, b, &result))
+    throw InputError(std::string(overflow_message));
+  return result;
+}
+
 // ---- AtomicWriter -------------------------------------------------------------------------------
 
 AtomicWriter::AtomicWriter(std::string path) : path_(std::move(path)) {

@@ -20,6 +20,10 @@ std::string describe_shape(const GptConfig& config);
 // zlib's CRC-32 (polynomial 0xEDB88320) of `bytes` continuing from `crc` (0 to start).
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes);
 
+// a * b (op '*') or a + b (op '+'), or InputError(overflow_message) when it overflows: the sizes a
+// file's header claims, checked before anything is sized by them.
+std::size_t checked_size(std::size_t a, char op, std::size_t b, std::string_view overflow_message);
+
 class BinaryReader {
  public:
   // Throws InputError "cannot open PATH: reason" (missing file, a directory, no permission).

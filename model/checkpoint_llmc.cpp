@@ -72,14 +72,6 @@ std::vector<Run> llmc_runs(const ParamLayout& layout, std::size_t padded_vocab) 
   return runs;
 }
 
-std::size_t checked(std::size_t a, char op, std::size_t b, const std::string& path) {
-  std::size_t result = 0;
-  const bool overflow =
-      op == '*' ? __builtin_mul_overflow(a, b, &result) : __builtin_add_overflow(a, b, &result);
-  if (overflow) throw InputError(fmt::format("{}: the header's shape is too large", path));
-  return result;
-}
-
 // Reads and checks the header; leaves the reader at the first parameter.
 Header read_header(BinaryReader& reader) {
   const std::string& path = reader.path();
@@ -127,10 +119,14 @@ Header read_header(BinaryReader& reader) {
   }
   // C·(Vp + maxT + L·(12C + 13) + 2) floats: embeddings, blocks, ln_f.
   const std::size_t C = c.d_model;
-  const std::size_t block = checked(checked(12, '*', C, path), '+', 13, path);
-  std::size_t rows = checked(header.padded_vocab, '+', c.max_seq_len, path);
-  rows = checked(checked(rows, '+', checked(c.layers, '*', block, path), path), '+', 2, path);
-  const std::size_t body_bytes = checked(checked(rows, '*', C, path), '*', sizeof(float), path);
+  const std::string too_large = fmt::format("{}: the header's shape is too large", path);
+  const auto checked = [&](std::size_t a, char op, std::size_t b) {
+    return checked_size(a, op, b, too_large);
+  };
+  const std::size_t block = checked(checked(12, '*', C), '+', 13);
+  std::size_t rows = checked(header.padded_vocab, '+', c.max_seq_len);
+  rows = checked(checked(rows, '+', checked(c.layers, '*', block)), '+', 2);
+  const std::size_t body_bytes = checked(checked(rows, '*', C), '*', sizeof(float));
   if (reader.size_bytes() - kLlmcHeaderBytes != body_bytes) {
     throw InputError(
         fmt::format("{}: body is {} bytes, but the header's shape ({}, "

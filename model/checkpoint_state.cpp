@@ -91,10 +91,7 @@ std::uint64_t whole(const json& j, const char* key) {
 
 // a * b or a + b, or InputError when it overflows (a shape no file could hold).
 std::size_t checked(std::size_t a, char op, std::size_t b) {
-  std::size_t r = 0;
-  if (op == '*' ? __builtin_mul_overflow(a, b, &r) : __builtin_add_overflow(a, b, &r))
-    throw InputError("the shape's parameter count overflows");
-  return r;
+  return checked_size(a, op, b, "the shape's parameter count overflows");
 }
 
 // The floats of a stage section of `range`, computed with overflow checks before ParamLayout

@@ -1,8 +1,10 @@
 // Runs the paci binary in a shell and captures its exit status, stdout and stderr.
 #pragma once
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -48,6 +50,14 @@ inline Result run_shell(const std::string& command, const std::string& stdin_tex
 // `args` is appended to the binary path; it may contain pipes and redirections of its own.
 inline Result run_paci(const std::string& args, const std::string& stdin_text = "") {
   return run_shell(std::string(PACI_BINARY) + " " + args, stdin_text);
+}
+
+// paci `args` refuses to run: exit status 2, `fragment` in its one line on standard error.
+inline void expect_refused(const std::string& args, const std::string& fragment) {
+  const Result r = run_paci(args);
+  EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+  EXPECT_THAT(r.err, ::testing::HasSubstr(fragment)) << args;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
 }
 
 // " --data TRAIN --val-data VAL ": a small corpus, tokenized once per test binary.

@@ -99,12 +99,7 @@ INSTANTIATE_TEST_SUITE_P(FlushingSchedules, KillAndResume,
                          });
 
 TEST(SaveEvery, RefusesWhatItCannotCheckpoint) {
-  const auto expect_bad = [](const std::string& args, const std::string& fragment) {
-    const auto r = run_paci(args);
-    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
-    EXPECT_THAT(r.err, HasSubstr(fragment)) << args;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
-  };
+  const auto expect_bad = testing::expect_refused;
   const std::string save = " --save-every 1 --save " + temp_path("refused.state");
   for (const std::string kind : {"paci", "pipedream", "2bw"})
     expect_bad(flags(kind) + save, kind + " is not: stage 0 runs 0F");
