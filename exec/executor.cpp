@@ -4,12 +4,14 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "exec/cut_recorder.hpp"
 #include "exec/rank_plan.hpp"
 #include "exec/transport.hpp"
 #include "schedules/consumers.hpp"
@@ -35,7 +37,8 @@ struct RunState {
   }
   std::vector<float> losses;  // per micro-batch, written by the last stage's device
   std::mutex mutex;
-  std::string error;  // first failure
+  std::string error;                 // first failure
+  std::atomic<bool> aborted{false};  // set with the first failure
   RunState(const Schedule& s, const ExecConfig& c)
       : schedule(s),
         config(c),
@@ -73,9 +76,13 @@ class Executor::Device {
 
   bool done() const { return next_ >= list().size(); }
 
+  // A resumed run: the device starts at its position of the cut.
+  void start_at(std::int64_t position) { next_ = static_cast<std::size_t>(position); }
+
   // Runs the next action. Blocking: waits for its inputs; otherwise returns false if they have
   // not all arrived yet.
   bool step(bool blocking) {
+    if (!take_cuts(blocking)) return false;
     const Action& a = list()[next_];
     DependencyRules::List deps;
     const int n = run_.rules.depends_on(a, deps);
@@ -210,10 +217,39 @@ class Executor::Device {
       const std::span<const float> data = c.kind == DependencyKind::activation
                                               ? rt.output(a.microbatch)
                                               : std::span<const float>(b.d_input);
+      const MessageKey key{c.kind, a.stage, a.microbatch};
+      if (ex_.cuts_)
+        ex_.cuts_->keep_message(next_cut_, device_, static_cast<std::int64_t>(next_), dst, key,
+                                data);
       const double start = run_.clock.now_s();
-      run_.between(device_, dst)
-          .send(device_, dst, {c.kind, a.stage, a.microbatch}, data, {start, start});
+      run_.between(device_, dst).send(device_, dst, key, data, {start, start});
     }
+  }
+
+  // At its position of the next planned cut, the device copies its stages' state into the cut's
+  // image (waiting, when blocking, until the previous cut is written). False when not blocking
+  // and it would have to wait.
+  bool take_cuts(bool blocking) {
+    CutRecorder* cuts = ex_.cuts_.get();
+    while (cuts && next_cut_ < cuts->plans.size() &&
+           static_cast<std::int64_t>(next_) ==
+               cuts->plans[next_cut_].positions[static_cast<std::size_t>(device_)]) {
+      if (!cuts->may_capture(next_cut_, blocking, run_.aborted)) return false;
+      CutImage& image = cuts->image;
+      for (std::int32_t s = 0; s < run_.schedule.stages; ++s) {
+        if (device_of(s) != device_) continue;
+        const StageRuntime& rt = ex_.stage(s);
+        model::StageState& mine = image.stages[static_cast<std::size_t>(s)];
+        std::ranges::copy(rt.params(), mine.weights.begin());
+        std::ranges::copy(rt.optimizer().first_moment(), mine.first_moment.begin());
+        std::ranges::copy(rt.optimizer().second_moment(), mine.second_moment.begin());
+        mine.optimizer_steps = rt.optimizer().steps();
+        rt.save_image(image.runtime[static_cast<std::size_t>(s)]);
+        if (s == run_.schedule.stages - 1) std::ranges::copy(run_.losses, image.losses.begin());
+      }
+      cuts->captured(next_cut_++, run_.config);
+    }
+    return true;
   }
 
   void sample_memory(double now) {
@@ -229,6 +265,7 @@ class Executor::Device {
   RunState& run_;
   std::int32_t device_;
   std::size_t next_ = 0;
+  std::size_t next_cut_ = 0;  // the next of ex_.cuts_->plans to take
   std::vector<Buffers> buffers_;
   std::vector<ActionTime> times_;
   std::vector<ComputeSlice> compute_;
@@ -257,11 +294,21 @@ Executor::Executor(const Schedule& schedule, const ExecConfig& config)
     rc.threads = config.threads_per_device;
     stages_.push_back(std::make_unique<StageRuntime>(rc));
     auto& rt = *stages_.back();
+    if (config.resume_from) continue;  // restore() sets every stage below
     if (config.init_stage)
       config.init_stage(plan.stage, rt);
     else
       model::init_gpt2(rt.layout(), rt.params(), config.seed);
   }
+  if (config.cut_every < 0) throw InputError("cut_every must be positive (0: no cuts)");
+  if ((config.cut_every > 0 || config.resume_from) && config.remote)
+    throw InputError(
+        "cuts of a run (periodic checkpoints of it, resuming at one) need one process");
+  if (config.cut_every > 0 && !config.on_cut) throw std::invalid_argument("cut_every needs on_cut");
+  if (config.resume_from) restore(*config.resume_from);
+  if (config.cut_every > 0)
+    cuts_ = std::make_unique<CutRecorder>(schedule, config, stages_,
+                                          config.resume_from ? &config.resume_from->plan : nullptr);
 }
 
 Executor::~Executor() = default;
@@ -286,7 +333,18 @@ ExecResult Executor::run() {
     devices.push_back(std::make_unique<Device>(*this, run, d));
     devices.back()->start_memory();
   }
+  if (cuts_) cuts_->reset();
+  if (const auto& image = config_.resume_from) {  // every device at its position of the cut
+    for (auto& d : devices)
+      d->start_at(image->plan.positions[static_cast<std::size_t>(d->device())]);
+    for (std::size_t i = 0; i < image->plan.messages.size(); ++i) {
+      const CutMessage& m = image->plan.messages[i];
+      run.local_transport.send(m.src, m.dst, m.key, image->messages[i], {0.0, 0.0});
+    }
+    run.losses = image->losses;
+  }
   auto fail = [&](const Device& device, const std::exception& e) {
+    run.aborted = true;
     std::lock_guard lock(run.mutex);
     if (run.error.empty())
       run.error = fmt::format("device {}, stage {}, action {}: {}", device.device(),

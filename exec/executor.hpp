@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "exec/cut.hpp"
 #include "exec/remote.hpp"
 #include "exec/stage_plan.hpp"
 #include "exec/stage_runtime.hpp"
@@ -38,6 +39,17 @@ struct ExecConfig : TrainingConfig {
   std::size_t transport_capacity = 1024;
   // One process per device: the links to the other processes (not owned; outlive the executor).
   HostLinks* remote = nullptr;
+  // Consistent cuts (exec/cut.hpp) after the updates of every global step that is a multiple of
+  // cut_every (steps counted from the start of training, like after_update), the run's last
+  // excepted: on_cut gets each cut's image, with the optimizer steps done, on the thread of the
+  // device that completes it while the others run on. A device reaching the next cut waits
+  // until the previous one's on_cut has returned (one image buffer). One process only.
+  std::int32_t cut_every = 0;
+  std::function<void(const CutImage& image, std::size_t steps_done)> on_cut;
+  // Resume at a cut of this same schedule: every device starts at its position with the
+  // image's state restored (its stages' weights and AdamW state included; init_stage is not
+  // called). InputError when the cut is not one of this schedule or the image does not fit.
+  std::shared_ptr<const CutImage> resume_from;
 };
 
 class Executor {
@@ -77,10 +89,13 @@ class Executor {
 
  private:
   class Device;
+  struct CutRecorder;
+  void restore(const CutImage& image);
   const Schedule& schedule_;
   ExecConfig config_;
   Analysis analysis_;
   std::vector<std::unique_ptr<StageRuntime>> stages_;
+  std::unique_ptr<CutRecorder> cuts_;  // with cut_every: the planned cuts and their buffers
 };
 
 }  // namespace paci::exec

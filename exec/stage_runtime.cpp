@@ -118,4 +118,51 @@ std::int64_t StageRuntime::memory_bytes() const {
              static_cast<std::int64_t>(stage_.layout().bytes());
 }
 
+void StageRuntime::write_image(model::ImageWriter& out) const {
+  out.put(std::span<const float>(grads_));
+  book_.save_image(out);
+  for (const auto& copy : stash_) out.put(std::span<const float>(copy));
+  activations_.save_image(out);
+  for (const auto& w : w_stashes_) w.save_image(out);
+  out.put(std::span<const std::int64_t>(w_stash_mb_));
+  out.put(std::span<const std::int32_t>(w_stash_version_));
+  out.put(static_cast<std::uint64_t>(snapshots_taken_));
+  for (const auto& copy : snapshots_) out.put(std::span<const float>(copy));
+}
+
+std::size_t StageRuntime::image_bytes() const {
+  model::ImageWriter counter;
+  write_image(counter);
+  return counter.size();
+}
+
+void StageRuntime::save_image(std::span<std::byte> out) const {
+  PACI_MODEL_CHECK(out.size() == image_bytes(), "stage {}: image buffer of {} bytes, {} needed",
+                   config_.stage, out.size(), image_bytes());
+  model::ImageWriter writer(out);
+  write_image(writer);
+}
+
+void StageRuntime::load_image(std::span<const std::byte> in, const std::string& what) {
+  model::ImageReader reader(in, what);
+  if (in.size() != image_bytes())
+    throw model::InputError(
+        fmt::format("{}: image of {} bytes, this stage's runtime has {} (another schedule, shape "
+                    "or partition?)",
+                    what, in.size(), image_bytes()));
+  reader.get(std::span<float>(grads_));
+  book_.load_image(reader);
+  for (auto& copy : stash_) reader.get(std::span<float>(copy));
+  activations_.load_image(reader);
+  for (auto& w : w_stashes_) w.load_image(reader);
+  reader.get(std::span<std::int64_t>(w_stash_mb_));
+  reader.get(std::span<std::int32_t>(w_stash_version_));
+  snapshots_taken_ = reader.get<std::uint64_t>();
+  reader.check(
+      snapshots_taken_ <= snapshots_.size(),
+      fmt::format("{} validation snapshots taken of {}", snapshots_taken_, snapshots_.size()));
+  for (auto& copy : snapshots_) reader.get(std::span<float>(copy));
+  reader.finish();
+}
+
 }  // namespace paci::exec

@@ -73,6 +73,15 @@ class StageRuntime {
     return static_cast<std::int64_t>(activations_.slot_bytes());
   }
 
+  // The stage's part of a cut of a run (exec/cut.hpp) other than its weights and AdamW state
+  // (a checkpoint's stage section holds those): the gradient accumulator, the version book, the
+  // stashed weight copies, the activation store, the split backward's stashes and the validation
+  // snapshots, whole. image_bytes() depends only on how the runtime was planned; load_image
+  // throws InputError (naming `what`) for an image of another size or impossible contents.
+  std::size_t image_bytes() const;
+  void save_image(std::span<std::byte> out) const;
+  void load_image(std::span<const std::byte> in, const std::string& what);
+
  private:
   StageRuntimeConfig config_;
   model::Stage stage_;
@@ -88,6 +97,7 @@ class StageRuntime {
   std::vector<std::int64_t> w_stash_mb_;
   std::vector<std::int32_t> w_stash_version_;
   std::size_t w_stash_index(std::int64_t mb) const;
+  void write_image(model::ImageWriter& out) const;
   // The weights micro-batch mb's backward (or I) reads under the policy, and their version.
   std::span<const float> backward_weights(std::int32_t mb, std::int32_t& version_read);
   std::size_t snapshots_taken_ = 0;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/image.hpp"
 #include "schedules/ir.hpp"
 
 namespace paci::exec {
@@ -46,6 +47,11 @@ class VersionBook {
   std::int32_t update_of(std::int64_t mb) const { return update_[static_cast<std::size_t>(mb)]; }
   std::size_t stash_in_use() const { return stash_in_use_; }
   std::size_t peak_weight_versions() const { return 1 + peak_stash_in_use_; }
+
+  // The whole book, for a cut of a run (exec/cut.hpp); load_image throws InputError for
+  // versions the stage cannot have.
+  void save_image(model::ImageWriter& out) const;
+  void load_image(model::ImageReader& in);
 
  private:
   std::int32_t stage_;

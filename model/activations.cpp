@@ -124,4 +124,37 @@ void ActivationStore::release(std::int64_t microbatch) {
   --in_use_;
 }
 
+void ActivationStore::save_image(ImageWriter& out) const {
+  out.put(std::span<const std::int64_t>(keys_));
+  out.put(static_cast<std::uint64_t>(peak_in_use_));
+  for (const ActivationSlot& slot : slots_) {
+    out.put(std::span<const float>(slot.floats_));
+    out.put(std::span<const std::int32_t>(slot.tokens_));
+    out.put(std::span<const std::int32_t>(slot.targets_));
+    out.put(slot.loss_scale_);
+    out.put(static_cast<std::uint8_t>(slot.filled_));
+  }
+}
+
+void ActivationStore::load_image(ImageReader& in) {
+  in.get(std::span<std::int64_t>(keys_));
+  in_use_ = 0;
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    if (keys_[i] == kFree) continue;
+    in.check(keys_[i] >= 0 && find(keys_[i]) == i,
+             fmt::format("activation slot {} holds micro-batch {}", i, keys_[i]));
+    ++in_use_;
+  }
+  peak_in_use_ = in.get<std::uint64_t>();
+  in.check(peak_in_use_ >= in_use_ && peak_in_use_ <= keys_.size(),
+           fmt::format("peak of {} activation slots in use", peak_in_use_));
+  for (ActivationSlot& slot : slots_) {
+    in.get(std::span<float>(slot.floats_));
+    in.get(std::span<std::int32_t>(slot.tokens_));
+    in.get(std::span<std::int32_t>(slot.targets_));
+    slot.loss_scale_ = in.get<float>();
+    slot.filled_ = in.get<std::uint8_t>() != 0;
+  }
+}
+
 }  // namespace paci::model

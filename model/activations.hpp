@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "model/image.hpp"
 
 namespace paci::model {
 
@@ -93,6 +94,11 @@ class ActivationStore {
   std::size_t in_use() const { return in_use_; }
   std::size_t peak_in_use() const { return peak_in_use_; }
   std::size_t slot_bytes() const { return slots_.empty() ? 0 : slots_.front().bytes(); }
+
+  // The store's whole state — every slot, free ones included, and the micro-batch holding each —
+  // for a cut of a run (model/image.hpp). load_image throws InputError for keys that cannot be.
+  void save_image(ImageWriter& out) const;
+  void load_image(ImageReader& in);
 
  private:
   static constexpr std::int64_t kFree = -1;

@@ -10,6 +10,7 @@
 
 #include "model/activations.hpp"
 #include "model/blas.hpp"
+#include "model/image.hpp"
 #include "model/layout.hpp"
 
 namespace paci::model {
@@ -40,6 +41,15 @@ class WeightGradStash {
   WeightGradStash() = default;
   bool filled() const { return filled_; }
   std::size_t bytes() const { return data_.size() * sizeof(float); }
+  // Its whole state, for a cut (model/image.hpp).
+  void save_image(ImageWriter& out) const {
+    out.put(std::span<const float>(data_));
+    out.put(static_cast<std::uint8_t>(filled_));
+  }
+  void load_image(ImageReader& in) {
+    in.get(std::span<float>(data_));
+    filled_ = in.get<std::uint8_t>() != 0;
+  }
 
  private:
   friend class Stage;
