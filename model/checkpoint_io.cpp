@@ -28,6 +28,9 @@ std::string describe_shape(const GptConfig& config) {
 }
 
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes) {
+  // zlib returns its initial value (0) for a null buffer, which an empty span may hold: the CRC
+  // so far would be lost.
+  if (bytes == 0) return crc;
   return static_cast<std::uint32_t>(
       ::crc32_z(crc, static_cast<const Bytef*>(data), static_cast<z_size_t>(bytes)));
 }

@@ -49,11 +49,11 @@ std::string blocks(StageRange range) {
   return fmt::format("blocks [{}, {})", range.first_layer, range.end_layer());
 }
 
-json metadata_json(const StateMetadata& m, json sections) {
+json metadata_json(const StateMetadata& m, json sections, json blobs) {
   const GptConfig& c = m.config;
   const LrSchedule& lr = m.lr_schedule;
-  return {
-      {"format", std::string(kStateFormatTag)},
+  json j = {
+      {"format", std::string(blobs.empty() ? kStateFormatTag : kStateFormatTag2)},
       {"config",
        {{"layers", c.layers},
         {"heads", c.heads},
@@ -78,6 +78,8 @@ json metadata_json(const StateMetadata& m, json sections) {
       {"stages", std::move(sections)},
       {"extra", m.extra},
   };
+  if (!blobs.empty()) j["blobs"] = std::move(blobs);
+  return j;
 }
 
 // A whole number stored at key: JSON may hold 1e300, -1 or a string there, and get<size_t>()
@@ -111,11 +113,12 @@ std::size_t section_floats(const GptConfig& c, std::size_t first_layer, std::siz
 }
 
 // Throws nlohmann exceptions (type, missing key) and InputError; the caller adds the file name.
-StateMetadata parse_metadata(const json& j) {
+StateMetadata parse_metadata(const json& j, std::uint32_t version) {
   StateMetadata m;
   const std::string format = j.at("format").get<std::string>();
-  if (format != kStateFormatTag) {
-    throw InputError(fmt::format("format \"{}\", expected \"{}\"", format, kStateFormatTag));
+  const std::string_view tag = version == kStateVersion ? kStateFormatTag : kStateFormatTag2;
+  if (format != tag) {
+    throw InputError(fmt::format("format \"{}\", expected \"{}\"", format, tag));
   }
   const json& c = j.at("config");
   m.config = {.layers = whole(c, "layers"),
@@ -175,7 +178,7 @@ void verify_checksum(BinaryReader& reader) {
 }  // namespace
 
 void save_state(const std::string& path, const StateMetadata& metadata,
-                std::span<const StageStateView> stages) {
+                std::span<const StageStateView> stages, std::span<const StateBlobView> blobs) {
   metadata.config.validate();
   PACI_MODEL_CHECK(!stages.empty(), "a checkpoint needs at least one stage section");
   json sections = json::array();
@@ -196,12 +199,20 @@ void save_state(const std::string& path, const StateMetadata& metadata,
   const auto clash = overlap(spans);
   PACI_MODEL_CHECK(!clash, "stage sections {} and {} overlap", blocks(stages[clash->first].range),
                    blocks(stages[clash->second].range));
-  const std::string text = metadata_json(metadata, std::move(sections)).dump();
+  json blob_list = json::array();
+  for (std::size_t i = 0; i < blobs.size(); ++i) {
+    PACI_MODEL_CHECK(!blobs[i].name.empty(), "blob {} has no name", i);
+    for (std::size_t k = 0; k < i; ++k)
+      PACI_MODEL_CHECK(blobs[k].name != blobs[i].name, "two blobs are called {}", blobs[i].name);
+    blob_list.push_back({{"name", blobs[i].name}, {"bytes", blobs[i].bytes.size()}});
+  }
+  const std::string text =
+      metadata_json(metadata, std::move(sections), std::move(blob_list)).dump();
   PACI_MODEL_CHECK(text.size() <= std::numeric_limits<std::uint32_t>::max(),
                    "metadata of {} bytes exceeds 4 GiB", text.size());
 
   AtomicWriter writer(path);
-  const std::uint32_t version = kStateVersion;
+  const std::uint32_t version = blobs.empty() ? kStateVersion : kStateVersionWithBlobs;
   const auto metadata_bytes = static_cast<std::uint32_t>(text.size());
   writer.write(kStateMagic.data(), kStateMagic.size());
   writer.write(&version, sizeof version);
@@ -212,6 +223,7 @@ void save_state(const std::string& path, const StateMetadata& metadata,
       writer.write(buffer.data(), buffer.size_bytes());
     }
   }
+  for (const StateBlobView& b : blobs) writer.write(b.bytes.data(), b.bytes.size());
   const std::uint32_t crc = writer.crc32();
   writer.write(&crc, sizeof crc);
   writer.commit();
@@ -233,9 +245,10 @@ TrainingState load_state(const std::string& path) {
   }
   std::uint32_t version = 0, metadata_bytes = 0;
   reader.read(&version, sizeof version, "the version");
-  if (version != kStateVersion) {
-    throw InputError(fmt::format("{}: version {}, expected {} ({})", path, version, kStateVersion,
-                                 kStateFormatTag));
+  if (version != kStateVersion && version != kStateVersionWithBlobs) {
+    throw InputError(fmt::format("{}: version {}, expected {} ({}) or {} ({})", path, version,
+                                 kStateVersion, kStateFormatTag, kStateVersionWithBlobs,
+                                 kStateFormatTag2));
   }
   verify_checksum(reader);
 
@@ -251,12 +264,12 @@ TrainingState load_state(const std::string& path) {
   reader.read(text.data(), text.size(), "the metadata");
   TrainingState state;
   state.source = path;
-  std::vector<std::size_t> floats;
+  std::vector<std::size_t> floats, blob_bytes;
   std::size_t body_bytes = 0;
   std::vector<Interval> spans;
   try {
     const json j = json::parse(text);
-    state.metadata = parse_metadata(j);
+    state.metadata = parse_metadata(j, version);
     state.metadata.config.validate();
     const std::size_t body_have = reader.size_bytes() - reader.position() - kChecksumBytes;
     for (const json& s : j.at("stages")) {
@@ -282,6 +295,25 @@ TrainingState load_state(const std::string& path) {
       spans.push_back(model_interval(layout));
       state.stages.push_back(std::move(stage));
     }
+    if (version == kStateVersion && j.contains("blobs"))
+      throw InputError(fmt::format("blobs in a {} file", kStateFormatTag));
+    if (version == kStateVersionWithBlobs)
+      for (const json& b : j.at("blobs")) {
+        StateBlob blob;
+        blob.name = b.at("name").get<std::string>();
+        if (blob.name.empty()) throw InputError("a blob without a name");
+        for (const StateBlob& other : state.blobs)
+          if (other.name == blob.name)
+            throw InputError(fmt::format("two blobs are called {}", blob.name));
+        const std::uint64_t bytes = whole(b, "bytes");
+        if (bytes > body_have - body_bytes)
+          throw InputError(
+              fmt::format("body is {} bytes, the metadata's sections and blobs need at least {}",
+                          body_have, checked(body_bytes, '+', bytes)));
+        body_bytes += bytes;
+        blob_bytes.push_back(bytes);
+        state.blobs.push_back(std::move(blob));
+      }
   } catch (const std::exception& e) {  // nlohmann's, InputError, ModelError from a bad range
     throw InputError(fmt::format("{}: bad metadata: {}", path, e.what()));
   }
@@ -293,8 +325,9 @@ TrainingState load_state(const std::string& path) {
   }
   const std::size_t have = reader.size_bytes() - reader.position() - kChecksumBytes;
   if (have != body_bytes) {
-    throw InputError(fmt::format("{}: body is {} bytes, the metadata's stage sections need {}",
-                                 path, have, body_bytes));
+    throw InputError(fmt::format("{}: body is {} bytes, the metadata's {} need {}", path, have,
+                                 state.blobs.empty() ? "stage sections" : "sections and blobs",
+                                 body_bytes));
   }
   for (std::size_t i = 0; i < state.stages.size(); ++i) {
     StageState& stage = state.stages[i];
@@ -303,7 +336,17 @@ TrainingState load_state(const std::string& path) {
       reader.read(buffer->data(), floats[i] * sizeof(float), "a stage buffer");
     }
   }
+  for (std::size_t i = 0; i < state.blobs.size(); ++i) {
+    state.blobs[i].bytes.resize(blob_bytes[i]);
+    reader.read(state.blobs[i].bytes.data(), blob_bytes[i], "a blob");
+  }
   return state;
+}
+
+const StateBlob& TrainingState::blob(std::string_view name) const {
+  for (const StateBlob& b : blobs)
+    if (b.name == name) return b;
+  throw InputError(fmt::format("{}: no blob called {}", source, name));
 }
 
 TrainingState load_state(const std::string& path, const GptConfig& expected) {

@@ -18,8 +18,12 @@
 namespace paci::model {
 
 inline constexpr std::string_view kStateFormatTag = "paci.state/1";
+// Version 2 ("paci.state/2") is version 1 plus named blobs after the sections (a cut of an
+// asynchronous run, exec/cut.hpp); a file without blobs is written as version 1.
+inline constexpr std::string_view kStateFormatTag2 = "paci.state/2";
 inline constexpr std::string_view kStateMagic = "PACISTAT";  // the file's first 8 bytes
 inline constexpr std::uint32_t kStateVersion = 1;
+inline constexpr std::uint32_t kStateVersionWithBlobs = 2;
 
 // Everything about the run except the float buffers. Saved as the file's JSON metadata.
 struct StateMetadata {
@@ -52,18 +56,32 @@ struct StageState {
   }
 };
 
+// Bytes the format does not interpret, saved and loaded whole under a name (version 2).
+struct StateBlobView {
+  std::string name;
+  std::span<const std::byte> bytes;
+};
+struct StateBlob {
+  std::string name;
+  std::vector<std::byte> bytes;
+};
+
 struct TrainingState {
   std::string source;  // the file it was loaded from, for error messages
   StateMetadata metadata;
   std::vector<StageState> stages;  // in file order
+  std::vector<StateBlob> blobs;    // in file order (version 2)
+  // The blob called `name`; InputError naming the file when there is none.
+  const StateBlob& blob(std::string_view name) const;
 };
 
 // Writes one file holding every given stage section (the whole pipeline, or one stage for a
 // file per stage), atomically: a crash leaves the previous file intact. Sections must be valid
 // ranges of metadata.config with buffers of the layout's size and must not overlap (ModelError).
 // Throws std::runtime_error if the file cannot be written.
+// With blobs (distinct, non-empty names), the file is version 2.
 void save_state(const std::string& path, const StateMetadata& metadata,
-                std::span<const StageStateView> stages);
+                std::span<const StageStateView> stages, std::span<const StateBlobView> blobs = {});
 
 // Reads and verifies a checkpoint: magic, version, CRC-32 ("checksum mismatch: file is corrupt or
 // truncated"), metadata, and every section's size against its ParamLayout. InputError naming the

@@ -146,10 +146,10 @@ TEST_F(StateCheckpoint, CorruptionTruncationAndWrongFilesAreCaught) {
   }
   write_bytes(p, "GPT2" + good.substr(4));
   expect_input_error(load, {p, "not a paci.state/1 checkpoint", "expected \"PACISTAT\""});
-  std::string v2 = good;
-  v2[8] = 2;
-  write_bytes(p, v2);
-  expect_input_error(load, {p, "version 2, expected 1"});
+  std::string v3 = good;
+  v3[8] = 3;
+  write_bytes(p, v3);
+  expect_input_error(load, {p, "version 3, expected 1 (paci.state/1) or 2 (paci.state/2)"});
   expect_input_error([&] { load_state(path("missing.state")); }, {"cannot open", "missing.state"});
 
   write_bytes(p, good);
@@ -208,6 +208,73 @@ TEST_F(StateCheckpoint, ConsistentChecksumButBadMetadataIsRejected) {
   const std::uint32_t crc = crc32_update(0, bytes.data(), bytes.size());
   write_bytes(p, bytes + std::string(reinterpret_cast<const char*>(&crc), 4));
   expect_input_error([&] { load_state(p); }, {p, "metadata length 4294967280 runs past the end"});
+}
+
+// Version 2: named blobs after the sections (a cut's runtime state), loaded back whole; a file
+// without blobs stays version 1.
+TEST_F(StateCheckpoint, BlobsRoundTripAsVersionTwo) {
+  const std::vector<StageState> stages = make_stages(kConfig, {1, 2});
+  std::vector<std::byte> a(1000), empty;
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::byte>(i * 37 % 251);
+  const std::string p = path("cut.state");
+  const std::vector<StateBlobView> blobs = {
+      {"stage.0", a}, {"nothing", empty}, {"b", {a.data(), 3}}};
+  save_state(p, awkward_metadata(), views(stages), blobs);
+  const std::string bytes = read_bytes(p);
+  EXPECT_EQ(bytes[8], 2);
+  EXPECT_NE(bytes.find("\"format\":\"paci.state/2\""), std::string::npos);
+  const TrainingState loaded = load_state(p, kConfig);
+  expect_same_metadata(loaded.metadata, awkward_metadata());
+  ASSERT_EQ(loaded.blobs.size(), 3u);
+  EXPECT_EQ(loaded.blob("stage.0").bytes, a);
+  EXPECT_TRUE(loaded.blob("nothing").bytes.empty());
+  EXPECT_EQ(loaded.blob("b").bytes, std::vector<std::byte>(a.begin(), a.begin() + 3));
+  ASSERT_EQ(loaded.stages[1].weights.size(), stages[1].weights.size());
+  EXPECT_EQ(std::memcmp(loaded.stages[1].weights.data(), stages[1].weights.data(),
+                        stages[1].weights.size() * sizeof(float)),
+            0);  // bitwise: the buffers hold NaN
+  expect_input_error([&] { loaded.blob("stage.1"); }, {p, "no blob called stage.1"});
+  save_state(p, awkward_metadata(), views(stages));
+  EXPECT_EQ(read_bytes(p)[8], 1);
+  EXPECT_TRUE(load_state(p).blobs.empty());
+  const std::vector<StateBlobView> twice = {{"x", a}, {"x", a}};
+  EXPECT_THROW(save_state(p, awkward_metadata(), views(stages), twice), ModelError);
+}
+
+TEST_F(StateCheckpoint, BadBlobListsAreRejected) {
+  const std::vector<StageState> stages = make_stages(kConfig, {3});
+  const std::string p = path("cut.state");
+  std::vector<std::byte> a(64, std::byte{7});
+  const std::vector<StateBlobView> blobs = {{"one", a}, {"two", a}};
+  save_state(p, awkward_metadata(), views(stages), blobs);
+  const std::string good = read_bytes(p);
+  std::uint32_t json_bytes = 0;
+  std::memcpy(&json_bytes, good.data() + 12, 4);
+  const auto rewrite = [&](const std::function<void(nlohmann::json&)>& edit, char version) {
+    auto json = nlohmann::json::parse(good.substr(16, json_bytes));
+    edit(json);
+    const std::string text = json.dump();
+    const auto size = static_cast<std::uint32_t>(text.size());
+    std::string bytes = good.substr(0, 12) + std::string(reinterpret_cast<const char*>(&size), 4) +
+                        text + good.substr(16 + json_bytes, good.size() - 20 - json_bytes);
+    bytes[8] = version;
+    const std::uint32_t crc = crc32_update(0, bytes.data(), bytes.size());
+    write_bytes(p, bytes + std::string(reinterpret_cast<const char*>(&crc), 4));
+  };
+  rewrite([](nlohmann::json& j) { j["blobs"][1]["bytes"] = 65; }, 2);
+  expect_input_error([&] { load_state(p); }, {p, "body is", "need at least"});
+  rewrite([](nlohmann::json& j) { j["blobs"][1]["bytes"] = 63; }, 2);
+  expect_input_error([&] { load_state(p); }, {p, "body is", "sections and blobs need"});
+  rewrite([](nlohmann::json& j) { j["blobs"][1]["name"] = "one"; }, 2);
+  expect_input_error([&] { load_state(p); }, {p, "two blobs are called one"});
+  rewrite([](nlohmann::json& j) { j["blobs"][1]["bytes"] = -1; }, 2);
+  expect_input_error([&] { load_state(p); }, {p, "bytes is -1"});
+  rewrite([](nlohmann::json& j) { j["format"] = "paci.state/1"; }, 1);
+  expect_input_error([&] { load_state(p); }, {p, "blobs in a paci.state/1 file"});
+  rewrite([](nlohmann::json& j) { j.erase("blobs"); }, 2);
+  expect_input_error([&] { load_state(p); }, {p, "bad metadata", "blobs"});
+  rewrite([](nlohmann::json&) {}, 2);
+  EXPECT_EQ(load_state(p).blobs.size(), 2u);
 }
 
 TEST_F(StateCheckpoint, WritesAreAtomic) {
