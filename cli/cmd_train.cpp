@@ -109,6 +109,11 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
       throw UsageError(
           "--save-every saves from one process; one process per device saves at the end (--save)");
     TrainSetup setup = make_train_setup(f, vm);
+    if (setup.exec.resume_from)
+      throw UsageError(fmt::format(
+          "{} is a cut of a running pipeline (paci train --save-every); one process per device "
+          "cannot resume one yet: resume it in one process (without mpirun)",
+          f.resume_path));
     exec::check_launch(setup.schedule, session.size());  // before waiting on anyone
     timeout = exec::link_timeout();
     return setup;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "cli/load.hpp"
+#include "cli/train_cut.hpp"
 #include "exec/stage_runtime.hpp"
 #include "model/checkpoint_llmc.hpp"
 #include "model/layout.hpp"
@@ -103,7 +104,7 @@ TrainOutputs::TrainOutputs(TrainSetup& t, const TrainFlags& f, bool writer)
     : t_(t),
       f_(f),
       progress_(fmt::format("{} P={}", t.schedule.kind, t.schedule.stages),
-                static_cast<std::int64_t>(t.first_step), static_cast<std::int64_t>(t.last_step),
+                static_cast<std::int64_t>(t.start_step), static_cast<std::int64_t>(t.last_step),
                 f.quiet || !writer),
       tokens_per_step_(static_cast<double>(t.schedule.microbatches) *
                        static_cast<double>(t.exec.batch * t.exec.seq_len)),
@@ -119,7 +120,7 @@ void TrainOutputs::add_metric(const ordered_json& j) {
 void TrainOutputs::install_step_hook() {
   t_.exec.on_step = [this](const exec::StepLoss& s) {
     const std::size_t step = t_.first_step + static_cast<std::size_t>(s.step) + 1;
-    const double tokens = tokens_per_step_ * (s.step + 1);
+    const double tokens = tokens_per_step_ * static_cast<double>(step - t_.start_step);
     ordered_json j;
     j["step"] = step;
     j["loss"] = s.loss;
@@ -130,7 +131,15 @@ void TrainOutputs::install_step_hook() {
     add_metric(j);
     progress_.update(static_cast<std::int64_t>(step), s.loss, tokens, s.time_s);
   };
-  if (f_.save_every > 0) {
+  if (f_.save_every > 0 && step_cut_violation(t_.schedule)) {
+    // Micro-batches are in flight at every step's end: save consistent cuts (exec/cut.hpp).
+    t_.exec.cut_every = f_.save_every;
+    t_.exec.on_cut = [this](const exec::CutImage& image, std::size_t steps_done) {
+      model::StateMetadata m = state_metadata(t_, steps_done);
+      m.next_microbatch = t_.first_microbatch;  // the data of the cut's schedule's micro-batch 0
+      save_cut(f_.save_path, std::move(m), t_.first_step, t_.schedule.steps, image);
+    };
+  } else if (f_.save_every > 0) {
     saver_ = std::make_unique<PeriodicSaver>(t_, f_);
     t_.exec.after_update = [this](const exec::StageRuntime& rt, std::size_t steps_done) {
       saver_->after_update(rt, steps_done);
@@ -198,11 +207,11 @@ void TrainOutputs::export_whole_model(const std::vector<float>& params) const {
 
 void TrainOutputs::print_summary(const exec::ExecResult& result, const RunSummary& run) const {
   if (f_.quiet) return;
-  const double tokens = tokens_per_step_ * t_.schedule.steps;
+  const double tokens = tokens_per_step_ * static_cast<double>(t_.last_step - t_.start_step);
   std::cerr << fmt::format(
       "paci train: {} on {} stages, steps {}..{}, final loss {:.4f}{}, {:.0f} tokens/s, "
       "bubble {:.1f}%, {} wall\n",
-      t_.schedule.kind, t_.schedule.stages, t_.first_step + 1, t_.last_step,
+      t_.schedule.kind, t_.schedule.stages, t_.start_step + 1, t_.last_step,
       result.step_losses.empty() ? NAN : result.step_losses.back(),
       val_losses_.empty() ? "" : fmt::format(", val loss {:.4f}", val_losses_.back().second),
       result.wall_s > 0 ? tokens / result.wall_s : 0.0, 100.0 * run.timing.bubble_ratio,

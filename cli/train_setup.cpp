@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cli/load.hpp"
+#include "cli/train_cut.hpp"
 #include "exec/partition.hpp"
 #include "exec/rank_plan.hpp"
 #include "model/check.hpp"
@@ -91,7 +92,7 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_out("save", po::value(&f.save_path), "training-state checkpoint at the end");
   add_out("save-every", po::value(&f.save_every),
           "with --save: also write it after every K-th optimizer step, each replacing the last "
-          "whole (a schedule that flushes every step; CPU, one process)");
+          "whole (PACI, PipeDream, 2BW: a cut of the running pipeline; CPU, one process)");
   add_out("resume", po::value(&f.resume_path), "continue from a training-state checkpoint");
   add_out("export-llmc", po::value(&f.export_path), "write the model as an llm.c fp32 file");
   add_out("quiet,q", po::bool_switch(&f.quiet), "no progress display, no summary");
@@ -158,6 +159,7 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
         "--sequential and --threads are for the CPU executor (the GPU pipeline issues every "
         "stage from one host thread)");
   std::optional<model::TrainingState> state;
+  std::size_t resumed_step = 0;  // the checkpoint's step: where this run takes over
   model::GptConfig config;
   config.layers = f.layers;
   config.heads = f.heads;
@@ -169,7 +171,9 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     state = model::load_state(f.resume_path);
     config = state->metadata.config;
     check_shape(config, requested_shape(f, vm), f.resume_path);
-    t.first_step = state->metadata.step;
+    resumed_step = state->metadata.step;
+    // A cut continues the schedule it was taken in, which starts at its base step.
+    t.first_step = holds_cut(*state) ? cut_base_step(*state) : resumed_step;
     const auto& extra = state->metadata.extra;
     for (const auto& [key, value] :
          {std::pair{"batch", f.batch}, std::pair{"seq_len", f.seq_len}}) {
@@ -194,15 +198,29 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   } catch (const model::ModelError& e) {
     throw InputError(e.explanation());  // the user's shape flags, not a bug: no file and line
   }
-  if (t.first_step >= static_cast<std::size_t>(f.steps))
-    throw InputError(fmt::format("{} already holds {} steps; --steps {} leaves none to run",
-                                 f.resume_path, t.first_step, f.steps));
-  if (f.stop_after < 0 ||
-      (f.stop_after > 0 && static_cast<std::size_t>(f.stop_after) <= t.first_step))
+  // Checkpoints count optimizer steps; --steps and --stop-after count steps of M micro-batches.
+  // PipeDream updates after every micro-batch: M optimizer steps per step. The others: one.
+  const std::size_t updates_per_step =
+      f.schedule_path.empty()
+          ? static_cast<std::size_t>(
+                generate_schedule(f.kind, f.stages, f.microbatches, 1, f.chunks).steps)
+          : 1;
+  const auto updates = [&](std::int32_t steps) {
+    return static_cast<std::size_t>(steps) * updates_per_step;
+  };
+  const auto unit = updates_per_step == 1 ? std::string("steps") : "optimizer steps";
+  if (resumed_step >= updates(f.steps))
+    throw InputError(fmt::format("{} already holds {} {}; --steps {} leaves none to run",
+                                 f.resume_path, resumed_step, unit, f.steps));
+  if (f.stop_after < 0 || (f.stop_after > 0 && updates(f.stop_after) <= resumed_step))
     throw InputError(fmt::format("--stop-after {} must lie after step {} (where this run starts)",
-                                 f.stop_after, t.first_step));
+                                 f.stop_after, resumed_step / updates_per_step));
+  if (t.first_step % updates_per_step != 0)
+    throw InputError(fmt::format(
+        "{} holds {} optimizer steps, not a whole number of {}'s steps of {} micro-batches",
+        f.resume_path, t.first_step, f.kind, f.microbatches));
   const std::int32_t end = f.stop_after > 0 ? std::min(f.stop_after, f.steps) : f.steps;
-  const auto remaining = static_cast<std::int32_t>(static_cast<std::size_t>(end) - t.first_step);
+  const auto remaining = end - static_cast<std::int32_t>(t.first_step / updates_per_step);
   if (!f.schedule_path.empty()) {
     if (state) throw UsageError("--resume works with --kind, not --schedule");
     if (f.stop_after > 0) throw UsageError("--stop-after works with --kind, not --schedule");
@@ -211,7 +229,8 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     t.schedule = generate_schedule(f.kind, f.stages, f.microbatches, remaining, f.chunks);
   }
   t.last_step = t.first_step + static_cast<std::size_t>(t.schedule.steps);
-  t.total_steps = std::max(t.last_step, static_cast<std::size_t>(f.steps));
+  t.start_step = std::max(t.first_step, resumed_step);
+  t.total_steps = std::max(t.last_step, updates(f.steps));
 
   exec::ExecConfig& e = t.exec;
   e.config = config;
@@ -275,11 +294,6 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     if (f.save_path.empty()) throw UsageError("--save-every needs --save FILE (where to write)");
     if (f.device != "cpu")
       throw UsageError("--save-every runs on the CPU executor; --device cuda saves at the end");
-    if (const auto why = step_cut_violation(t.schedule))
-      throw InputError(fmt::format(
-          "--save-every needs a schedule whose optimizer steps are cuts (gpipe, 1f1b, zb-h1, "
-          "zb-h2, interleaved), so that nothing is in flight when a stage saves; {} is not: {}",
-          t.schedule.kind, *why));
   }
 
   t.data_seed = state ? state->metadata.data_seed : f.seed;
@@ -315,7 +329,15 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     train->microbatch(offset + i, B, T, in, out);
   };
   t.init_path = f.init_path;
-  if (state) {
+  if (state && holds_cut(*state)) {
+    if (f.device != "cpu")
+      throw UsageError(fmt::format(
+          "{} is a cut of a running pipeline (paci train --save-every on {}); only the CPU "
+          "executor resumes one",
+          f.resume_path, t.schedule.kind));
+    // The executor restores every stage from the cut (init_stage is not called).
+    e.resume_from = load_cut(std::move(*state), t.schedule, e.ranges);
+  } else if (state) {
     // One copy of the loaded state, shared by the CPU initialiser below and the GPU backend.
     t.resume_state = std::make_shared<const model::TrainingState>(std::move(*state));
     e.init_stage = [state = t.resume_state](std::int32_t, exec::StageRuntime& rt) {

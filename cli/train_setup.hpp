@@ -41,7 +41,8 @@ void add_train_options(po::options_description& options, TrainFlags& flags);
 struct TrainSetup {
   Schedule schedule;  // what this run executes (the remaining steps when resuming)
   exec::ExecConfig exec;
-  std::size_t first_step = 0;        // optimizer steps done before this run
+  std::size_t first_step = 0;        // optimizer steps done before this run's schedule starts
+  std::size_t start_step = 0;        // where this run takes over: first_step, or a cut's step
   std::size_t first_microbatch = 0;  // global index of this run's first micro-batch (resume)
   std::size_t last_step = 0;         // steps done after it: first_step + schedule.steps
   std::size_t total_steps = 0;       // --steps: the length of the whole training (LR schedule)

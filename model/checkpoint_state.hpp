@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/check.hpp"  // InputError
@@ -73,6 +74,9 @@ struct TrainingState {
   std::vector<StateBlob> blobs;    // in file order (version 2)
   // The blob called `name`; InputError naming the file when there is none.
   const StateBlob& blob(std::string_view name) const;
+  StateBlob& blob(std::string_view name) {
+    return const_cast<StateBlob&>(std::as_const(*this).blob(name));
+  }
 };
 
 // Writes one file holding every given stage section (the whole pipeline, or one stage for a

@@ -35,6 +35,9 @@ const std::string kBase =
     "train -k 1f1b -p 2 -m 2 -n 2 --layers 2 --heads 2 --d-model 32 --seq-len 16 --batch 2 "
     "--quiet --val-data none ";
 const std::string kTrain = kBase + "--data tok.bin";
+const std::string kPaciCut =
+    "train -k paci -p 2 -m 2 -n 4 --layers 2 --heads 2 --d-model 32 --seq-len 16 --batch 2 "
+    "--quiet --val-data none --data tok.bin --save-every 2 --save paci_cut.state";
 
 std::vector<Case> catalogue() {
   const std::string t = kTrain + " ";
@@ -106,6 +109,11 @@ std::vector<Case> catalogue() {
        "0x4e4f545354415445, expected \"PACISTAT\""},
       {t + "--resume ok.state",
        "paci train: error: ok.state already holds 2 steps; --steps 2 leaves none to run"},
+      {"train -k paci -p 2 -m 4 -n 4 --layers 2 --heads 2 --d-model 32 --seq-len 16 --batch 2 "
+       "--quiet --val-data none --data tok.bin --resume paci_cut.state",
+       "paci train: error: paci_cut.state: its cut (after update 2 of a schedule starting at step "
+       "0) was taken in another schedule than this paci (P=2, M=4); resume with the flags of the "
+       "run that saved it"},
       // Training flags.
       {t + "--partition 1,2",
        "paci train: error: --partition adds up to 3 blocks, the model has 2"},
@@ -152,6 +160,10 @@ class ErrorCatalogue : public ::testing::Test {
     write_text(dir_ + "/tok.txt", text);
     paci("data tokenize tok.txt --train tok.bin");
     paci(kTrain + " --save ok.state --export-llmc model.bin");
+    // A cut of a PACI run: killed after its checkpoint of step 2 (a cut) and before the end.
+    const auto killed = testing::run_shell(
+        "cd " + dir_ + " && " + PACI_BINARY + " " + kPaciCut + " --kill-at 1F7 2>/dev/null");
+    ASSERT_EQ(killed.status, 128 + 9) << killed.err;
     const std::string d = dir_;
     write_text(d + "/empty.json", "");
     write_text(d + "/badtok.csv", "0F0,0X1\n");

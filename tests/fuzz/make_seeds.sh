@@ -43,4 +43,8 @@ for kind in 1f1b paci pipedream zb-h1; do
     "$work/report.json" "$corpus/report/$kind.json"
 done
 cp tests/golden/tiny.state "$corpus/state/"
+# A cut of a running PACI pipeline (paci.state/2, with blobs): saved after step 1, then the run
+# kills itself before its end (exit 137 is expected).
+"$paci" train --kind paci --stages 2 --microbatches 2 --steps 3 "${tiny[@]}" --save-every 1 \
+  --save "$corpus/state/paci_cut.state" --kill-at 1F5 || [ $? -eq 137 ]
 du -sh "$corpus"/*

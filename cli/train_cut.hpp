@@ -1,0 +1,37 @@
+// A cut of a run (exec/cut.hpp) as a paci.state/2 checkpoint: the stages' weights and AdamW
+// state as the usual sections, each stage's runtime image, the messages crossing the cut and the
+// losses so far as blobs, and extra.cut saying where the cut lies (docs/checkpoints.md). Written
+// by paci train --save-every for schedules whose steps are not cuts; read back by --resume.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/cut.hpp"
+#include "model/checkpoint_state.hpp"
+#include "schedules/ir.hpp"
+
+namespace paci::cli {
+
+// metadata: the run's, its `step` the save point; base_step: the global step the cut's schedule
+// starts at (the run's first step; its data position is metadata.next_microbatch); steps: that
+// schedule's optimizer steps.
+void save_cut(const std::string& path, model::StateMetadata metadata, std::size_t base_step,
+              std::int32_t steps, const exec::CutImage& image);
+
+// Whether the file holds a cut, and the step its schedule starts at (InputError naming the file
+// for a malformed extra.cut).
+bool holds_cut(const model::TrainingState& state);
+std::size_t cut_base_step(const model::TrainingState& state);
+
+// The cut of `schedule` under the stage ranges `ranges` the file holds (its buffers moved out of
+// `state`), ready for ExecConfig::resume_from; InputError naming the file when it was taken in
+// another schedule or partition, or a blob is missing. Blob sizes the executor checks.
+std::shared_ptr<const exec::CutImage> load_cut(model::TrainingState&& state,
+                                               const Schedule& schedule,
+                                               const std::vector<model::StageRange>& ranges);
+
+}  // namespace paci::cli
