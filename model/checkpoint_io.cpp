@@ -55,6 +55,7 @@ BinaryReader::~BinaryReader() {
 }
 
 void BinaryReader::read(void* data, std::size_t bytes, std::string_view what) {
+  if (bytes == 0) return;  // an empty buffer's data() may be null, which fread must not get
   if (bytes > size_bytes_ - position_ ||
       std::fread(data, 1, bytes, file_) != bytes) {  // the size check makes fread's a read error
     throw InputError(fmt::format("{}: truncated: {} needs {} bytes at offset {}, the file has {}",
@@ -112,6 +113,7 @@ void AtomicWriter::fail(int error_number) {
 
 void AtomicWriter::write(const void* data, std::size_t bytes) {
   if (file_ == nullptr) fail(EBADF);
+  if (bytes == 0) return;  // an empty buffer's data() may be null, which fwrite must not get
   if (std::fwrite(data, 1, bytes, file_) != bytes) fail(errno);
   crc_ = crc32_update(crc_, data, bytes);
   bytes_written_ += bytes;
