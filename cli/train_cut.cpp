@@ -33,7 +33,7 @@ const json& cut_json(const model::TrainingState& state) {
     return model::InputError(fmt::format("{}: bad metadata: extra.cut.{}", state.source, what));
   };
   if (!cut.is_object()) throw bad("is not an object");
-  for (const char* key : {"base_step", "steps", "updates", "messages"})
+  for (const char* key : {"base_step", "steps", "val_every", "updates", "messages"})
     if (!cut.contains(key) || !cut[key].is_number_unsigned())
       throw bad(fmt::format("{} is missing or not a whole number", key));
   if (!cut.contains("positions") || !cut["positions"].is_array())
@@ -53,12 +53,14 @@ std::string hex(std::uint64_t digest) {
 
 }  // namespace
 
-void save_cut(const std::string& path, model::StateMetadata metadata, std::size_t base_step,
-              std::int32_t steps, const exec::CutImage& image) {
+void save_cut(const std::string& path, model::StateMetadata metadata, const CutContext& context,
+              const exec::CutImage& image) {
   const exec::CutPlan& plan = image.plan;
-  metadata.extra["cut"] = {{"base_step", base_step},           {"steps", steps},
-                           {"updates", plan.updates},          {"positions", plan.positions},
-                           {"messages", plan.messages.size()}, {"digest", hex(plan.digest)}};
+  metadata.extra["cut"] = {
+      {"base_step", context.base_step},      {"steps", context.steps},
+      {"val_every", context.snapshot_every}, {"updates", plan.updates},
+      {"positions", plan.positions},         {"messages", plan.messages.size()},
+      {"digest", hex(plan.digest)}};
   std::vector<model::StageStateView> sections;
   for (const model::StageState& s : image.stages) sections.push_back(s.view());
   std::vector<model::StateBlobView> blobs;
@@ -80,7 +82,8 @@ std::size_t cut_base_step(const model::TrainingState& state) {
 
 std::shared_ptr<const exec::CutImage> load_cut(model::TrainingState&& state,
                                                const Schedule& schedule,
-                                               const std::vector<model::StageRange>& ranges) {
+                                               const std::vector<model::StageRange>& ranges,
+                                               std::int32_t snapshot_every) {
   const json& cut = cut_json(state);
   const std::uint64_t updates = cut["updates"].get<std::uint64_t>();
   const auto refuse = [&](const std::string& why) {
@@ -95,6 +98,10 @@ std::shared_ptr<const exec::CutImage> load_cut(model::TrainingState&& state,
         fmt::format("was taken in a schedule of {} optimizer steps, this run's has {} "
                     "(--steps, --stop-after)",
                     cut["steps"].get<std::uint64_t>(), schedule.steps));
+  // The images hold the validation snapshots taken so far, numbered from the schedule's start.
+  if (cut["val_every"].get<std::uint64_t>() != static_cast<std::uint64_t>(snapshot_every))
+    throw refuse(fmt::format("was taken with --val-every {}, this run has {}",
+                             cut["val_every"].get<std::uint64_t>(), snapshot_every));
   if (updates < 1 || updates >= static_cast<std::uint64_t>(schedule.steps))
     throw refuse(fmt::format("does not lie inside this run's {} steps", schedule.steps));
   auto image = std::make_shared<exec::CutImage>();

@@ -16,22 +16,30 @@
 
 namespace paci::cli {
 
-// metadata: the run's, its `step` the save point; base_step: the global step the cut's schedule
-// starts at (the run's first step; its data position is metadata.next_microbatch); steps: that
-// schedule's optimizer steps.
-void save_cut(const std::string& path, model::StateMetadata metadata, std::size_t base_step,
-              std::int32_t steps, const exec::CutImage& image);
+// Where a cut's schedule starts and what sizes its stages' runtimes, besides the schedule.
+struct CutContext {
+  std::size_t base_step = 0;  // the global step the cut's schedule starts at (the run's first);
+                              // its data position is the metadata's next_microbatch
+  std::int32_t steps = 0;     // that schedule's optimizer steps
+  std::int32_t snapshot_every = 0;  // --val-every: the validation snapshots the images hold
+};
+
+// metadata: the run's, its `step` the save point.
+void save_cut(const std::string& path, model::StateMetadata metadata, const CutContext& context,
+              const exec::CutImage& image);
 
 // Whether the file holds a cut, and the step its schedule starts at (InputError naming the file
 // for a malformed extra.cut).
 bool holds_cut(const model::TrainingState& state);
 std::size_t cut_base_step(const model::TrainingState& state);
 
-// The cut of `schedule` under the stage ranges `ranges` the file holds (its buffers moved out of
+// The cut of `schedule` under the stage ranges `ranges` and --val-every `snapshot_every` the
+// file holds (its buffers moved out of
 // `state`), ready for ExecConfig::resume_from; InputError naming the file when it was taken in
 // another schedule or partition, or a blob is missing. Blob sizes the executor checks.
 std::shared_ptr<const exec::CutImage> load_cut(model::TrainingState&& state,
                                                const Schedule& schedule,
-                                               const std::vector<model::StageRange>& ranges);
+                                               const std::vector<model::StageRange>& ranges,
+                                               std::int32_t snapshot_every);
 
 }  // namespace paci::cli

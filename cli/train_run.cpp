@@ -137,7 +137,8 @@ void TrainOutputs::install_step_hook() {
     t_.exec.on_cut = [this](const exec::CutImage& image, std::size_t steps_done) {
       model::StateMetadata m = state_metadata(t_, steps_done);
       m.next_microbatch = t_.first_microbatch;  // the data of the cut's schedule's micro-batch 0
-      save_cut(f_.save_path, std::move(m), t_.first_step, t_.schedule.steps, image);
+      save_cut(f_.save_path, std::move(m),
+               {t_.first_step, t_.schedule.steps, t_.exec.snapshot_every}, image);
     };
   } else if (f_.save_every > 0) {
     saver_ = std::make_unique<PeriodicSaver>(t_, f_);

@@ -91,8 +91,9 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_out("trace", po::value(&f.trace_path), "Chrome trace of the measured run");
   add_out("save", po::value(&f.save_path), "training-state checkpoint at the end");
   add_out("save-every", po::value(&f.save_every),
-          "with --save: also write it after every K-th optimizer step, each replacing the last "
-          "whole (PACI, PipeDream, 2BW: a cut of the running pipeline; CPU, one process)");
+          "with --save: also write it after every K-th optimizer step (PipeDream: one per "
+          "micro-batch), each replacing the last whole (PACI, PipeDream, 2BW: a cut of the "
+          "running pipeline; CPU, one process)");
   add_out("resume", po::value(&f.resume_path), "continue from a training-state checkpoint");
   add_out("export-llmc", po::value(&f.export_path), "write the model as an llm.c fp32 file");
   add_out("quiet,q", po::bool_switch(&f.quiet), "no progress display, no summary");
@@ -217,7 +218,8 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
                                  f.stop_after, resumed_step / updates_per_step));
   if (t.first_step % updates_per_step != 0)
     throw InputError(fmt::format(
-        "{} holds {} optimizer steps, not a whole number of {}'s steps of {} micro-batches",
+        "{} continues a run from optimizer step {}, not a whole number of {}'s steps of {} "
+        "micro-batches",
         f.resume_path, t.first_step, f.kind, f.microbatches));
   const std::int32_t end = f.stop_after > 0 ? std::min(f.stop_after, f.steps) : f.steps;
   const auto remaining = end - static_cast<std::int32_t>(t.first_step / updates_per_step);
@@ -294,6 +296,11 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     if (f.save_path.empty()) throw UsageError("--save-every needs --save FILE (where to write)");
     if (f.device != "cpu")
       throw UsageError("--save-every runs on the CPU executor; --device cuda saves at the end");
+    if (!f.schedule_path.empty() && step_cut_violation(t.schedule))
+      throw UsageError(fmt::format(
+          "--save-every on {} would save cuts of a running pipeline, which --resume takes only "
+          "with --kind (it regenerates the schedule)",
+          f.schedule_path));
   }
 
   t.data_seed = state ? state->metadata.data_seed : f.seed;
@@ -336,7 +343,7 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
           "executor resumes one",
           f.resume_path, t.schedule.kind));
     // The executor restores every stage from the cut (init_stage is not called).
-    e.resume_from = load_cut(std::move(*state), t.schedule, e.ranges);
+    e.resume_from = load_cut(std::move(*state), t.schedule, e.ranges, e.snapshot_every);
   } else if (state) {
     // One copy of the loaded state, shared by the CPU initialiser below and the GPU backend.
     t.resume_state = std::make_shared<const model::TrainingState>(std::move(*state));

@@ -25,7 +25,26 @@ void mix(std::uint64_t& h, std::int64_t word) {
 
 }  // namespace
 
+struct CutPlanner::Indexes {
+  explicit Indexes(const Schedule& s) : index(s), rules(s), consumers(s, index, rules) {}
+  ActionIndex index;
+  DependencyRules rules;
+  ConsumerIndex consumers;
+};
+
+CutPlanner::CutPlanner(const Schedule& schedule)
+    : schedule_(schedule), indexes_(std::make_unique<Indexes>(schedule)) {}
+
+CutPlanner::~CutPlanner() = default;
+
 CutPlan plan_cut(const Schedule& schedule, std::int32_t updates) {
+  return CutPlanner(schedule).plan(updates);
+}
+
+CutPlan CutPlanner::plan(std::int32_t updates) const {
+  const Schedule& schedule = schedule_;
+  const ActionIndex& index = indexes_->index;
+  const ConsumerIndex& consumers = indexes_->consumers;
   if (updates < 1 || updates >= schedule.steps)
     throw InputError(fmt::format("a cut after update {} of a schedule of {} steps: expected 1..{}",
                                  updates, schedule.steps, schedule.steps - 1));
@@ -41,9 +60,6 @@ CutPlan plan_cut(const Schedule& schedule, std::int32_t updates) {
           ++seen[static_cast<std::size_t>(list[i].stage)] == updates)
         plan.positions[d] = static_cast<std::int64_t>(i) + 1;
   }
-  const ActionIndex index(schedule);
-  const DependencyRules rules(schedule);
-  const ConsumerIndex consumers(schedule, index, rules);
   // Move receivers back until nothing received before the cut is sent after it. Positions only
   // decrease, so this ends.
   for (bool changed = true; changed;) {
@@ -76,6 +92,8 @@ CutPlan plan_cut(const Schedule& schedule, std::int32_t updates) {
     }
   }
   std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : schedule.kind) mix(h, c);
+  mix(h, static_cast<std::int64_t>(schedule.weight_policy));
   mix(h, schedule.stages);
   mix(h, schedule.microbatches);
   for (std::int32_t p : schedule.placement) mix(h, p);

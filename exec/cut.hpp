@@ -36,8 +36,24 @@ struct CutPlan {
 // The cut after every stage's `updates`-th update (1 <= updates < schedule.steps): each device
 // starts at the position after its stages' last such update, and a receiver that would get a
 // message its sender sends after the cut moves back to before that receive, until none does.
-// The schedule must have passed validate(). Throws InputError for updates out of range.
+// This is the latest consistent cut at or before those positions, so the cuts after successive
+// updates never move back. The schedule must have passed validate(). Throws InputError for
+// updates out of range. The digest covers the kind, the weight policy and the lists up to the
+// positions.
 CutPlan plan_cut(const Schedule& schedule, std::int32_t updates);
+
+// The same for many cuts of one schedule (its indexes built once); holds a reference to it.
+class CutPlanner {
+ public:
+  explicit CutPlanner(const Schedule& schedule);
+  ~CutPlanner();
+  CutPlan plan(std::int32_t updates) const;
+
+ private:
+  struct Indexes;
+  const Schedule& schedule_;
+  std::unique_ptr<Indexes> indexes_;
+};
 
 // One cut's saved state, as the executor fills it (sizes fixed by its plan and the stages'
 // runtimes, allocated before the run) and as a resumed run restores it.

@@ -12,24 +12,14 @@ namespace paci::exec {
 
 Executor::CutRecorder::CutRecorder(const Schedule& schedule, const ExecConfig& config,
                                    const std::vector<std::unique_ptr<StageRuntime>>& stages,
-                                   const CutPlan* resumed_at)
-    : first_step(config.first_step) {
+                                   const CutImage* resumed)
+    : first_step(config.first_step),
+      planner_(schedule),
+      width_(config.batch * config.seq_len * config.config.d_model),
+      resumed_(resumed) {
   const auto every = static_cast<std::size_t>(config.cut_every);
-  for (std::int32_t j = resumed_at ? resumed_at->updates + 1 : 1; j < schedule.steps; ++j) {
-    if ((config.first_step + static_cast<std::size_t>(j)) % every != 0) continue;
-    CutPlan plan = plan_cut(schedule, j);
-    // Every device must reach the cut from where it starts (cuts move forward with the update
-    // they follow; this keeps a device from waiting at a cut it has passed).
-    if (resumed_at)
-      for (std::size_t d = 0; d < plan.positions.size(); ++d)
-        if (plan.positions[d] < resumed_at->positions[d])
-          throw std::logic_error(
-              fmt::format("cut {} lies before cut {} on device {}", j, resumed_at->updates, d));
-    plans.push_back(std::move(plan));
-  }
-  const std::size_t width = config.batch * config.seq_len * config.config.d_model;
-  for (const CutPlan& plan : plans)
-    messages.emplace_back(plan.messages.size(), std::vector<float>(width));
+  for (std::int32_t j = resumed ? resumed->plan.updates + 1 : 1; j < schedule.steps; ++j)
+    if ((config.first_step + static_cast<std::size_t>(j)) % every == 0) updates_.push_back(j);
   devices = static_cast<std::size_t>(schedule.num_devices());
   for (const auto& rt : stages) {
     const std::size_t n = rt->layout().size();
@@ -41,8 +31,38 @@ Executor::CutRecorder::CutRecorder(const Schedule& schedule, const ExecConfig& c
   reset();
 }
 
+void Executor::CutRecorder::plan_into(std::size_t j) {
+  if (j >= count()) return;
+  Slot& slot = slots_[j % 2];
+  slot.plan = planner_.plan(updates_[j]);
+  slot.messages.resize(slot.plan.messages.size());
+  for (auto& m : slot.messages) m.resize(width_);
+}
+
+void Executor::CutRecorder::carry(const CutPlan& from, const std::vector<std::vector<float>>& data,
+                                  std::size_t j) {
+  if (j >= count()) return;
+  Slot& to = slots_[j % 2];
+  for (std::size_t i = 0; i < from.messages.size(); ++i) {
+    const auto it = std::find(to.plan.messages.begin(), to.plan.messages.end(), from.messages[i]);
+    if (it != to.plan.messages.end())
+      std::ranges::copy(
+          data[i], to.messages[static_cast<std::size_t>(it - to.plan.messages.begin())].begin());
+  }
+}
+
 void Executor::CutRecorder::reset() {
-  captured_.assign(plans.size(), 0);
+  plan_into(0);
+  plan_into(1);
+  // Every device starts at or before its position of the first cut (positions never move back).
+  if (resumed_) {
+    for (std::size_t d = 0; count() > 0 && d < devices; ++d)
+      if (position(0, static_cast<std::int32_t>(d)) < resumed_->plan.positions[d])
+        throw std::logic_error(fmt::format("cut after update {} lies before cut after update {}",
+                                           updates_[0], resumed_->plan.updates));
+    carry(resumed_->plan, resumed_->messages, 0);  // in transit across both
+  }
+  captured_.assign(count(), 0);
   written_ = 0;
 }
 
@@ -56,16 +76,16 @@ bool Executor::CutRecorder::may_capture(std::size_t j, bool blocking,
   return written_ >= j;
 }
 
-void Executor::CutRecorder::keep_message(std::size_t from, std::int32_t src, std::int64_t position,
+void Executor::CutRecorder::keep_message(std::size_t j, std::int32_t src, std::int64_t position,
                                          std::int32_t dst, const MessageKey& key,
                                          std::span<const float> data) {
-  for (std::size_t j = from; j < plans.size(); ++j) {
-    const auto& crossing = plans[j].messages;
-    for (std::size_t i = 0; i < crossing.size(); ++i)
-      if (crossing[i].src == src && crossing[i].sent_at == position && crossing[i].dst == dst &&
-          crossing[i].key == key)
-        std::copy(data.begin(), data.end(), messages[j][i].begin());
-  }
+  if (j >= count()) return;
+  Slot& slot = slots_[j % 2];
+  const CutMessage sent{key, src, dst, position};
+  const auto it = std::find(slot.plan.messages.begin(), slot.plan.messages.end(), sent);
+  if (it != slot.plan.messages.end())
+    std::ranges::copy(
+        data, slot.messages[static_cast<std::size_t>(it - slot.plan.messages.begin())].begin());
 }
 
 void Executor::CutRecorder::captured(std::size_t j, const ExecConfig& config) {
@@ -73,18 +93,24 @@ void Executor::CutRecorder::captured(std::size_t j, const ExecConfig& config) {
     std::lock_guard lock(mutex_);
     if (++captured_[j] < devices) return;
   }
-  // Every device has captured cut j and none touches the image until written_ passes j.
-  std::swap(image.plan, plans[j]);
-  std::swap(image.messages, messages[j]);
-  struct SwapBack {
-    CutRecorder& r;
-    std::size_t j;
-    ~SwapBack() {
-      std::swap(r.image.plan, r.plans[j]);
-      std::swap(r.image.messages, r.messages[j]);
-    }
-  } swap_back{*this, j};
-  config.on_cut(image, first_step + static_cast<std::size_t>(image.plan.updates));
+  // Every device has taken cut j; none touches the image or cut j's slot until written_ passes
+  // j, and only this thread plans.
+  Slot& slot = slots_[j % 2];
+  std::swap(image.plan, slot.plan);
+  std::swap(image.messages, slot.messages);
+  {
+    struct SwapBack {
+      CutImage& image;
+      Slot& slot;
+      ~SwapBack() {
+        std::swap(image.plan, slot.plan);
+        std::swap(image.messages, slot.messages);
+      }
+    } swap_back{image, slot};
+    config.on_cut(image, first_step + static_cast<std::size_t>(image.plan.updates));
+  }
+  carry(slot.plan, slot.messages, j + 1);
+  plan_into(j + 2);
   std::lock_guard lock(mutex_);
   written_ = j + 1;
   written_changed_.notify_all();
@@ -128,7 +154,12 @@ void Executor::restore(const CutImage& image) {
     std::copy(saved.second_moment.begin(), saved.second_moment.end(),
               rt.optimizer().second_moment().begin());
     rt.optimizer().set_steps(saved.optimizer_steps);
-    rt.load_image(image.runtime[s], fmt::format("stage {} of the cut", s));
+    const std::string what = fmt::format("stage {} of the cut", s);
+    rt.load_image(image.runtime[s], what);
+    const auto& list = schedule_.devices[static_cast<std::size_t>(schedule_.placement[s])];
+    rt.check_image(std::span<const Action>(list).first(static_cast<std::size_t>(
+                       image.plan.positions[static_cast<std::size_t>(schedule_.placement[s])])),
+                   what);
   }
 }
 

@@ -80,9 +80,11 @@ class Executor::Device {
   void start_at(std::int64_t position) { next_ = static_cast<std::size_t>(position); }
 
   // Runs the next action. Blocking: waits for its inputs; otherwise returns false if they have
-  // not all arrived yet.
+  // not all arrived yet and no cut was taken (taking one is progress: it may let others take
+  // the next).
   bool step(bool blocking) {
-    if (!take_cuts(blocking)) return false;
+    bool took_cut = false;
+    if (!take_cuts(blocking, took_cut)) return took_cut;
     const Action& a = list()[next_];
     DependencyRules::List deps;
     const int n = run_.rules.depends_on(a, deps);
@@ -92,7 +94,7 @@ class Executor::Device {
         if (d.kind != DependencyKind::local &&
             !run_.between(device_of(d.action.stage), device_)
                  .ready(device_, device_of(d.action.stage), key(d, a)))
-          return false;
+          return took_cut;
       }
     if (run_.config.fail_at && *run_.config.fail_at == a) {
       if (run_.config.fail_kills) std::raise(SIGKILL);
@@ -227,13 +229,12 @@ class Executor::Device {
   }
 
   // At its position of the next planned cut, the device copies its stages' state into the cut's
-  // image (waiting, when blocking, until the previous cut is written). False when not blocking
-  // and it would have to wait.
-  bool take_cuts(bool blocking) {
+  // image (waiting, when blocking, until the previous cut is written); `took` says whether it
+  // took one. False when not blocking and it would have to wait.
+  bool take_cuts(bool blocking, bool& took) {
     CutRecorder* cuts = ex_.cuts_.get();
-    while (cuts && next_cut_ < cuts->plans.size() &&
-           static_cast<std::int64_t>(next_) ==
-               cuts->plans[next_cut_].positions[static_cast<std::size_t>(device_)]) {
+    while (cuts && next_cut_ < cuts->count() &&
+           static_cast<std::int64_t>(next_) == cuts->position(next_cut_, device_)) {
       if (!cuts->may_capture(next_cut_, blocking, run_.aborted)) return false;
       CutImage& image = cuts->image;
       for (std::int32_t s = 0; s < run_.schedule.stages; ++s) {
@@ -248,6 +249,7 @@ class Executor::Device {
         if (s == run_.schedule.stages - 1) std::ranges::copy(run_.losses, image.losses.begin());
       }
       cuts->captured(next_cut_++, run_.config);
+      took = true;
     }
     return true;
   }
@@ -265,7 +267,7 @@ class Executor::Device {
   RunState& run_;
   std::int32_t device_;
   std::size_t next_ = 0;
-  std::size_t next_cut_ = 0;  // the next of ex_.cuts_->plans to take
+  std::size_t next_cut_ = 0;  // the next of ex_.cuts_'s cuts to take
   std::vector<Buffers> buffers_;
   std::vector<ActionTime> times_;
   std::vector<ComputeSlice> compute_;
@@ -307,8 +309,7 @@ Executor::Executor(const Schedule& schedule, const ExecConfig& config)
   if (config.cut_every > 0 && !config.on_cut) throw std::invalid_argument("cut_every needs on_cut");
   if (config.resume_from) restore(*config.resume_from);
   if (config.cut_every > 0)
-    cuts_ = std::make_unique<CutRecorder>(schedule, config, stages_,
-                                          config.resume_from ? &config.resume_from->plan : nullptr);
+    cuts_ = std::make_unique<CutRecorder>(schedule, config, stages_, config.resume_from.get());
 }
 
 Executor::~Executor() = default;

@@ -165,4 +165,65 @@ void StageRuntime::load_image(std::span<const std::byte> in, const std::string& 
   reader.finish();
 }
 
+void StageRuntime::check_image(std::span<const Action> before_cut, const std::string& what) const {
+  VersionBook book(config_.stage, config_.policy, config_.stash_capacity, config_.updates,
+                   config_.total_microbatches);
+  std::vector<std::int64_t> held, awaiting_w;
+  std::vector<std::pair<std::int64_t, std::int32_t>> read_at_i;  // micro-batch, version its I read
+  const auto drop = [](std::vector<std::int64_t>& v, std::int64_t mb) { std::erase(v, mb); };
+  for (const Action& a : before_cut) {
+    if (a.stage != config_.stage) continue;
+    std::int32_t version = -1;
+    switch (a.kind) {
+      case ActionKind::F:
+        book.forward(a.microbatch);
+        held.push_back(a.microbatch);
+        break;
+      case ActionKind::B:
+        book.backward_source(a.microbatch, &version);
+        book.backward(a.microbatch, version);
+        drop(held, a.microbatch);
+        break;
+      case ActionKind::I:
+        book.backward_source(a.microbatch, &version);
+        read_at_i.emplace_back(a.microbatch, version);
+        awaiting_w.push_back(a.microbatch);
+        break;
+      case ActionKind::W:
+        for (const auto& [mb, v] : read_at_i)
+          if (mb == a.microbatch) version = v;
+        book.backward(a.microbatch, version);
+        drop(held, a.microbatch);
+        drop(awaiting_w, a.microbatch);
+        break;
+      case ActionKind::U:
+        book.update();
+        break;
+    }
+  }
+  if (!(book == book_))
+    throw model::InputError(fmt::format(
+        "{}: its weight versions are not those of the schedule's actions before the cut", what));
+  std::sort(held.begin(), held.end());
+  if (held != activations_.held())
+    throw model::InputError(fmt::format(
+        "{}: its activations are not those of the micro-batches in flight at the cut", what));
+  std::vector<std::int64_t> kept;
+  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i) {
+    if (w_stash_mb_[i] < 0) continue;
+    kept.push_back(w_stash_mb_[i]);
+    bool read_there = false;
+    for (const auto& [mb, v] : read_at_i)
+      read_there = read_there || (mb == w_stash_mb_[i] && v == w_stash_version_[i]);
+    if (!read_there)
+      throw model::InputError(
+          fmt::format("{}: an input gradient awaiting its W that the cut does not have", what));
+  }
+  std::sort(kept.begin(), kept.end());
+  std::sort(awaiting_w.begin(), awaiting_w.end());
+  if (kept != awaiting_w)
+    throw model::InputError(
+        fmt::format("{}: its input gradients awaiting W are not those in flight at the cut", what));
+}
+
 }  // namespace paci::exec

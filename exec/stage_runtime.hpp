@@ -81,6 +81,11 @@ class StageRuntime {
   std::size_t image_bytes() const;
   void save_image(std::span<std::byte> out) const;
   void load_image(std::span<const std::byte> in, const std::string& what);
+  // After load_image at a device position: InputError (naming `what`) unless the bookkeeping is
+  // what replaying the stage's actions before the position records: its version book, the
+  // micro-batches holding activations and those awaiting their W. A crafted image with sizes
+  // right but versions or micro-batches wrong is refused here, before it can index anything.
+  void check_image(std::span<const Action> before_cut, const std::string& what) const;
 
  private:
   StageRuntimeConfig config_;

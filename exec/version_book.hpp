@@ -52,6 +52,7 @@ class VersionBook {
   // versions the stage cannot have.
   void save_image(model::ImageWriter& out) const;
   void load_image(model::ImageReader& in);
+  friend bool operator==(const VersionBook&, const VersionBook&) = default;
 
  private:
   std::int32_t stage_;

@@ -124,6 +124,14 @@ void ActivationStore::release(std::int64_t microbatch) {
   --in_use_;
 }
 
+std::vector<std::int64_t> ActivationStore::held() const {
+  std::vector<std::int64_t> out;
+  for (const std::int64_t key : keys_)
+    if (key != kFree) out.push_back(key);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void ActivationStore::save_image(ImageWriter& out) const {
   out.put(std::span<const std::int64_t>(keys_));
   out.put(static_cast<std::uint64_t>(peak_in_use_));

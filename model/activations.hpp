@@ -99,6 +99,8 @@ class ActivationStore {
   // for a cut of a run (model/image.hpp). load_image throws InputError for keys that cannot be.
   void save_image(ImageWriter& out) const;
   void load_image(ImageReader& in);
+  // The micro-batches holding a slot, ascending.
+  std::vector<std::int64_t> held() const;
 
  private:
   static constexpr std::int64_t kFree = -1;

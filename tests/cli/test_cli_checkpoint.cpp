@@ -140,6 +140,11 @@ TEST(SaveEvery, RefusesWhatItCannotCheckpoint) {
   expect_bad(flags("1f1b") + " --save-every -2 --save x.state",
              "--save-every must be positive (0: off), got -2");
   expect_bad(flags("1f1b") + " --fail-at 0F0 --kill-at 0F0", "cannot be combined");
+  // A cut of a schedule file could never be resumed (--resume regenerates the schedule).
+  const std::string file = temp_path("paci_schedule.json");
+  ASSERT_EQ(run_paci("schedule -k paci -p 2 -m 2 -n 4 -o " + file).status, 0);
+  expect_bad("train --schedule " + file + kModel + testing::corpus_flags() + save,
+             "would save cuts of a running pipeline, which --resume takes only with --kind");
   EXPECT_FALSE(std::filesystem::exists(temp_path("refused.state")));
 }
 

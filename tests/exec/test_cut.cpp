@@ -5,6 +5,7 @@
 // change the run.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,8 +16,10 @@
 #include "exec/partition.hpp"
 #include "schedules/consumers.hpp"
 #include "schedules/dependencies.hpp"
+#include "schedules/formats.hpp"
 #include "schedules/generators.hpp"
 #include "schedules/index.hpp"
+#include "schedules/validate.hpp"
 #include "synthetic.hpp"
 
 namespace paci::exec {
@@ -141,53 +144,85 @@ void expect_bitwise(const Final& a, const Final& b) {
   EXPECT_EQ(a.losses, b.losses);
 }
 
+void expect_same(const CutImage& a, const CutImage& b) {
+  EXPECT_EQ(a.plan.updates, b.plan.updates);
+  EXPECT_EQ(a.plan.positions, b.plan.positions);
+  EXPECT_EQ(a.plan.messages, b.plan.messages);
+  EXPECT_EQ(a.plan.digest, b.plan.digest);
+  EXPECT_EQ(a.runtime, b.runtime);
+  EXPECT_EQ(a.messages, b.messages);
+  EXPECT_EQ(a.losses, b.losses);
+  ASSERT_EQ(a.stages.size(), b.stages.size());
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    EXPECT_EQ(a.stages[s].weights, b.stages[s].weights);
+    EXPECT_EQ(a.stages[s].first_moment, b.stages[s].first_moment);
+    EXPECT_EQ(a.stages[s].second_moment, b.stages[s].second_moment);
+    EXPECT_EQ(a.stages[s].optimizer_steps, b.stages[s].optimizer_steps);
+  }
+}
+
+// Takes every cut of `s` (cut_every 1), then resumes at each and checks that the run ends as the
+// uninterrupted one and takes the same later cuts.
+void resume_at_every_cut(const Schedule& s, bool sequential) {
+  ExecConfig plain = config_for(s);
+  plain.sequential = sequential;
+  Executor reference(s, plain);
+  const ExecResult ref_run = reference.run();
+  const Final expected = final_state(reference, s, ref_run);
+  ExecConfig taking = plain;
+  std::vector<std::shared_ptr<CutImage>> images;
+  taking.cut_every = 1;
+  taking.on_cut = [&](const CutImage& image, std::size_t steps) {
+    EXPECT_EQ(steps, static_cast<std::size_t>(image.plan.updates));
+    images.push_back(std::make_shared<CutImage>(image));
+  };
+  Executor with_cuts(s, taking);
+  const ExecResult cut_run = with_cuts.run();
+  expect_bitwise(final_state(with_cuts, s, cut_run), expected);  // taking cuts changes nothing
+  ASSERT_EQ(images.size(), static_cast<std::size_t>(s.steps - 1));
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    SCOPED_TRACE(fmt::format("resumed at the cut after update {}", images[i]->plan.updates));
+    EXPECT_EQ(images[i]->plan.updates, static_cast<std::int32_t>(i) + 1);
+    ExecConfig resumed = plain;
+    resumed.resume_from = images[i];
+    resumed.cut_every = 1;  // and it takes the later cuts as the first run did
+    std::vector<std::shared_ptr<CutImage>> later;
+    resumed.on_cut = [&](const CutImage& image, std::size_t) {
+      later.push_back(std::make_shared<CutImage>(image));
+    };
+    Executor again(s, resumed);
+    const ExecResult run = again.run();
+    expect_bitwise(final_state(again, s, run), expected);
+    ASSERT_EQ(later.size(), images.size() - i - 1);
+    for (std::size_t k = 0; k < later.size(); ++k) expect_same(*later[k], *images[i + 1 + k]);
+  }
+}
+
+// Stage 0 runs three forwards before its first update: the activation 0F2 -> 1F2 is in transit
+// across the cuts after updates 1 and 2, and must be carried from one to the next (and from a
+// resumed cut into the next one it takes).
+TEST(CutResume, AMessageInTransitAcrossTwoCuts) {
+  const Schedule s = parse_schedule(
+      "# paci.schedule/1 kind=custom stages=2 microbatches=1 steps=4 weight_policy=current "
+      "placement=0,1\n"
+      "0F0 0F1 0F2 0B0 0U 0B1 0U 0B2 0U 0F3 0B3 0U\n"
+      "1F0 1B0 1U 1F1 1B1 1U 1F2 1B2 1U 1F3 1B3 1U\n",
+      ScheduleFormat::text, "two_cuts.txt");
+  ASSERT_NO_THROW(validate(s));
+  const CutPlan first = plan_cut(s, 1), second = plan_cut(s, 2);
+  const CutMessage m{{DependencyKind::activation, 0, 2}, 0, 1, 2};
+  EXPECT_NE(std::find(first.messages.begin(), first.messages.end(), m), first.messages.end());
+  EXPECT_NE(std::find(second.messages.begin(), second.messages.end(), m), second.messages.end());
+  for (const bool sequential : {false, true}) resume_at_every_cut(s, sequential);
+}
+
 class CutResume : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CutResume, EveryCutResumesBitwise) {
   const std::string kind = GetParam();
   for (const bool sequential : {false, true}) {
-    const Schedule s = make(kind, kind == "interleaved" ? 2 : 3, 4, 5);  // 4 stages at most
     SCOPED_TRACE(fmt::format("{}{}", kind, sequential ? " sequential" : " threaded"));
-    ExecConfig plain = config_for(s);
-    plain.sequential = sequential;
-    Executor reference(s, plain);
-    const ExecResult ref_run = reference.run();
-    const Final expected = final_state(reference, s, ref_run);
-
-    ExecConfig taking = plain;
-    std::vector<std::shared_ptr<CutImage>> images;
-    std::vector<std::size_t> steps_done;
-    taking.cut_every = 1;
-    taking.on_cut = [&](const CutImage& image, std::size_t steps) {
-      auto copy = std::make_shared<CutImage>(image);
-      copy->messages.resize(image.plan.messages.size());
-      images.push_back(copy);
-      steps_done.push_back(steps);
-    };
-    Executor with_cuts(s, taking);
-    const ExecResult cut_run = with_cuts.run();
-    expect_bitwise(final_state(with_cuts, s, cut_run), expected);  // taking cuts changes nothing
-    ASSERT_EQ(images.size(), static_cast<std::size_t>(s.steps - 1));
-    for (std::size_t i = 0; i < images.size(); ++i) {
-      SCOPED_TRACE(fmt::format("resumed at the cut after update {}", images[i]->plan.updates));
-      EXPECT_EQ(images[i]->plan.updates, static_cast<std::int32_t>(i) + 1);
-      EXPECT_EQ(steps_done[i], i + 1);
-      ExecConfig resumed = plain;
-      resumed.resume_from = images[i];
-      resumed.cut_every = 1;  // and it takes the later cuts as the first run did
-      std::vector<std::shared_ptr<CutImage>> later;
-      resumed.on_cut = [&](const CutImage& image, std::size_t) {
-        later.push_back(std::make_shared<CutImage>(image));
-      };
-      Executor again(s, resumed);
-      const ExecResult run = again.run();
-      expect_bitwise(final_state(again, s, run), expected);
-      EXPECT_EQ(later.size(), images.size() - i - 1);
-      if (!later.empty()) {
-        EXPECT_EQ(later.front()->runtime, images[i + 1]->runtime);
-        EXPECT_EQ(later.front()->plan.positions, images[i + 1]->plan.positions);
-      }
-    }
+    resume_at_every_cut(make(kind, kind == "interleaved" ? 2 : 3, 4, 5), sequential);  // 4 stages
   }
 }
 
@@ -218,6 +253,46 @@ TEST(CutResume, RefusesACutOfAnotherScheduleOrPartition) {
   ExecConfig truncated = config_for(s);
   truncated.resume_from = bad;
   EXPECT_THROW(Executor(s, truncated), model::InputError);
+  // Another partition of the same model.
+  ExecConfig repartitioned = config_for(s);
+  repartitioned.ranges = {{0, 1}, {1, 1}, {2, 2}};
+  ASSERT_NE(repartitioned.ranges, config_for(s).ranges);
+  repartitioned.resume_from = image;
+  try {
+    Executor(s, repartitioned);
+    ADD_FAILURE() << "resumed another partition";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("another partition"), std::string::npos) << e.what();
+  }
+}
+
+// A crafted image: sizes right, CRC right (it never was in a file), but a version or a held
+// micro-batch that the cut cannot have. Refused before anything runs.
+TEST(CutResume, RefusesBookkeepingTheCutCannotHave) {
+  const Schedule s = make("2bw", 3, 4, 4);
+  ExecConfig c = config_for(s);
+  std::shared_ptr<CutImage> image;
+  c.cut_every = 2;
+  c.on_cut = [&](const CutImage& i, std::size_t) { image = std::make_shared<CutImage>(i); };
+  Executor(s, c).run();
+  ASSERT_TRUE(image);
+  const std::size_t book = image->stages[0].weights.size() * sizeof(float);  // after the grads
+  for (const std::int32_t version : {0, 1, 3}) {  // the stage is at version 2 of 4
+    auto bad = std::make_shared<CutImage>(*image);
+    std::memcpy(bad->runtime[0].data() + book, &version, sizeof version);
+    ExecConfig resumed = config_for(s);
+    resumed.resume_from = bad;
+    try {
+      Executor(s, resumed);
+      ADD_FAILURE() << "accepted version " << version;
+    } catch (const model::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("weight versions are not those"), std::string::npos)
+          << e.what();
+    }
+  }
+  std::int32_t version = 0;
+  std::memcpy(&version, image->runtime[0].data() + book, sizeof version);
+  EXPECT_EQ(version, 2);
 }
 
 }  // namespace
