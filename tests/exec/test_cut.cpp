@@ -232,63 +232,55 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CutResume, ::testing::ValuesIn(kKinds), [](const
   return name;
 });
 
-TEST(CutResume, RefusesACutOfAnotherScheduleOrPartition) {
-  const Schedule s = make("paci", 3, 4, 4);
+// The last cut a run of `s` takes with cut_every `every`.
+std::shared_ptr<CutImage> last_cut(const Schedule& s, std::int32_t every) {
   ExecConfig c = config_for(s);
   std::shared_ptr<CutImage> image;
-  c.cut_every = 2;
+  c.cut_every = every;
   c.on_cut = [&](const CutImage& i, std::size_t) { image = std::make_shared<CutImage>(i); };
   Executor(s, c).run();
-  ASSERT_TRUE(image);
-  ExecConfig other = config_for(make("paci", 3, 3, 4));
-  other.resume_from = image;
+  return image;
+}
+
+// An executor of `s` under `c` resuming at `image` is refused with a line holding `what`
+// (paci::InputError or model::InputError, both std::runtime_error).
+void expect_refused(const Schedule& s, ExecConfig c, std::shared_ptr<CutImage> image,
+                    const std::string& what) {
+  c.resume_from = std::move(image);
   try {
-    Executor(make("paci", 3, 3, 4), other);
-    ADD_FAILURE() << "resumed another schedule";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("another schedule"), std::string::npos) << e.what();
-  }
-  auto bad = std::make_shared<CutImage>(*image);
-  bad->runtime[1].pop_back();
-  ExecConfig truncated = config_for(s);
-  truncated.resume_from = bad;
-  EXPECT_THROW(Executor(s, truncated), model::InputError);
-  // Another partition of the same model.
-  ExecConfig repartitioned = config_for(s);
-  repartitioned.ranges = {{0, 1}, {1, 1}, {2, 2}};
-  ASSERT_NE(repartitioned.ranges, config_for(s).ranges);
-  repartitioned.resume_from = image;
-  try {
-    Executor(s, repartitioned);
-    ADD_FAILURE() << "resumed another partition";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("another partition"), std::string::npos) << e.what();
+    Executor(s, c);
+    ADD_FAILURE() << "not refused: " << what;
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
   }
 }
 
-// A crafted image: sizes right, CRC right (it never was in a file), but a version or a held
-// micro-batch that the cut cannot have. Refused before anything runs.
+TEST(CutResume, RefusesACutOfAnotherScheduleOrPartition) {
+  const Schedule s = make("paci", 3, 4, 4);
+  const auto image = last_cut(s, 2);
+  ASSERT_TRUE(image);
+  const Schedule other = make("paci", 3, 3, 4);
+  expect_refused(other, config_for(other), image, "another schedule");
+  auto bad = std::make_shared<CutImage>(*image);
+  bad->runtime[1].pop_back();
+  expect_refused(s, config_for(s), bad, "this stage's runtime has");
+  ExecConfig repartitioned = config_for(s);  // another partition of the same model
+  repartitioned.ranges = {{0, 1}, {1, 1}, {2, 2}};
+  ASSERT_NE(repartitioned.ranges, config_for(s).ranges);
+  expect_refused(s, repartitioned, image, "another partition");
+}
+
+// A crafted image: sizes right, CRC right (it never was in a file), but a version the stage
+// cannot have at the cut. Refused before anything runs.
 TEST(CutResume, RefusesBookkeepingTheCutCannotHave) {
   const Schedule s = make("2bw", 3, 4, 4);
-  ExecConfig c = config_for(s);
-  std::shared_ptr<CutImage> image;
-  c.cut_every = 2;
-  c.on_cut = [&](const CutImage& i, std::size_t) { image = std::make_shared<CutImage>(i); };
-  Executor(s, c).run();
+  const auto image = last_cut(s, 2);
   ASSERT_TRUE(image);
   const std::size_t book = image->stages[0].weights.size() * sizeof(float);  // after the grads
   for (const std::int32_t version : {0, 1, 3}) {  // the stage is at version 2 of 4
     auto bad = std::make_shared<CutImage>(*image);
     std::memcpy(bad->runtime[0].data() + book, &version, sizeof version);
-    ExecConfig resumed = config_for(s);
-    resumed.resume_from = bad;
-    try {
-      Executor(s, resumed);
-      ADD_FAILURE() << "accepted version " << version;
-    } catch (const model::InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("weight versions are not those"), std::string::npos)
-          << e.what();
-    }
+    expect_refused(s, config_for(s), bad, "weight versions are not those");
   }
   std::int32_t version = 0;
   std::memcpy(&version, image->runtime[0].data() + book, sizeof version);
