@@ -187,6 +187,10 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
     for (const auto& [step, loss] : val_losses_)
       head["val_loss"].push_back({{"step", step}, {"val_loss", loss}});
     head["wall_s"] = result.wall_s;
+    if (result.message_buffers_preallocated > 0)  // the GPU pipeline's (issue 16)
+      head["message_buffers"] = {{"preallocated", result.message_buffers_preallocated},
+                                 {"grown", result.message_buffers_grown},
+                                 {"peak_in_use", result.peak_messages_in_flight}};
     // Every action's and message's measured times: what paci simulate --replay replays.
     head["timeline"] = timeline_json(result.times, result.timeline.messages);
     write_output(f_.report_path, report_with_versions(head, run.observed.versions));

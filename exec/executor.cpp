@@ -395,6 +395,7 @@ ExecResult Executor::run() {
   }
   ExecResult result;
   result.wall_s = run.clock.now_s();
+  result.peak_messages_in_flight = run.local_transport.peak_in_flight();
   const auto num_devices = static_cast<std::size_t>(schedule_.num_devices());
   result.times.resize(num_devices);  // one process per device: only this device's are filled
   result.device_peak_memory_bytes.assign(num_devices, 0);

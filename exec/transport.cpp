@@ -33,6 +33,9 @@ void InProcessTransport::send(std::int32_t src, std::int32_t dst, const MessageK
   buffer.assign(data.begin(), data.end());
   if (clock_ != nullptr) times.end_s = clock_->now_s();
   l.queue.push_back({key, std::move(buffer), times});
+  const std::int64_t now = ++in_flight_;
+  for (std::int64_t peak = peak_in_flight_; now > peak;)
+    if (peak_in_flight_.compare_exchange_weak(peak, now)) break;
   l.changed.notify_all();
 }
 
@@ -54,6 +57,7 @@ SendTimes InProcessTransport::receive(std::int32_t dst, std::int32_t src, const 
   const SendTimes times = it->times;
   l.spare.push_back(std::move(it->data));
   l.queue.erase(it);
+  --in_flight_;
   l.changed.notify_all();
   return times;
 }

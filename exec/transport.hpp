@@ -77,6 +77,8 @@ class InProcessTransport final : public Transport {
                     std::span<float> out) override;
   bool ready(std::int32_t dst, std::int32_t src, const MessageKey& key) override;
   void abort() override;
+  // The most messages queued on all links at once so far.
+  std::int64_t peak_in_flight() const { return peak_in_flight_; }
 
  private:
   struct Entry {
@@ -97,6 +99,7 @@ class InProcessTransport final : public Transport {
   const RunClock* clock_;
   std::vector<std::unique_ptr<Link>> links_;
   std::atomic<bool> aborted_{false};
+  std::atomic<std::int64_t> in_flight_{0}, peak_in_flight_{0};
 };
 
 }  // namespace paci::exec

@@ -56,6 +56,15 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 command -v nvcc >/dev/null || fail "no nvcc on PATH or in /usr/local/cuda/bin"
 nvcc_version=$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+# The CUDA runtime the toolkit links needs a driver that supports at least its version; an older
+# one makes every GPU test report "no CUDA device". Say so in one line instead.
+driver_cuda=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
+if [ -n "$driver_cuda" ] && [ -n "$nvcc_version" ] &&
+  [ "$(printf '%s\n%s\n' "$nvcc_version" "$driver_cuda" | sort -V | head -1)" != "$nvcc_version" ]; then
+  fail "the driver ($gpu_driver) supports CUDA $driver_cuda, older than the toolkit's CUDA $nvcc_version: update the driver or use a toolkit <= $driver_cuda"
+fi
+# Every kernel loaded when a context starts (issue 16: lazy loading mid-run can wait behind NCCL).
+export CUDA_MODULE_LOADING=EAGER
 cmake_extra=()
 if ! timeout 180 bash scripts/setup.sh >>"$log" 2>&1; then
   deps=${PACI_DEPS_DIR:-$root/out/gpu-deps}

@@ -7,6 +7,7 @@
 // (PACI_HAVE_NCCL).
 #include <fmt/format.h>
 #include <chrono>
+#include <cstdlib>
 
 #include "cli/common.hpp"
 #include "cli/train_run.hpp"
@@ -140,6 +141,11 @@ int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchIn
 }  // namespace
 
 int run_train_gpu(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& launch) {
+  // Before the first CUDA call: load every kernel when the context is created. With CUDA 12+'s
+  // lazy loading, the first launch of a backward, AdamW or cuBLAS kernel mid-run loads its module
+  // and can wait behind NCCL transfers that wait on other processes (issue 16). A user's own
+  // setting is kept.
+  ::setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   if (launch.world_size > 1) {
 #ifdef PACI_HAVE_NCCL
     return run_train_processes(t, f, launch);

@@ -60,12 +60,14 @@ NcclLinks::NcclLinks(cuda::NcclCommunicator& world, const Schedule& schedule,
     // ends waiting on it, so the walk cannot deadlock.
     cuda::DeviceBuffer<float> one(1);
     for (Link& l : links_) {
-      if (l.src == me)
-        l.comm.send(cuda::TensorView{one.data(), 1, cuda::Precision::fp32}, 1, l.stream.get());
-      else
-        l.comm.recv(cuda::MutableTensorView{one.data(), 1, cuda::Precision::fp32}, 0,
-                    l.stream.get());
-      done_.record(l.stream.get());
+      guard_.use([&] {
+        if (l.src == me)
+          l.comm.send(cuda::TensorView{one.data(), 1, cuda::Precision::fp32}, 1, l.stream.get());
+        else
+          l.comm.recv(cuda::MutableTensorView{one.data(), 1, cuda::Precision::fp32}, 0,
+                      l.stream.get());
+        done_.record(l.stream.get());
+      });
       wait(done_.get());
     }
   } catch (...) {
@@ -77,7 +79,7 @@ NcclLinks::NcclLinks(cuda::NcclCommunicator& world, const Schedule& schedule,
 NcclLinks::~NcclLinks() {
   stop_ = true;
   if (watchdog_.joinable()) watchdog_.join();
-  if (aborted_) {  // the watchdog aborted them: nothing left to destroy
+  if (guard_.aborted()) {  // aborted: nothing left to destroy
     for (Link& l : links_) l.comm.release();
     world_.release();
   }
@@ -86,7 +88,7 @@ NcclLinks::~NcclLinks() {
 void NcclLinks::watch() {
   while (!stop_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (stop_ || aborted_) continue;
+    if (stop_ || guard_.aborted()) continue;
     std::string why;
     auto check = [&](const cuda::NcclCommunicator& c, const std::string& which) {
       ncclResult_t status = ncclSuccess;
@@ -108,20 +110,11 @@ void NcclLinks::watch() {
 }
 
 void NcclLinks::abort_from_watchdog(const std::string& why) noexcept {
-  {
-    std::lock_guard lock(failure_mutex_);
-    failure_ = why;
-  }
-  for (Link& l : links_)
-    if (l.comm.get() != nullptr) ncclCommAbort(l.comm.get());
-  if (world_.get() != nullptr) ncclCommAbort(world_.get());
-  aborted_ = true;
-}
-
-void NcclLinks::check_failed() {
-  if (!aborted_) return;
-  std::lock_guard lock(failure_mutex_);
-  throw std::runtime_error(fmt::format("process {}: {}", world_.rank(), failure_));
+  guard_.abort(fmt::format("process {}: {}", world_.rank(), why), [&] {
+    for (Link& l : links_)
+      if (l.comm.get() != nullptr) ncclCommAbort(l.comm.get());
+    if (world_.get() != nullptr) ncclCommAbort(world_.get());
+  });
 }
 
 NcclLinks::Link& NcclLinks::link(std::int32_t src, std::int32_t dst) {
@@ -131,27 +124,29 @@ NcclLinks::Link& NcclLinks::link(std::int32_t src, std::int32_t dst) {
 }
 
 void NcclLinks::send(std::int32_t dst, cuda::TensorView data, cudaEvent_t ready, cudaEvent_t done) {
-  check_failed();
-  Link& l = link(world_.rank(), dst);
-  PACI_CUDA_CHECK(cudaStreamWaitEvent(l.stream.get(), ready, 0));
-  l.comm.send(data, 1, l.stream.get());
-  PACI_CUDA_CHECK(cudaEventRecord(done, l.stream.get()));
+  guard_.use([&] {
+    Link& l = link(world_.rank(), dst);
+    PACI_CUDA_CHECK(cudaStreamWaitEvent(l.stream.get(), ready, 0));
+    l.comm.send(data, 1, l.stream.get());
+    PACI_CUDA_CHECK(cudaEventRecord(done, l.stream.get()));
+  });
   progress();
 }
 
 void NcclLinks::receive(std::int32_t src, cuda::MutableTensorView into, cudaEvent_t start,
                         cudaEvent_t done) {
-  check_failed();
-  Link& l = link(src, world_.rank());
-  PACI_CUDA_CHECK(cudaEventRecord(start, l.stream.get()));
-  l.comm.recv(into, 0, l.stream.get());
-  PACI_CUDA_CHECK(cudaEventRecord(done, l.stream.get()));
+  guard_.use([&] {
+    Link& l = link(src, world_.rank());
+    PACI_CUDA_CHECK(cudaEventRecord(start, l.stream.get()));
+    l.comm.recv(into, 0, l.stream.get());
+    PACI_CUDA_CHECK(cudaEventRecord(done, l.stream.get()));
+  });
   progress();
 }
 
 void NcclLinks::wait(cudaEvent_t event) {
   for (;;) {
-    check_failed();
+    guard_.throw_if_aborted();
     const cudaError_t state = cudaEventQuery(event);
     if (state == cudaSuccess) break;
     if (state != cudaErrorNotReady) PACI_CUDA_CHECK(state);
@@ -172,11 +167,13 @@ std::vector<std::uint64_t> NcclLinks::all_gather(std::uint64_t value) {
   cuda::DeviceBuffer<std::uint64_t> mine(1), all(n);
   // Ordered on stream_ (a plain cudaMemcpy from pageable memory may return before the data lands
   // and is not ordered with a non-blocking stream).
-  PACI_CUDA_CHECK(
-      cudaMemcpyAsync(mine.data(), &value, sizeof(value), cudaMemcpyHostToDevice, stream_.get()));
-  PACI_NCCL_CHECK(
-      ncclAllGather(mine.data(), all.data(), 1, ncclUint64, world_.get(), stream_.get()));
-  done_.record(stream_.get());
+  guard_.use([&] {
+    PACI_CUDA_CHECK(
+        cudaMemcpyAsync(mine.data(), &value, sizeof(value), cudaMemcpyHostToDevice, stream_.get()));
+    PACI_NCCL_CHECK(
+        ncclAllGather(mine.data(), all.data(), 1, ncclUint64, world_.get(), stream_.get()));
+    done_.record(stream_.get());
+  });
   wait(done_.get());  // polled: a copy queued behind the all-gather would block unwatched
   std::vector<std::uint64_t> out(n);
   PACI_CUDA_CHECK(cudaMemcpy(out.data(), all.data(), all.bytes(), cudaMemcpyDeviceToHost));
@@ -191,25 +188,27 @@ std::vector<std::string> NcclLinks::gather(std::string bytes, std::int32_t root)
   const std::vector<std::uint64_t> sizes = all_gather(bytes.size());
   const std::int32_t me = world_.rank();
   std::vector<cuda::DeviceBuffer<unsigned char>> buffers(sizes.size());
-  if (me == root) {
-    PACI_NCCL_CHECK(ncclGroupStart());
-    for (std::size_t r = 0; r < sizes.size(); ++r) {
-      if (static_cast<std::int32_t>(r) == root || sizes[r] == 0) continue;
-      buffers[r] = cuda::DeviceBuffer<unsigned char>(sizes[r]);
-      const ncclResult_t status = ncclRecv(buffers[r].data(), sizes[r], ncclUint8,
-                                           static_cast<int>(r), world_.get(), stream_.get());
-      if (status != ncclSuccess) ncclGroupEnd();
-      PACI_NCCL_CHECK(status);
+  guard_.use([&] {  // the transfers are queued under the lock
+    if (me == root) {
+      PACI_NCCL_CHECK(ncclGroupStart());
+      for (std::size_t r = 0; r < sizes.size(); ++r) {
+        if (static_cast<std::int32_t>(r) == root || sizes[r] == 0) continue;
+        buffers[r] = cuda::DeviceBuffer<unsigned char>(sizes[r]);
+        const ncclResult_t status = ncclRecv(buffers[r].data(), sizes[r], ncclUint8,
+                                             static_cast<int>(r), world_.get(), stream_.get());
+        if (status != ncclSuccess) ncclGroupEnd();
+        PACI_NCCL_CHECK(status);
+      }
+      PACI_NCCL_CHECK(ncclGroupEnd());
+    } else if (!bytes.empty()) {
+      buffers[0] = cuda::DeviceBuffer<unsigned char>(bytes.size());
+      PACI_CUDA_CHECK(cudaMemcpyAsync(buffers[0].data(), bytes.data(), bytes.size(),
+                                      cudaMemcpyHostToDevice, stream_.get()));
+      PACI_NCCL_CHECK(
+          ncclSend(buffers[0].data(), bytes.size(), ncclUint8, root, world_.get(), stream_.get()));
     }
-    PACI_NCCL_CHECK(ncclGroupEnd());
-  } else if (!bytes.empty()) {
-    buffers[0] = cuda::DeviceBuffer<unsigned char>(bytes.size());
-    PACI_CUDA_CHECK(cudaMemcpyAsync(buffers[0].data(), bytes.data(), bytes.size(),
-                                    cudaMemcpyHostToDevice, stream_.get()));
-    PACI_NCCL_CHECK(
-        ncclSend(buffers[0].data(), bytes.size(), ncclUint8, root, world_.get(), stream_.get()));
-  }
-  done_.record(stream_.get());
+    done_.record(stream_.get());
+  });
   wait(done_.get());
   if (me != root) return {};
   std::vector<std::string> out(sizes.size());
@@ -228,14 +227,12 @@ std::vector<std::string> NcclLinks::gather(std::string bytes, std::int32_t root)
 void NcclLinks::abort() noexcept {
   stop_ = true;
   if (watchdog_.joinable() && watchdog_.get_id() != std::this_thread::get_id()) watchdog_.join();
-  if (aborted_) return;  // the watchdog already did
-  {
-    std::lock_guard lock(failure_mutex_);
-    failure_ = "this process stopped its links after a failure";
-  }
-  for (Link& l : links_) l.comm.abort();
-  world_.abort();
-  aborted_ = true;
+  guard_.abort(  // nothing when the watchdog already did
+      fmt::format("process {}: this process stopped its links after a failure", world_.rank()),
+      [&] {
+        for (Link& l : links_) l.comm.abort();
+        world_.abort();
+      });
 }
 
 }  // namespace paci::exec::gpu

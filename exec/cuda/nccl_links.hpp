@@ -16,9 +16,11 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+
 #include <string>
 #include <thread>
 #include <vector>
+#include "exec/comm_guard.hpp"
 
 #include "cuda/memory.hpp"
 #include "cuda/nccl/communicator.hpp"
@@ -65,8 +67,6 @@ class NcclLinks final : public RemoteLinks {
     cuda::Stream stream;
   };
   Link& link(std::int32_t src, std::int32_t dst);
-  // Throws the watchdog's reason once it has aborted the communicators.
-  void check_failed();
   void progress() { last_progress_s_ = clock_s(); }
   static double clock_s();
   void watch();
@@ -81,9 +81,10 @@ class NcclLinks final : public RemoteLinks {
   std::vector<Link> links_;  // the links this process is an end of
   std::chrono::seconds timeout_;
   std::atomic<double> last_progress_s_{0.0};
-  std::atomic<bool> stop_{false}, aborted_{false};
-  std::mutex failure_mutex_;
-  std::string failure_;
+  std::atomic<bool> stop_{false};
+  // Every enqueue on the communicators runs under it, and the aborts (the watchdog's, or this
+  // process's after a failure) take it: no communicator is freed under a send (issue 16).
+  CommGuard guard_;
   std::thread watchdog_;
 };
 

@@ -61,6 +61,12 @@ class GpuPipeline::Run {
       buffers_.push_back(std::move(b));
     }
     width_ = width;
+    // Every message buffer the run can need, allocated now: a cudaMalloc mid-run can wait behind
+    // NCCL transfers that wait on other processes (issue 16). message_bound() holds under any
+    // timing; free_buffer() grows the pool only when every free buffer is still being read on
+    // the GPU (counted: message_buffers_grown).
+    preallocated_ = message_bound(schedule_, p.analysis_);
+    for (std::int64_t i = 0; i < preallocated_; ++i) add_buffer();
     devices_.resize(static_cast<std::size_t>(schedule_.num_devices()));
     for (std::size_t d = 0; d < devices_.size(); ++d) {
       devices_[d].times.resize(schedule_.devices[d].size());
@@ -110,6 +116,9 @@ class GpuPipeline::Run {
     report_steps(clock, true);
     ExecResult result;
     result.wall_s = clock.now_s();
+    result.peak_messages_in_flight = peak_in_use_;
+    result.message_buffers_preallocated = preallocated_;
+    result.message_buffers_grown = static_cast<std::int64_t>(messages_.size()) - preallocated_;
     collect(result, origin);
     return result;
   }
@@ -272,6 +281,7 @@ class GpuPipeline::Run {
       m.consumed.record(stream);
       m.used_before = true;
       m.in_use = false;
+      --in_use_;
       if (it->second.src_device != device)  // always: the report carries them for a replay
         recorded_.push_back(
             {it->second.producer, a, static_cast<DependencyKind>(std::get<0>(it->first)),
@@ -308,6 +318,10 @@ class GpuPipeline::Run {
       if (state == cudaSuccess) return i;
       if (state != cudaErrorNotReady) PACI_CUDA_CHECK(state);
     }
+    return add_buffer();
+  }
+
+  std::size_t add_buffer() {
     messages_.push_back(
         {cuda::DeviceTensor(p_.config_.precision, width_), cuda::Event(), false, false, -1, -1});
     return messages_.size() - 1;
@@ -323,6 +337,7 @@ class GpuPipeline::Run {
       const std::size_t i = free_buffer();
       Message& m = messages_[i];
       m.in_use = true;
+      peak_in_use_ = std::max(peak_in_use_, ++in_use_);
       const cudaStream_t stream = rt.stream();
       if (m.used_before) m.consumed.wait_on(stream);  // its last reader has finished with it
       const int start = new_event(), end = new_event();
@@ -335,6 +350,7 @@ class GpuPipeline::Run {
         remote_->send(dst, std::as_const(m.data).view(), event(end).get(), m.consumed.get());
         m.used_before = true;
         m.in_use = false;
+        --in_use_;
         continue;
       }
       pending_[{static_cast<int>(c.kind), a.stage, a.microbatch}] = {i, a, device, start, end};
@@ -436,6 +452,7 @@ class GpuPipeline::Run {
   std::vector<DeviceState> devices_;
   std::deque<cuda::Event> events_;
   std::deque<Message> messages_;
+  std::int64_t preallocated_ = 0, in_use_ = 0, peak_in_use_ = 0;
   std::map<Key, PendingMessage> pending_;
   std::vector<RecordedMessage> recorded_;
   std::int32_t current_device_ = -1;
