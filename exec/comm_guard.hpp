@@ -12,6 +12,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace paci::exec {
@@ -31,9 +32,15 @@ class CommGuard {
   template <typename AbortAll>
   bool abort(const std::string& reason, AbortAll&& abort_all,
              std::chrono::milliseconds patience = std::chrono::seconds(10)) noexcept {
-    std::unique_lock lock(mutex_, std::defer_lock);
-    const bool locked = lock.try_lock_for(patience);
-    (void)locked;  // without it, a call is stuck inside a communicator: abort anyway
+    // Polled with try_lock (a timed mutex's timed wait is pthread_mutex_clocklock, which
+    // ThreadSanitizer does not see). Without the lock, a call is stuck inside a communicator:
+    // abort anyway.
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (!lock.owns_lock() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      (void)lock.try_lock();
+    }
     {
       std::lock_guard guard(reason_mutex_);
       if (aborted_) return false;
@@ -52,7 +59,7 @@ class CommGuard {
   }
 
  private:
-  std::timed_mutex mutex_;
+  std::mutex mutex_;
   mutable std::mutex reason_mutex_;
   std::atomic<bool> aborted_{false};
   std::string reason_;
