@@ -161,8 +161,8 @@ class ErrorCatalogue : public ::testing::Test {
     paci("data tokenize tok.txt --train tok.bin");
     paci(kTrain + " --save ok.state --export-llmc model.bin");
     // A cut of a PACI run: killed after its checkpoint of step 2 (a cut) and before the end.
-    const auto killed = testing::run_shell(
-        "cd " + dir_ + " && " + PACI_BINARY + " " + kPaciCut + " --kill-at 1F7 2>/dev/null");
+    const auto killed = testing::run_shell("cd " + dir_ + " && " + PACI_BINARY + " " + kPaciCut +
+                                           " --kill-at 1F7 2>/dev/null");
     ASSERT_EQ(killed.status, 128 + 9) << killed.err;
     const std::string d = dir_;
     write_text(d + "/empty.json", "");
