@@ -63,14 +63,7 @@ class TrainOutputs::PeriodicSaver {
     // The last step is written by --save at the end of the run.
     if (steps_done % every_ != 0 || steps_done == t_.last_step) return;
     Slot& slot = slot_;
-    model::StageState& mine = slot.stages.at(static_cast<std::size_t>(rt.stage()));
-    const auto copy = [](std::span<const float> from, std::vector<float>& to) {
-      std::copy(from.begin(), from.end(), to.begin());
-    };
-    copy(rt.params(), mine.weights);
-    copy(rt.optimizer().first_moment(), mine.first_moment);
-    copy(rt.optimizer().second_moment(), mine.second_moment);
-    mine.optimizer_steps = rt.optimizer().steps();
+    rt.copy_state_to(slot.stages.at(static_cast<std::size_t>(rt.stage())));
     {
       std::lock_guard lock(mutex_);
       if (slot.filled > 0 && slot.step != steps_done)

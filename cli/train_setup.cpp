@@ -348,13 +348,7 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     // One copy of the loaded state, shared by the CPU initialiser below and the GPU backend.
     t.resume_state = std::make_shared<const model::TrainingState>(std::move(*state));
     e.init_stage = [state = t.resume_state](std::int32_t, exec::StageRuntime& rt) {
-      const model::StageState s = model::stage_state(*state, rt.layout().range());
-      std::copy(s.weights.begin(), s.weights.end(), rt.params().begin());
-      auto m = rt.optimizer().first_moment();
-      auto v = rt.optimizer().second_moment();
-      std::copy(s.first_moment.begin(), s.first_moment.end(), m.begin());
-      std::copy(s.second_moment.begin(), s.second_moment.end(), v.begin());
-      rt.optimizer().set_steps(s.optimizer_steps);
+      rt.copy_state_from(model::stage_state(*state, rt.layout().range()));
     };
   } else if (!f.init_path.empty()) {
     e.init_stage = [path = f.init_path](std::int32_t, exec::StageRuntime& rt) {

@@ -148,12 +148,7 @@ void Executor::restore(const CutImage& image) {
           saved.range.first_layer, saved.range.first_layer + saved.range.num_layers,
           rt.layout().range().first_layer,
           rt.layout().range().first_layer + rt.layout().range().num_layers));
-    std::copy(saved.weights.begin(), saved.weights.end(), rt.params().begin());
-    std::copy(saved.first_moment.begin(), saved.first_moment.end(),
-              rt.optimizer().first_moment().begin());
-    std::copy(saved.second_moment.begin(), saved.second_moment.end(),
-              rt.optimizer().second_moment().begin());
-    rt.optimizer().set_steps(saved.optimizer_steps);
+    rt.copy_state_from(saved);
     const std::string what = fmt::format("stage {} of the cut", s);
     rt.load_image(image.runtime[s], what);
     const auto& list = schedule_.devices[static_cast<std::size_t>(schedule_.placement[s])];

@@ -240,11 +240,7 @@ class Executor::Device {
       for (std::int32_t s = 0; s < run_.schedule.stages; ++s) {
         if (device_of(s) != device_) continue;
         const StageRuntime& rt = ex_.stage(s);
-        model::StageState& mine = image.stages[static_cast<std::size_t>(s)];
-        std::ranges::copy(rt.params(), mine.weights.begin());
-        std::ranges::copy(rt.optimizer().first_moment(), mine.first_moment.begin());
-        std::ranges::copy(rt.optimizer().second_moment(), mine.second_moment.begin());
-        mine.optimizer_steps = rt.optimizer().steps();
+        rt.copy_state_to(image.stages[static_cast<std::size_t>(s)]);
         rt.save_image(image.runtime[static_cast<std::size_t>(s)]);
         if (s == run_.schedule.stages - 1) std::ranges::copy(run_.losses, image.losses.begin());
       }

@@ -130,6 +130,20 @@ void StageRuntime::write_image(model::ImageWriter& out) const {
   for (const auto& copy : snapshots_) out.put(std::span<const float>(copy));
 }
 
+void StageRuntime::copy_state_to(model::StageState& into) const {
+  std::ranges::copy(params_, into.weights.begin());
+  std::ranges::copy(optimizer_.first_moment(), into.first_moment.begin());
+  std::ranges::copy(optimizer_.second_moment(), into.second_moment.begin());
+  into.optimizer_steps = optimizer_.steps();
+}
+
+void StageRuntime::copy_state_from(const model::StageState& from) {
+  std::ranges::copy(from.weights, params_.begin());
+  std::ranges::copy(from.first_moment, optimizer_.first_moment().begin());
+  std::ranges::copy(from.second_moment, optimizer_.second_moment().begin());
+  optimizer_.set_steps(from.optimizer_steps);
+}
+
 std::size_t StageRuntime::image_bytes() const {
   model::ImageWriter counter;
   write_image(counter);

@@ -10,6 +10,7 @@
 
 #include "exec/stage_plan.hpp"
 #include "exec/version_book.hpp"
+#include "model/checkpoint_state.hpp"
 #include "model/gpt.hpp"
 #include "schedules/ir.hpp"
 
@@ -78,6 +79,10 @@ class StageRuntime {
   // stashed weight copies, the activation store, the split backward's stashes and the validation
   // snapshots, whole. image_bytes() depends only on how the runtime was planned; load_image
   // throws InputError (naming `what`) for an image of another size or impossible contents.
+  // Weights, AdamW moments and step count into / from a checkpoint's stage section of this
+  // stage's layout (buffers already sized).
+  void copy_state_to(model::StageState& into) const;
+  void copy_state_from(const model::StageState& from);
   std::size_t image_bytes() const;
   void save_image(std::span<std::byte> out) const;
   void load_image(std::span<const std::byte> in, const std::string& what);

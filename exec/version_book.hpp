@@ -48,8 +48,9 @@ class VersionBook {
   std::size_t stash_in_use() const { return stash_in_use_; }
   std::size_t peak_weight_versions() const { return 1 + peak_stash_in_use_; }
 
-  // The whole book, for a cut of a run (exec/cut.hpp); load_image throws InputError for
-  // versions the stage cannot have.
+  // The whole book, for a cut of a run (exec/cut.hpp). load_image takes the values as they are:
+  // StageRuntime::check_image compares the book with a replay of the stage's actions before the
+  // cut, before anything reads it.
   void save_image(model::ImageWriter& out) const;
   void load_image(model::ImageReader& in);
   friend bool operator==(const VersionBook&, const VersionBook&) = default;
