@@ -81,17 +81,18 @@ void gemm(const OpContext& ctx, Transpose trans_a, Transpose trans_b, std::size_
 
 bool lt_linear_forward(const OpContext& ctx, void* out, const void* inp, const void* weight,
                        const void* bias, const void* residual, cudaDataType_t type, std::size_t R,
-                       std::size_t C, std::size_t OC) {
+                       std::size_t C, std::size_t OC, std::size_t ld) {
   if (ctx.lt == nullptr) return false;
   const std::size_t bytes = type_bytes(type);
   if (!aligned16(out) || !aligned16(inp) || !aligned16(weight) ||
       (bias != nullptr && !aligned16(bias)) || (residual != nullptr && !aligned16(residual)) ||
-      (C * bytes) % 16 != 0 || (OC * bytes) % 16 != 0) {
+      (C * bytes) % 16 != 0 || (ld * bytes) % 16 != 0) {
     return false;
   }
   to_int(R, "Lt rows");
   to_int(C, "Lt C");
   to_int(OC, "Lt OC");
+  to_int(ld, "Lt ld");
   // Column-major: D(OC×R) = op(A)·B with A = weight stored C×OC (transposed), B = inp stored C×R.
   cublasLtMatmulDesc_t raw_desc = nullptr;
   PACI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -105,7 +106,7 @@ bool lt_linear_forward(const OpContext& ctx, void* out, const void* inp, const v
   }
   const MatrixLayout a = layout(type, C, OC, C);
   const MatrixLayout b = layout(type, C, R, C);
-  const MatrixLayout d = layout(type, OC, R, OC);  // C and D share it
+  const MatrixLayout d = layout(type, OC, R, ld);  // C and D share it
   cublasLtMatmulPreference_t raw_pref = nullptr;
   PACI_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
   const Preference pref(raw_pref);

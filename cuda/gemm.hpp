@@ -50,10 +50,11 @@ void gemm(const OpContext& ctx, Transpose trans_a, Transpose trans_b, std::size_
 
 // out(R,OC) = inp(R,C)·weight(OC,C)ᵀ + bias(OC) [+ residual(R,OC)] as one cublasLtMatmul: the
 // bias is the BIAS epilogue, the residual the C operand with beta = 1 (D = out). All of `type`.
-// Returns false, having launched nothing, when an operand is not 16-byte aligned or cuBLASLt has
-// no algorithm for the problem; the caller then takes the GEMM path.
+// Rows of out and residual are ld ≥ OC elements apart. Returns false, having launched nothing,
+// when a pointer or a row (C or ld elements) is not 16-byte aligned or cuBLASLt has no algorithm
+// for the problem; the caller then takes the GEMM path.
 bool lt_linear_forward(const OpContext& ctx, void* out, const void* inp, const void* weight,
                        const void* bias, const void* residual, cudaDataType_t type, std::size_t R,
-                       std::size_t C, std::size_t OC);
+                       std::size_t C, std::size_t OC, std::size_t ld);
 
 }  // namespace paci::cuda

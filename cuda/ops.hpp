@@ -90,24 +90,29 @@ void layernorm_backward_weight(const OpContext& ctx, float* dweight, float* dbia
 // ---- linear layer (cuBLAS / cuBLASLt) -----------------------------------------------------------
 // out(R,OC) = inp(R,C)·weight(OC,C)ᵀ + bias(OC) [+ residual(R,OC)]; bias, residual may be null.
 // The residual add is fused: it is the GEMM's C operand (beta = 1), the bias the Lt epilogue.
+// Rows of out and residual (forward) and of dout (backward) are ld ≥ OC elements apart (0: OC);
+// the columns [OC, ld) are neither read nor written. A padded ld keeps the rows 16-byte aligned
+// for cuBLASLt when OC is odd (the LM head's vocabulary, 50257).
 template <typename floatX>
 void matmul_forward(const OpContext& ctx, floatX* out, const floatX* inp, const floatX* weight,
                     const floatX* bias, const floatX* residual, std::size_t R, std::size_t C,
-                    std::size_t OC);
+                    std::size_t OC, std::size_t ld = 0);
 // dinp(R,C) = dout·weight (if dinp is not null); dweight(OC,C) += doutᵀ·inp (fp32 accumulate);
 // dbias(OC) += Σ_r dout (if dbias is not null; uses ctx.partials).
 template <typename floatX>
 void matmul_backward(const OpContext& ctx, floatX* dinp, float* dweight, float* dbias,
                      const floatX* dout, const floatX* inp, const floatX* weight, std::size_t R,
-                     std::size_t C, std::size_t OC);
+                     std::size_t C, std::size_t OC, std::size_t ld = 0);
 // Its two halves (matmul_backward is the one, then the other): dinp = dout·weight; and
 // dweight += doutᵀ·inp, dbias += Σ_r dout (dbias may be null).
 template <typename floatX>
 void matmul_backward_input(const OpContext& ctx, floatX* dinp, const floatX* dout,
-                           const floatX* weight, std::size_t R, std::size_t C, std::size_t OC);
+                           const floatX* weight, std::size_t R, std::size_t C, std::size_t OC,
+                           std::size_t ld = 0);
 template <typename floatX>
 void matmul_backward_weight(const OpContext& ctx, float* dweight, float* dbias, const floatX* dout,
-                            const floatX* inp, std::size_t R, std::size_t C, std::size_t OC);
+                            const floatX* inp, std::size_t R, std::size_t C, std::size_t OC,
+                            std::size_t ld = 0);
 
 // ---- causal multi-head attention ----------------------------------------------------------------
 // qkv(B,T,3C) holds Q | K | V, head h at columns h·HS of each. scores(B,NH,T,T) is float scratch
@@ -132,15 +137,20 @@ void gelu_backward(const OpContext& ctx, floatX* dinp, const floatX* inp, const 
                    std::size_t N);
 
 // ---- fused softmax cross-entropy ----------------------------------------------------------------
-// probs(R,V) = softmax(logits) in float, losses(R) = −log probs[target]. Targets < V.
+// probs(R,V) = softmax(logits) in float, losses(R) = −log probs[target]. Targets < V. Rows of
+// logits are ld ≥ V elements apart: the padding columns [V, ld) are masked (never read), so the
+// softmax runs over the V real tokens only. probs is dense (R,V).
 template <typename floatX>
 void crossentropy_forward(const OpContext& ctx, float* probs, float* losses, const floatX* logits,
-                          const std::int32_t* targets, std::size_t R, std::size_t V);
+                          const std::int32_t* targets, std::size_t R, std::size_t V,
+                          std::size_t ld);
 // *mean (one double on the device) = Σ values(n) / n, summed in a fixed order in double.
 void mean_of(const OpContext& ctx, double* mean, const float* values, std::size_t n);
-// dlogits(R,V) = (probs − onehot(target))·dloss.
+// dlogits(R,V) = (probs − onehot(target))·dloss, rows ld apart; the padding columns [V, ld) are
+// set to zero, so the head's backward GEMMs may run over them.
 template <typename floatX>
 void crossentropy_backward(const OpContext& ctx, floatX* dlogits, const float* probs,
-                           const std::int32_t* targets, float dloss, std::size_t R, std::size_t V);
+                           const std::int32_t* targets, float dloss, std::size_t R, std::size_t V,
+                           std::size_t ld);
 
 }  // namespace paci::cuda

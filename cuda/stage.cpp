@@ -8,6 +8,7 @@
 
 #include "cuda/ops.hpp"
 #include "model/check.hpp"
+#include "model/checkpoint_llmc.hpp"
 
 namespace paci::cuda {
 namespace {
@@ -32,10 +33,15 @@ Stage::Stage(const model::StageShape& shape, Precision precision)
       loss_host_(1),
       group_keys_(shape.rows()) {
   shape_.validate();
-  const std::size_t R = shape.rows(), C = shape.config.d_model, V = shape.config.vocab;
+  const std::size_t R = shape.rows(), C = shape.config.d_model;
   if (is_last()) {
-    logits_ = DeviceTensor(precision, R * V);
-    dlogits_ = DeviceTensor(precision, R * V);
+    logits_ld_ = model::llmc_padded_vocab(shape.config.vocab);
+    logits_ = DeviceTensor(precision, R * logits_ld_);
+    dlogits_ = DeviceTensor(precision, R * logits_ld_);
+    // The padding columns are never written by the head's GEMM: zero them once, so that every
+    // byte of the logits is defined (copies, downloads and compute-sanitizer's initcheck).
+    PACI_CUDA_CHECK(cudaMemsetAsync(logits_.view().data, 0, logits_.bytes(), stream()));
+    PACI_CUDA_CHECK(cudaMemsetAsync(dlogits_.view().data, 0, dlogits_.bytes(), stream()));
   }
   dres_a_ = DeviceTensor(precision, R * C);
   dres_b_ = DeviceTensor(precision, R * C);
@@ -184,10 +190,11 @@ void Stage::run_loss(const floatX* p, const floatX* x, ActivationSlot& slot, dou
   floatX* logits = logits_.as<floatX>();
   layernorm_forward(ctx, lnf, slot.stat(slot.lnf_mean_), slot.stat(slot.lnf_rstd_), x,
                     p + layout_.ln_f_w(), p + layout_.ln_f_b(), R, C);  // (H1)
+  const std::size_t Vp = logits_ld_;
   matmul_forward(ctx, logits, lnf, p + layout_.lm_head(), static_cast<const floatX*>(nullptr),
-                 static_cast<const floatX*>(nullptr), R, C, V);  // (H2) untied head, no bias
+                 static_cast<const floatX*>(nullptr), R, C, V, Vp);  // (H2) untied head, no bias
   crossentropy_forward(ctx, slot.stat(slot.probs_), slot.stat(slot.losses_), logits,
-                       slot.ids_.data() + slot.targets_, R, V);  // (H3)
+                       slot.ids_.data() + slot.targets_, R, V, Vp);  // (H3) padding masked
   mean_of(ctx, loss_mean_.data(), slot.stat(slot.losses_), R);
   PACI_CUDA_CHECK(cudaMemcpyAsync(loss_host, loss_mean_.data(), sizeof(double),
                                   cudaMemcpyDeviceToHost, stream()));
@@ -327,20 +334,21 @@ void Stage::run_backward(const floatX* p, float* g, const ActivationSlot& slot,
     // (H3) loss = mean over R rows of −log softmax, scaled: d(row loss) = loss_scale / R.
     floatX* dlogits = dlogits_.as<floatX>();
     floatX* dln = dln_.as<floatX>();
+    const std::size_t Vp = logits_ld_;
     crossentropy_backward(ctx, dlogits, slot.stat(slot.probs_), slot.ids_.data() + slot.targets_,
-                          slot.loss_scale_ / static_cast<float>(R), R, V);
+                          slot.loss_scale_ / static_cast<float>(R), R, V, Vp);
     PACI_CUDA_CHECK(cudaMemsetAsync(dres_a, 0, R * C * sizeof(floatX), stream()));
     if (g != nullptr) {
       matmul_backward(ctx, dln, g + layout_.lm_head(), nullptr, dlogits,
-                      slot.value<floatX>(slot.lnf_), p + layout_.lm_head(), R, C, V);  // (H2)
+                      slot.value<floatX>(slot.lnf_), p + layout_.lm_head(), R, C, V, Vp);  // (H2)
       layernorm_backward(ctx, dres_a, g + layout_.ln_f_w(), g + layout_.ln_f_b(), dln, top,
                          p + layout_.ln_f_w(), slot.stat(slot.lnf_mean_), slot.stat(slot.lnf_rstd_),
                          R, C);  // (H1)
     } else {
-      copy_device(stream(), keep, static_cast<const floatX*>(dlogits), R * V);
-      keep += padded(R * V);
+      copy_device(stream(), keep, static_cast<const floatX*>(dlogits), R * Vp);
+      keep += padded(R * Vp);
       matmul_backward_input(ctx, dln, static_cast<const floatX*>(dlogits), p + layout_.lm_head(), R,
-                            C, V);
+                            C, V, Vp);
       copy_device(stream(), keep, static_cast<const floatX*>(dln), R * C);
       keep += padded(R * C);
       layernorm_backward_input(ctx, dres_a, static_cast<const floatX*>(dln), top,
@@ -379,8 +387,8 @@ void Stage::run_backward_weight(float* g, const ActivationSlot& slot, const floa
   const floatX* top = top_output<floatX>(slot);
   if (is_last()) {  // the fused backward's order: head, blocks from the top, encoder
     matmul_backward_weight(ctx, g + layout_.lm_head(), nullptr, kept, slot.value<floatX>(slot.lnf_),
-                           R, C, V);  // (H2)
-    kept += padded(R * V);
+                           R, C, V, logits_ld_);  // (H2)
+    kept += padded(R * logits_ld_);
     layernorm_backward_weight(ctx, g + layout_.ln_f_w(), g + layout_.ln_f_b(), kept, top,
                               slot.stat(slot.lnf_mean_), slot.stat(slot.lnf_rstd_), R,
                               C);  // (H1)
@@ -452,8 +460,9 @@ std::size_t Stage::block_stash_count() const {
 }
 
 std::size_t Stage::head_stash_count() const {
-  const std::size_t R = shape_.rows(), C = shape_.config.d_model, V = shape_.config.vocab;
-  return (is_last() ? padded(R * V) + padded(R * C) : 0) + (is_first() ? padded(R * C) : 0);
+  const std::size_t R = shape_.rows(), C = shape_.config.d_model;
+  return (is_last() ? padded(R * logits_ld_) + padded(R * C) : 0) +
+         (is_first() ? padded(R * C) : 0);
 }
 
 std::size_t Stage::stash_count() const {

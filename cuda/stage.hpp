@@ -111,8 +111,12 @@ class Stage {
                       MutableTensorView d_input, WeightGradStash& stash);
   void backward_weight(MutableTensorView grads, const ActivationSlot& slot, WeightGradStash& stash);
 
-  // Logits (B,T,V) of the last forward_loss, in the stage's precision.
+  // Logits (B,T,V) of the last forward_loss, in the stage's precision, each row logits_ld()
+  // elements apart: V rounded up to a multiple of 128, as llm.c pads (50257 -> 50304), so that
+  // every row is 16-byte aligned and the head's GEMMs take cuBLASLt's fast path. The padding
+  // columns hold zeros and the loss never reads them.
   TensorView logits() const;
+  std::size_t logits_ld() const { return logits_ld_; }
 
  private:
   void check_weights(TensorView weights) const;
@@ -160,7 +164,8 @@ class Stage {
   Precision precision_;
   Resources resources_;
   // Scratch, one micro-batch at a time (R = B·T), in the stage's precision unless noted.
-  DeviceTensor logits_, dlogits_;          // (R,V) last stage
+  std::size_t logits_ld_ = 0;              // the padded vocabulary, Vp
+  DeviceTensor logits_, dlogits_;          // (R,Vp) last stage
   DeviceTensor dres_a_, dres_b_;           // (R,C) residual-stream gradients, ping-pong
   DeviceTensor dres2_, dln_, datty_;       // (R,C)
   DeviceTensor dqkv_, dfch_;               // (R,3C), (R,4C)

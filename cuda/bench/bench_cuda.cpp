@@ -15,6 +15,7 @@
 #include "cuda/gemm.hpp"
 #include "cuda/optimizer.hpp"
 #include "cuda/stage.hpp"
+#include "model/checkpoint_llmc.hpp"
 #include "model/config.hpp"
 #include "model/init.hpp"
 
@@ -91,19 +92,20 @@ void fill_random(cudaStream_t stream, cuda::DeviceTensor& t, double scale, std::
 }
 
 // FLOP/s of cuBLAS on every linear-layer GEMM of one training step of `shape` (forward, input
-// gradient, weight gradient into fp32; the head too on a last stage), best of three passes.
+// gradient, weight gradient into fp32; the head too on a last stage, its output rows padded to
+// the stage's logits_ld as the stage runs them), best of three passes.
 double gemm_rate(const model::StageShape& shape, Precision p) {
   const std::size_t R = shape.rows(), C = shape.config.d_model, V = shape.config.vocab;
   const bool head = shape.range.is_last(shape.config);
   struct Linear {
-    std::size_t in, out, count;
+    std::size_t in, out, count, ld;  // ld: the output's row stride
   };
-  std::vector<Linear> linears{{C, 3 * C, shape.range.num_layers},
-                              {C, C, shape.range.num_layers},
-                              {C, 4 * C, shape.range.num_layers},
-                              {4 * C, C, shape.range.num_layers}};
-  if (head) linears.push_back({C, V, 1});
-  const std::size_t widest = head ? V : 4 * C;
+  const std::size_t L = shape.range.num_layers;
+  std::vector<Linear> linears{
+      {C, 3 * C, L, 3 * C}, {C, C, L, C}, {C, 4 * C, L, 4 * C}, {4 * C, C, L, C}};
+  const std::size_t Vp = model::llmc_padded_vocab(V);
+  if (head) linears.push_back({C, V, 1, Vp});
+  const std::size_t widest = head ? Vp : 4 * C;
   cuda::Resources res(0);
   const cuda::OpContext ctx = res.context();
   cuda::DeviceTensor x(p, R * 4 * C), w(p, widest * 4 * C), y(p, R * widest);
@@ -111,6 +113,7 @@ double gemm_rate(const model::StageShape& shape, Precision p) {
   const cudaDataType_t t = p == Precision::fp32 ? CUDA_R_32F : CUDA_R_16BF;
   fill_random(res.stream(), x, 1.0, 5);
   fill_random(res.stream(), w, 0.02, 6);  // GPT-2's init scale keeps the chained products finite
+  fill_random(res.stream(), y, 1.0, 7);   // the padding columns are read by no GEMM
   PACI_CUDA_CHECK(cudaMemsetAsync(dw.data(), 0, dw.bytes(), res.stream()));
   using cuda::Transpose;
   double best = 0;
@@ -121,10 +124,10 @@ double gemm_rate(const model::StageShape& shape, Precision p) {
     for (const Linear& l : linears) {
       for (std::size_t k = 0; k < l.count; ++k) {
         cuda::gemm(ctx, Transpose::no, Transpose::yes, R, l.out, l.in, 1, {x.view().data, t, l.in},
-                   {w.view().data, t, l.in}, 0, {y.view().data, t, l.out});
-        cuda::gemm(ctx, Transpose::no, Transpose::no, R, l.in, l.out, 1, {y.view().data, t, l.out},
+                   {w.view().data, t, l.in}, 0, {y.view().data, t, l.ld});
+        cuda::gemm(ctx, Transpose::no, Transpose::no, R, l.in, l.out, 1, {y.view().data, t, l.ld},
                    {w.view().data, t, l.in}, 0, {x.view().data, t, l.in});
-        cuda::gemm(ctx, Transpose::yes, Transpose::no, l.out, l.in, R, 1, {y.view().data, t, l.out},
+        cuda::gemm(ctx, Transpose::yes, Transpose::no, l.out, l.in, R, 1, {y.view().data, t, l.ld},
                    {x.view().data, t, l.in}, 1, {dw.data(), CUDA_R_32F, l.in});
         flops += 3 * 2.0 * static_cast<double>(R * l.in * l.out);
       }

@@ -3,7 +3,9 @@
 // (loose); parameter gradients start non-zero, so accumulation (+=) is checked too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "cuda/ops.hpp"
 #include "model/ops.hpp"
@@ -26,6 +28,32 @@ void dispatch(Precision p, F&& f) {
   } else {
     f(bf16{});
   }
+}
+
+// Rows of `cols` values spread `ld` apart, the padding columns holding `fill`; and back.
+std::vector<float> pad_rows(const std::vector<float>& dense, std::size_t cols, std::size_t ld,
+                            float fill) {
+  const std::size_t rows = dense.size() / cols;
+  std::vector<float> out(rows * ld, fill);
+  for (std::size_t r = 0; r < rows; ++r)
+    std::copy_n(dense.begin() + static_cast<std::ptrdiff_t>(r * cols), cols,
+                out.begin() + static_cast<std::ptrdiff_t>(r * ld));
+  return out;
+}
+std::vector<float> unpad_rows(const std::vector<float>& padded, std::size_t cols, std::size_t ld) {
+  const std::size_t rows = padded.size() / ld;
+  std::vector<float> out(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r)
+    std::copy_n(padded.begin() + static_cast<std::ptrdiff_t>(r * ld), cols,
+                out.begin() + static_cast<std::ptrdiff_t>(r * cols));
+  return out;
+}
+// The padding columns of rows `ld` apart, in order.
+std::vector<float> padding_of(const std::vector<float>& padded, std::size_t cols, std::size_t ld) {
+  std::vector<float> out;
+  for (std::size_t i = 0; i < padded.size(); ++i)
+    if (i % ld >= cols) out.push_back(padded[i]);
+  return out;
 }
 
 class GpuOps : public testing::GpuPrecisionTest {
@@ -117,19 +145,26 @@ TEST_P(GpuOps, LayerNorm) {
 struct MatmulCase {
   std::size_t R, C, OC;
   bool bias, residual, lt;
+  std::size_t ld = 0;  // row stride of out, residual and dout (0: OC)
 };
 
 TEST_P(GpuOps, Matmul) {
   // 16-byte rows take the cuBLASLt path (bias epilogue, residual as C); the odd shape and lt=false
-  // take the kernel + GEMM path.
+  // take the kernel + GEMM path. A padded row stride (the LM head's 50257 -> 50304) must neither
+  // read nor write the padding: it holds a sentinel in out and garbage in residual and dout.
   const std::vector<MatmulCase> cases{
-      {300, 64, 192, true, false, true}, {300, 64, 192, true, true, true},
-      {300, 64, 192, false, true, true}, {300, 64, 192, false, false, true},
-      {300, 64, 192, true, true, false}, {37, 40, 24, true, true, true},
-      {33, 13, 7, true, true, true},     {33, 13, 7, false, false, true}};
+      {300, 64, 192, true, false, true},     {300, 64, 192, true, true, true},
+      {300, 64, 192, false, true, true},     {300, 64, 192, false, false, true},
+      {300, 64, 192, true, true, false},     {37, 40, 24, true, true, true},
+      {33, 13, 7, true, true, true},         {33, 13, 7, false, false, true},
+      {65, 32, 97, false, false, true, 128}, {65, 32, 97, true, true, true, 128},
+      {65, 32, 97, true, true, false, 104}};
+  const float sentinel = 7.0f, garbage = 1.0e4f;
   for (const MatmulCase& m : cases) {
-    SCOPED_TRACE(::testing::Message() << "R=" << m.R << " C=" << m.C << " OC=" << m.OC << " bias="
-                                      << m.bias << " residual=" << m.residual << " lt=" << m.lt);
+    const std::size_t ld = m.ld == 0 ? m.OC : m.ld;
+    SCOPED_TRACE(::testing::Message()
+                 << "R=" << m.R << " C=" << m.C << " OC=" << m.OC << " bias=" << m.bias
+                 << " residual=" << m.residual << " lt=" << m.lt << " ld=" << ld);
     const std::size_t R = m.R, C = m.C, OC = m.OC;
     const auto x = rounded(random_floats(R * C, 20), p()),
                w = rounded(random_floats(OC * C, 21), p());
@@ -145,18 +180,22 @@ TEST_P(GpuOps, Matmul) {
 
     resources_->set_use_lt(m.lt);
     auto d_x = upload(s(), x, p()), d_w = upload(s(), w, p()), d_b = upload(s(), b, p());
-    auto d_res = upload(s(), res, p()), d_dy = upload(s(), dy, p());
+    auto d_res = upload(s(), pad_rows(res, OC, ld, garbage), p());
+    auto d_dy = upload(s(), pad_rows(dy, OC, ld, garbage), p());
+    auto d_out = upload(s(), std::vector<float>(R * ld, sentinel), p());
     auto d_dw = upload(s(), dw0), d_db = upload(s(), db0);
-    DeviceTensor d_out(p(), R * OC), d_dx(p(), R * C);
+    DeviceTensor d_dx(p(), R * C);
     dispatch(p(), [&](auto tag) {
       using X = decltype(tag);
       matmul_forward(ctx(), d_out.as<X>(), d_x.as<X>(), d_w.as<X>(),
                      m.bias ? d_b.as<X>() : static_cast<const X*>(nullptr),
-                     m.residual ? d_res.as<X>() : static_cast<const X*>(nullptr), R, C, OC);
+                     m.residual ? d_res.as<X>() : static_cast<const X*>(nullptr), R, C, OC, m.ld);
       matmul_backward(ctx(), d_dx.as<X>(), d_dw.data(), d_db.data(), d_dy.as<X>(), d_x.as<X>(),
-                      d_w.as<X>(), R, C, OC);
+                      d_w.as<X>(), R, C, OC, m.ld);
     });
-    EXPECT_TRUE(close(get(d_out), out, p(), "matmul out"));
+    const std::vector<float> got = get(d_out);
+    EXPECT_TRUE(close(unpad_rows(got, OC, ld), out, p(), "matmul out"));
+    EXPECT_EQ(padding_of(got, OC, ld), std::vector<float>(R * (ld - OC), sentinel));
     EXPECT_TRUE(close(get(d_dx), dx, p(), "dinp"));
     EXPECT_TRUE(close(get(d_dw), dw, p(), "dweight"));
     EXPECT_TRUE(close(get(d_db), db, p(), "dbias"));
@@ -209,8 +248,11 @@ TEST_P(GpuOps, Gelu) {
 }
 
 TEST_P(GpuOps, CrossEntropy) {
-  for (std::size_t V : {50, 1000}) {
-    SCOPED_TRACE(V);
+  // ld > V: the logits' padding (the LM head's 50257 -> 50304) holds values far above every real
+  // logit; masked, it changes neither the softmax nor the loss, and its gradient is zero.
+  for (const auto& [V, ld] :
+       {std::pair<std::size_t, std::size_t>{50, 50}, {1000, 1000}, {97, 128}, {1000, 1024}}) {
+    SCOPED_TRACE(::testing::Message() << "V=" << V << " ld=" << ld);
     const std::size_t R = 37;
     const float dloss = 0.37f;
     const auto logits = rounded(random_floats(R * V, 50 + V, 3.0), p());
@@ -220,18 +262,18 @@ TEST_P(GpuOps, CrossEntropy) {
                                                    targets.data(), R, V);
     model::crossentropy_backward(cpu, dlogits.data(), probs.data(), targets.data(), dloss, R, V);
 
-    auto d_logits = upload(s(), logits, p());
+    auto d_logits = upload(s(), pad_rows(logits, V, ld, 100.0f), p());
     auto d_targets = upload(s(), targets);
     DeviceBuffer<float> d_probs(R * V), d_losses(R);
     DeviceBuffer<double> d_mean(1);
-    DeviceTensor d_dlogits(p(), R * V);
+    auto d_dlogits = upload(s(), std::vector<float>(R * ld, 5.0f), p());
     dispatch(p(), [&](auto tag) {
       using X = decltype(tag);
       crossentropy_forward(ctx(), d_probs.data(), d_losses.data(), d_logits.as<X>(),
-                           d_targets.data(), R, V);
+                           d_targets.data(), R, V, ld);
       mean_of(ctx(), d_mean.data(), d_losses.data(), R);
-      crossentropy_backward(ctx(), d_dlogits.as<X>(), d_probs.data(), d_targets.data(), dloss, R,
-                            V);
+      crossentropy_backward(ctx(), d_dlogits.as<X>(), d_probs.data(), d_targets.data(), dloss, R, V,
+                            ld);
     });
     double gpu_mean = 0;
     copy_to_host(s(), std::span<double>(&gpu_mean, 1), d_mean.data());
@@ -239,7 +281,9 @@ TEST_P(GpuOps, CrossEntropy) {
     EXPECT_TRUE(close(get(d_probs), probs, Precision::fp32, "probs"));
     EXPECT_TRUE(close(get(d_losses), losses, Precision::fp32, "losses"));
     EXPECT_NEAR(gpu_mean, mean, 1e-5 * std::max(1.0f, mean));
-    EXPECT_TRUE(close(get(d_dlogits), dlogits, p(), "dlogits"));
+    const std::vector<float> got = get(d_dlogits);
+    EXPECT_TRUE(close(unpad_rows(got, V, ld), dlogits, p(), "dlogits"));
+    EXPECT_EQ(padding_of(got, V, ld), std::vector<float>(R * (ld - V), 0.0f));
   }
 }
 

@@ -147,7 +147,18 @@ Result run_gpu(const model::StageShape& whole, const std::vector<float>& params,
                                 split_slots[i][mb], stashes[i][mb]);
     stages[i].synchronize();
   }
-  r.logits = download(stages.back().stream(), stages.back().logits());
+  // The logits' rows are padded (logits_ld): keep the V real columns; the padding must be zero.
+  const Stage& last = stages.back();
+  const std::size_t V = last.layout().config().vocab, ld = last.logits_ld();
+  const std::vector<float> padded = download(last.stream(), last.logits());
+  EXPECT_EQ(ld % 128, 0u);
+  EXPECT_GE(ld, V);
+  for (std::size_t i = 0; i < padded.size(); ++i) {
+    if (i % ld < V)
+      r.logits.push_back(padded[i]);
+    else
+      EXPECT_EQ(padded[i], 0.0f) << "logits padding at " << i;
+  }
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const std::vector<float> g = download(stages[i].stream(), grads[i].data(), grads[i].size());
     r.grads.insert(r.grads.end(), g.begin(), g.end());

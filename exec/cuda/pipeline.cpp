@@ -14,6 +14,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
+#include "exec/event_clock.hpp"
 #include "exec/rank_plan.hpp"
 #include "exec/transport.hpp"
 #include "model/init.hpp"
@@ -33,9 +34,29 @@ void copy_async(cudaStream_t stream, void* dst, const void* src, std::size_t byt
   PACI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
+// EventClock's backend: CUDA events with timing (a deque: stable, move-only elements).
+struct CudaEvents {
+  using Handle = cudaEvent_t;
+  std::deque<cuda::Event> events;
+
+  Handle create() { return events.emplace_back().get(); }
+  static bool query(Handle e) {
+    const cudaError_t state = cudaEventQuery(e);
+    if (state == cudaErrorNotReady) return false;
+    PACI_CUDA_CHECK(state);
+    return true;
+  }
+  static double elapsed_ms(Handle from, Handle to) {
+    float ms = 0;
+    PACI_CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
+    return ms;
+  }
+};
+
 }  // namespace
 
-// One run: the issue loop's state. Events live in a deque (stable addresses, grown on demand).
+// One run: the issue loop's state. Timestamps are EventClock stamps: a bounded pool of events,
+// times in double seconds.
 class GpuPipeline::Run {
  public:
   Run(GpuPipeline& p)
@@ -77,8 +98,8 @@ class GpuPipeline::Run {
   ExecResult execute() {
     PACI_CUDA_CHECK(cudaDeviceSynchronize());
     if (remote_) remote_->barrier();  // the processes' clocks start together
-    const int origin = new_event();
-    events_[static_cast<std::size_t>(origin)].record(p_.stage(p_.first_local_stage()).stream());
+    const int origin = clock_.stamp();
+    record(origin, p_.stage(p_.first_local_stage()).stream());
     RunClock clock;
     for (std::size_t d = 0; d < devices_.size(); ++d)
       if (local(static_cast<std::int32_t>(d))) sample_memory(static_cast<std::int32_t>(d), origin);
@@ -114,12 +135,13 @@ class GpuPipeline::Run {
     }
     PACI_CUDA_CHECK(cudaDeviceSynchronize());
     report_steps(clock, true);
+    clock_.resolve();  // everything has completed: every stamp gets its time
     ExecResult result;
     result.wall_s = clock.now_s();
     result.peak_messages_in_flight = peak_in_use_;
     result.message_buffers_preallocated = preallocated_;
     result.message_buffers_grown = static_cast<std::int64_t>(messages_.size()) - preallocated_;
-    collect(result, origin);
+    collect(result);
     return result;
   }
 
@@ -168,19 +190,29 @@ class GpuPipeline::Run {
   };
   using Key = std::tuple<int, std::int32_t, std::int32_t>;  // kind, producer stage, micro-batch
 
-  int new_event() {
-    events_.emplace_back();
-    return static_cast<int>(events_.size() - 1);
+  // A new timestamp, recorded on `stream` now.
+  int stamp_on(cudaStream_t stream) {
+    const int id = clock_.stamp();
+    record(id, stream);
+    return id;
   }
-  cuda::Event& event(int id) { return events_[static_cast<std::size_t>(id)]; }
+  void record(int id, cudaStream_t stream) {
+    PACI_CUDA_CHECK(cudaEventRecord(clock_.handle(id), stream));
+  }
+  // Makes `stream` wait for a stamp's work; nothing to wait for once it has completed.
+  void wait_on(int id, cudaStream_t stream) {
+    if (const auto e = clock_.pending(id)) PACI_CUDA_CHECK(cudaStreamWaitEvent(stream, *e, 0));
+  }
   // Whether this process runs schedule device d.
   bool local(std::int32_t d) const { return !remote_ || d == remote_->local_device(); }
-  // Waits for an event; with remote links, watching them for a failed peer.
+  // Waits for a stamp; with remote links, watching them for a failed peer.
   void wait_event(int id) {
+    const auto e = clock_.pending(id);
+    if (!e) return;
     if (remote_)
-      remote_->wait(event(id).get());
+      remote_->wait(*e);
     else
-      event(id).synchronize();
+      PACI_CUDA_CHECK(cudaEventSynchronize(*e));
   }
 
   // One process per device: the host may queue at most kStepsAhead steps' worth of this
@@ -202,9 +234,9 @@ class GpuPipeline::Run {
     const std::size_t i = free_buffer();
     Message& m = messages_[i];
     m.in_use = true;
-    const int start = new_event(), end = new_event();
+    const int start = clock_.stamp(), end = clock_.stamp();  // the link records both now
     const std::int32_t src = device_of(d.action.stage);
-    remote_->receive(src, m.data.view(), event(start).get(), event(end).get());
+    remote_->receive(src, m.data.view(), clock_.handle(start), clock_.handle(end));
     return pending_
         .insert_or_assign({static_cast<int>(d.kind), d.action.stage, a.microbatch},
                           PendingMessage{i, d.action, src, start, end})
@@ -217,6 +249,7 @@ class GpuPipeline::Run {
   // Queues the device's next action if every message it needs has been queued.
   bool issue(std::int32_t device) {
     current_device_ = device;
+    clock_.resolve_if_due();  // every stamp so far is recorded: reuse the completed events
     DeviceState& dev = devices_[static_cast<std::size_t>(device)];
     const Action& a = schedule_.devices[static_cast<std::size_t>(device)][dev.next];
     DependencyRules::List deps;
@@ -241,15 +274,14 @@ class GpuPipeline::Run {
     GpuStageRuntime& rt = p_.stage(a.stage);
     StageBuffers& b = buffers_[static_cast<std::size_t>(a.stage)];
     const cudaStream_t stream = rt.stream();
-    if (dev.last_end >= 0 && dev.last_stage != a.stage) event(dev.last_end).wait_on(stream);
+    if (dev.last_end >= 0 && dev.last_stage != a.stage) wait_on(dev.last_end, stream);
     cuda::TensorView received;
     for (const auto& it : inputs) {
       const Message& m = messages_[it->second.buffer];
-      event(it->second.send_end).wait_on(stream);
+      wait_on(it->second.send_end, stream);
       received = m.data.view();
     }
-    const int start = new_event(), end = new_event();
-    event(start).record(stream);
+    const int start = stamp_on(stream);
     switch (a.kind) {
       case ActionKind::F: {
         if (rt.is_first() || rt.is_last())
@@ -275,7 +307,7 @@ class GpuPipeline::Run {
         rt.weight_grad(a.microbatch);
         break;
     }
-    event(end).record(stream);
+    const int end = stamp_on(stream);
     for (const auto& it : inputs) {
       Message& m = messages_[it->second.buffer];
       m.consumed.record(stream);
@@ -340,14 +372,13 @@ class GpuPipeline::Run {
       peak_in_use_ = std::max(peak_in_use_, ++in_use_);
       const cudaStream_t stream = rt.stream();
       if (m.used_before) m.consumed.wait_on(stream);  // its last reader has finished with it
-      const int start = new_event(), end = new_event();
-      event(start).record(stream);
+      const int start = stamp_on(stream);
       copy_async(stream, m.data.view().data, data.data,
                  data.count * cuda::element_bytes(data.precision));
-      event(end).record(stream);
+      const int end = stamp_on(stream);
       const std::int32_t dst = index_.position(c.vertex).device;
       if (!local(dst)) {  // to another process: the buffer is free again once the send is done
-        remote_->send(dst, std::as_const(m.data).view(), event(end).get(), m.consumed.get());
+        remote_->send(dst, std::as_const(m.data).view(), clock_.handle(end), m.consumed.get());
         m.used_before = true;
         m.in_use = false;
         --in_use_;
@@ -376,10 +407,8 @@ class GpuPipeline::Run {
       const std::int32_t queued_ahead = steps_queued_ - reported_;
       if (all || queued_ahead > kStepsAhead) {
         wait_event(id);
-      } else {
-        const cudaError_t state = cudaEventQuery(event(id).get());
-        if (state == cudaErrorNotReady) return;
-        PACI_CUDA_CHECK(state);
+      } else if (const auto e = clock_.pending(id); e && !CudaEvents::query(*e)) {
+        return;
       }
       const std::int32_t M = schedule_.microbatches;
       double sum = 0.0;
@@ -395,12 +424,11 @@ class GpuPipeline::Run {
         p_.config_.on_step(
             {reported_, loss, clock.now_s(), static_cast<std::int64_t>(reported_ + 1) * M});
       ++reported_;
+      clock_.resolve();  // an anchor per step: each float measurement spans about a step
     }
   }
 
-  double seconds(int origin, int id) { return event(id).seconds_since(event(origin)); }
-
-  void collect(ExecResult& result, int origin) {
+  void collect(ExecResult& result) {
     result.times.resize(devices_.size());
     result.device_peak_memory_bytes.assign(devices_.size(), 0);
     result.timeline.source = "measured";
@@ -410,25 +438,23 @@ class GpuPipeline::Run {
       const DeviceState& dev = devices_[d];
       const auto& list = schedule_.devices[d];
       for (std::size_t i = 0; i < list.size(); ++i) {
-        const ActionTime t{seconds(origin, dev.times[i].first),
-                           seconds(origin, dev.times[i].second)};
+        const ActionTime t{clock_.seconds(dev.times[i].first), clock_.seconds(dev.times[i].second)};
         result.times[d].push_back(t);
         if (!p_.config_.record_timeline) continue;
         result.timeline.compute.push_back(
             {list[i], static_cast<std::int32_t>(d), t.start_s, t.end_s, dev.versions[i]});
       }
       for (const auto& [id, bytes] : dev.memory)
-        result.timeline.memory.push_back(
-            {static_cast<std::int32_t>(d), id == origin ? 0.0 : seconds(origin, id), bytes});
+        result.timeline.memory.push_back({static_cast<std::int32_t>(d), clock_.seconds(id), bytes});
       result.device_peak_memory_bytes[d] = dev.peak_memory;
     }
     const auto bytes =
         static_cast<std::int64_t>(width_ * cuda::element_bytes(p_.config_.precision));
     for (const RecordedMessage& m : recorded_) {
-      const double received = seconds(origin, m.received);
+      const double received = clock_.seconds(m.received);
       result.timeline.messages.push_back({m.producer, m.consumer, m.kind, m.src, m.dst, bytes,
-                                          seconds(origin, m.send_start),
-                                          seconds(origin, m.send_end), received, received});
+                                          clock_.seconds(m.send_start), clock_.seconds(m.send_end),
+                                          received, received});
     }
     result.microbatch_losses.assign(losses_.data(), losses_.data() + losses_.size());
     const std::int32_t M = schedule_.microbatches;
@@ -450,7 +476,7 @@ class GpuPipeline::Run {
   std::vector<StageBuffers> buffers_;
   std::size_t width_ = 0;
   std::vector<DeviceState> devices_;
-  std::deque<cuda::Event> events_;
+  EventClock<CudaEvents> clock_;
   std::deque<Message> messages_;
   std::int64_t preallocated_ = 0, in_use_ = 0, peak_in_use_ = 0;
   std::map<Key, PendingMessage> pending_;
