@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <optional>
-#include <utility>
 
+#include "cuda/gemm.hpp"
 #include "cuda/ops.hpp"
 #include "model/ops.hpp"
 #include "support.hpp"
@@ -202,6 +202,31 @@ TEST_P(GpuOps, Matmul) {
   }
 }
 
+// The reason for the padded stride: with rows of V = 50257 elements cuBLASLt declines the LM
+// head (its rows are not 16-byte aligned) and the GEMM path runs it; padded to 50304 it must take
+// the Lt path. Run on GPT-2-small's head (C 768) and a small odd one. Should this fail on some
+// cuBLAS, the head is still computed right (the GEMM path), only slower.
+TEST_P(GpuOps, PaddedHeadTakesCublasLt) {
+  struct Case {
+    std::size_t R, C, V;
+  };
+  for (const Case c : {Case{256, 768, 50257}, Case{300, 64, 97}}) {
+    const std::size_t ld = (c.V + 127) / 128 * 128;
+    SCOPED_TRACE(::testing::Message() << "R=" << c.R << " C=" << c.C << " V=" << c.V);
+    DeviceTensor x(p(), c.R * c.C), w(p(), c.V * c.C), out(p(), c.R * ld);
+    for (DeviceTensor* t : {&x, &w, &out})
+      PACI_CUDA_CHECK(cudaMemsetAsync(t->view().data, 0, t->bytes(), s()));
+    const cudaDataType_t type = p() == Precision::fp32 ? CUDA_R_32F : CUDA_R_16BF;
+    EXPECT_FALSE(lt_linear_forward(ctx(), out.view().data, x.view().data, w.view().data, nullptr,
+                                   nullptr, type, c.R, c.C, c.V, c.V))
+        << "unpadded rows are not 16-byte aligned in either precision (V is odd)";
+    EXPECT_TRUE(lt_linear_forward(ctx(), out.view().data, x.view().data, w.view().data, nullptr,
+                                  nullptr, type, c.R, c.C, c.V, ld))
+        << "cuBLASLt has no algorithm for the padded head";
+    PACI_CUDA_CHECK(cudaStreamSynchronize(s()));
+  }
+}
+
 TEST_P(GpuOps, Attention) {
   for (std::size_t T : {1, 33, 64}) {
     SCOPED_TRACE(T);
@@ -250,8 +275,11 @@ TEST_P(GpuOps, Gelu) {
 TEST_P(GpuOps, CrossEntropy) {
   // ld > V: the logits' padding (the LM head's 50257 -> 50304) holds values far above every real
   // logit; masked, it changes neither the softmax nor the loss, and its gradient is zero.
-  for (const auto& [V, ld] :
-       {std::pair<std::size_t, std::size_t>{50, 50}, {1000, 1000}, {97, 128}, {1000, 1024}}) {
+  struct Case {
+    std::size_t V, ld;
+  };
+  for (const Case c : {Case{50, 50}, Case{1000, 1000}, Case{97, 128}, Case{1000, 1024}}) {
+    const std::size_t V = c.V, ld = c.ld;
     SCOPED_TRACE(::testing::Message() << "V=" << V << " ld=" << ld);
     const std::size_t R = 37;
     const float dloss = 0.37f;
