@@ -93,31 +93,26 @@ class EventClock {
       anchor_ = 0;
       pending_.erase(pending_.begin());
     }
+    // Pending stamps are compacted in place; each completed one is timed and its event freed,
+    // except the latest, which becomes the anchor (the old anchor's event is freed then).
     const Handle anchor = slot_handle(anchor_);
     const double anchor_s = seconds_[static_cast<std::size_t>(anchor_)];
-    int newest = anchor_;
-    std::vector<int> still;
-    still.reserve(pending_.size());
-    std::vector<int> done;
+    std::size_t kept = 0;
     for (const int id : pending_) {
       if (!backend_.query(slot_handle(id))) {
-        still.push_back(id);
+        pending_[kept++] = id;
         continue;
       }
       const double s = anchor_s + backend_.elapsed_ms(anchor, slot_handle(id)) * 1e-3;
       seconds_[static_cast<std::size_t>(id)] = s;
-      done.push_back(id);
-      if (s > seconds_[static_cast<std::size_t>(newest)]) newest = id;
+      if (s > seconds_[static_cast<std::size_t>(anchor_)]) {
+        release(anchor_);
+        anchor_ = id;
+      } else {
+        release(id);
+      }
     }
-    pending_ = std::move(still);
-    // The latest completed stamp becomes the anchor; every other completed event is free.
-    if (newest != anchor_) done.push_back(anchor_);
-    for (const int id : done) {
-      if (id == newest) continue;
-      free_.push_back(static_cast<std::size_t>(slot_of_[static_cast<std::size_t>(id)]));
-      slot_of_[static_cast<std::size_t>(id)] = -1;
-    }
-    anchor_ = newest;
+    pending_.resize(kept);
   }
 
   // Seconds from the origin to a stamp that resolve() has seen complete.
@@ -132,7 +127,6 @@ class EventClock {
   std::size_t stamps() const { return slot_of_.size(); }
   std::size_t events() const { return handles_.size(); }  // created: the pool's size
   std::size_t unresolved() const { return pending_.size(); }
-  Backend& backend() { return backend_; }
 
  private:
   static constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
@@ -141,6 +135,10 @@ class EventClock {
   void check(int id) const {
     if (id < 0 || static_cast<std::size_t>(id) >= slot_of_.size())
       throw std::logic_error("EventClock: no stamp " + std::to_string(id));
+  }
+  void release(int id) {
+    free_.push_back(static_cast<std::size_t>(slot_of_[static_cast<std::size_t>(id)]));
+    slot_of_[static_cast<std::size_t>(id)] = -1;
   }
   Handle slot_handle(int id) const {
     return handles_[static_cast<std::size_t>(slot_of_[static_cast<std::size_t>(id)])];

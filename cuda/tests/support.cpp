@@ -62,6 +62,30 @@ std::vector<float> download(cudaStream_t stream, const float* device, std::size_
   return download(stream, TensorView::of(device, n));
 }
 
+std::vector<float> pad_rows(const std::vector<float>& dense, std::size_t cols, std::size_t ld,
+                            float fill) {
+  const std::size_t rows = dense.size() / cols;
+  std::vector<float> out(rows * ld, fill);
+  for (std::size_t r = 0; r < rows; ++r)
+    std::copy_n(dense.begin() + static_cast<std::ptrdiff_t>(r * cols), cols,
+                out.begin() + static_cast<std::ptrdiff_t>(r * ld));
+  return out;
+}
+std::vector<float> unpad_rows(const std::vector<float>& padded, std::size_t cols, std::size_t ld) {
+  const std::size_t rows = padded.size() / ld;
+  std::vector<float> out(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r)
+    std::copy_n(padded.begin() + static_cast<std::ptrdiff_t>(r * ld), cols,
+                out.begin() + static_cast<std::ptrdiff_t>(r * cols));
+  return out;
+}
+std::vector<float> padding_of(const std::vector<float>& padded, std::size_t cols, std::size_t ld) {
+  std::vector<float> out;
+  for (std::size_t i = 0; i < padded.size(); ++i)
+    if (i % ld >= cols) out.push_back(padded[i]);
+  return out;
+}
+
 reference::Tolerance tolerance(Precision precision, std::span<const float> expected, double loosen,
                                double floor) {
   double largest = floor;

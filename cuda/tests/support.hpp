@@ -70,6 +70,13 @@ DeviceBuffer<T> upload(cudaStream_t stream, const std::vector<T>& host) {
 std::vector<float> download(cudaStream_t stream, TensorView device);
 std::vector<float> download(cudaStream_t stream, const float* device, std::size_t n);
 
+// Rows of `cols` values spread `ld` apart, the padding columns holding `fill`; back to dense rows;
+// and the padding columns alone, in order.
+std::vector<float> pad_rows(const std::vector<float>& dense, std::size_t cols, std::size_t ld,
+                            float fill);
+std::vector<float> unpad_rows(const std::vector<float>& padded, std::size_t cols, std::size_t ld);
+std::vector<float> padding_of(const std::vector<float>& padded, std::size_t cols, std::size_t ld);
+
 // The bound for a GPU result against the CPU backend's: fp32 atol 1e-5 and rtol 1e-4, bf16 2e-2
 // and 2e-2, atol scaled by max(floor, max|expected|) (a sum of many terms errs in proportion to
 // the terms, not to each entry; floor 1 suits O(1) inputs, 0 bounds relative to the tensor's

@@ -8,6 +8,7 @@
 
 #include "cuda/gemm.hpp"
 #include "cuda/ops.hpp"
+#include "model/checkpoint_llmc.hpp"
 #include "model/ops.hpp"
 #include "support.hpp"
 
@@ -16,8 +17,11 @@ namespace {
 
 using testing::close;
 using testing::download;
+using testing::pad_rows;
+using testing::padding_of;
 using testing::random_floats;
 using testing::rounded;
+using testing::unpad_rows;
 using testing::upload;
 
 // Calls f with a value of the element type of precision p: f(float{}) or f(bf16{}).
@@ -28,32 +32,6 @@ void dispatch(Precision p, F&& f) {
   } else {
     f(bf16{});
   }
-}
-
-// Rows of `cols` values spread `ld` apart, the padding columns holding `fill`; and back.
-std::vector<float> pad_rows(const std::vector<float>& dense, std::size_t cols, std::size_t ld,
-                            float fill) {
-  const std::size_t rows = dense.size() / cols;
-  std::vector<float> out(rows * ld, fill);
-  for (std::size_t r = 0; r < rows; ++r)
-    std::copy_n(dense.begin() + static_cast<std::ptrdiff_t>(r * cols), cols,
-                out.begin() + static_cast<std::ptrdiff_t>(r * ld));
-  return out;
-}
-std::vector<float> unpad_rows(const std::vector<float>& padded, std::size_t cols, std::size_t ld) {
-  const std::size_t rows = padded.size() / ld;
-  std::vector<float> out(rows * cols);
-  for (std::size_t r = 0; r < rows; ++r)
-    std::copy_n(padded.begin() + static_cast<std::ptrdiff_t>(r * ld), cols,
-                out.begin() + static_cast<std::ptrdiff_t>(r * cols));
-  return out;
-}
-// The padding columns of rows `ld` apart, in order.
-std::vector<float> padding_of(const std::vector<float>& padded, std::size_t cols, std::size_t ld) {
-  std::vector<float> out;
-  for (std::size_t i = 0; i < padded.size(); ++i)
-    if (i % ld >= cols) out.push_back(padded[i]);
-  return out;
 }
 
 class GpuOps : public testing::GpuPrecisionTest {
@@ -211,7 +189,7 @@ TEST_P(GpuOps, PaddedHeadTakesCublasLt) {
     std::size_t R, C, V;
   };
   for (const Case c : {Case{256, 768, 50257}, Case{300, 64, 97}}) {
-    const std::size_t ld = (c.V + 127) / 128 * 128;
+    const std::size_t ld = model::llmc_padded_vocab(c.V);
     SCOPED_TRACE(::testing::Message() << "R=" << c.R << " C=" << c.C << " V=" << c.V);
     DeviceTensor x(p(), c.R * c.C), w(p(), c.V * c.C), out(p(), c.R * ld);
     for (DeviceTensor* t : {&x, &w, &out})

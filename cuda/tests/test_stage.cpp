@@ -153,12 +153,10 @@ Result run_gpu(const model::StageShape& whole, const std::vector<float>& params,
   const std::vector<float> padded = download(last.stream(), last.logits());
   EXPECT_EQ(ld % 128, 0u);
   EXPECT_GE(ld, V);
-  for (std::size_t i = 0; i < padded.size(); ++i) {
-    if (i % ld < V)
-      r.logits.push_back(padded[i]);
-    else
-      EXPECT_EQ(padded[i], 0.0f) << "logits padding at " << i;
-  }
+  r.logits = testing::unpad_rows(padded, V, ld);
+  EXPECT_EQ(testing::padding_of(padded, V, ld),
+            std::vector<float>(padded.size() / ld * (ld - V), 0.0f))
+      << "logits padding";
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const std::vector<float> g = download(stages[i].stream(), grads[i].data(), grads[i].size());
     r.grads.insert(r.grads.end(), g.begin(), g.end());

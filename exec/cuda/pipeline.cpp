@@ -345,10 +345,7 @@ class GpuPipeline::Run {
     for (std::size_t i = 0; i < messages_.size(); ++i) {
       Message& m = messages_[i];
       if (m.in_use) continue;
-      if (!m.used_before) return i;
-      const cudaError_t state = cudaEventQuery(m.consumed.get());
-      if (state == cudaSuccess) return i;
-      if (state != cudaErrorNotReady) PACI_CUDA_CHECK(state);
+      if (!m.used_before || CudaEvents::query(m.consumed.get())) return i;
     }
     return add_buffer();
   }

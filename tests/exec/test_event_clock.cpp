@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <iostream>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -87,6 +88,9 @@ TEST(EventClock, KeepsMicrosecondsOverHoursWithABoundedPool) {
     origin_gap = std::max(origin_gap, std::abs(from_origin(i) - from_origin(i - 1) -
                                                (when(i, dt) - when(i - 1, dt))));
   EXPECT_GT(origin_gap, 1e-4);
+  std::cout << "EventClock over " << T << " s: gaps off by at most " << worst_gap * 1e6
+            << " us (one origin: " << origin_gap * 1e6 << " us), drift " << worst_drift * 1e6
+            << " us, " << clock.events() << " events for " << n << " stamps\n";
 }
 
 TEST(EventClock, ResolvingWhenDueKeepsThePoolAndTheQueriesBounded) {
