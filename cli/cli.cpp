@@ -42,6 +42,12 @@ bool given(const po::variables_map& vm, const char* name) {
   return vm.count(name) && !vm[name].defaulted();
 }
 
+void check_chunks_flag(std::int32_t chunks) {
+  if (chunks < 1)
+    throw UsageError(
+        fmt::format("--chunks must be at least 1 (model stages per device), got {}", chunks));
+}
+
 bool parse_options(const std::string& command, const std::string& usage,
                    const po::options_description& options,
                    const po::positional_options_description& positional,

@@ -21,7 +21,7 @@ int run_schedule(const std::vector<std::string>& args) {
       "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved");
   add("stages,p", po::value(&stages)->required(),
       "devices P (one pipeline stage each; interleaved: P·v stages)");
-  add("chunks,v", po::value(&chunks),
+  add("chunks,v", po::value(&chunks)->notifier(check_chunks_flag),
       "interleaved: model stages per device (default 2); stage k on device k mod P");
   add("microbatches,m", po::value(&microbatches)->required(),
       "micro-batches per optimizer step M (the accumulation factor)");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,9 @@ bool parse_options(const std::string& command, const std::string& usage,
                    const std::vector<std::string>& args, po::variables_map& vm);
 // Whether the user gave option `name` (not just its default).
 bool given(const po::variables_map& vm, const char* name);
+// The notifier of every --chunks option: a given value must be at least 1 (absent, the
+// generator's default applies); UsageError otherwise.
+void check_chunks_flag(std::int32_t chunks);
 
 int run_schedule(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);

@@ -92,7 +92,7 @@ CostModel resolve_cost_model(const CostFlags& f, const po::variables_map& vm, st
   }
   if (f.host_slowdown == "none") {
     model.hosts.clear();
-  } else if (!f.host_slowdown.empty()) {
+  } else if (vm.count("host-slowdown")) {  // given, even empty: an empty list is refused
     HostSharing host;
     host.slowdown_by_count = parse_slowdowns(f.host_slowdown);
     for (std::int32_t d = 0; d < (devices > 0 ? devices : stages); ++d) host.devices.push_back(d);

@@ -5,8 +5,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
+
+#include "schedules/formats.hpp"
+#include "schedules/index.hpp"
+#include "schedules/validate.hpp"
 
 namespace paci::cli {
 
@@ -61,9 +67,15 @@ void save_cut(const std::string& path, model::StateMetadata metadata, const CutC
       {"val_every", context.snapshot_every}, {"updates", plan.updates},
       {"positions", plan.positions},         {"messages", plan.messages.size()},
       {"digest", hex(plan.digest)}};
+  std::string schedule_json;
+  if (context.schedule) {
+    schedule_json = write_schedule(*context.schedule, ScheduleFormat::json);
+    metadata.extra["cut"]["schedule_file"] = context.schedule_file;
+  }
   std::vector<model::StageStateView> sections;
   for (const model::StageState& s : image.stages) sections.push_back(s.view());
   std::vector<model::StateBlobView> blobs;
+  if (context.schedule) blobs.push_back({"schedule", std::as_bytes(std::span(schedule_json))});
   for (std::size_t s = 0; s < image.runtime.size(); ++s)
     blobs.push_back({fmt::format("stage.{}", s), image.runtime[s]});
   for (std::size_t i = 0; i < plan.messages.size(); ++i)
@@ -78,6 +90,31 @@ bool holds_cut(const model::TrainingState& state) {
 
 std::size_t cut_base_step(const model::TrainingState& state) {
   return cut_json(state)["base_step"].get<std::size_t>();
+}
+
+std::optional<Schedule> cut_schedule(const model::TrainingState& state) {
+  if (!holds_cut(state)) return std::nullopt;
+  cut_json(state);  // well-formed
+  const auto& blobs = state.blobs;
+  const auto it = std::find_if(blobs.begin(), blobs.end(),
+                               [](const model::StateBlob& b) { return b.name == "schedule"; });
+  if (it == blobs.end()) return std::nullopt;
+  const std::string text(reinterpret_cast<const char*>(it->bytes.data()), it->bytes.size());
+  const std::string source = state.source + " (the schedule it carries)";
+  Schedule s = parse_schedule(text, ScheduleFormat::json, source);
+  try {
+    validate(s);
+  } catch (const ScheduleError& e) {
+    throw model::InputError(fmt::format("{}: invalid schedule: {}", source, e.what()));
+  }
+  return s;
+}
+
+std::string cut_schedule_file(const model::TrainingState& state) {
+  const json& cut = cut_json(state);
+  return cut.contains("schedule_file") && cut["schedule_file"].is_string()
+             ? cut["schedule_file"].get<std::string>()
+             : std::string();
 }
 
 std::shared_ptr<const exec::CutImage> load_cut(model::TrainingState&& state,

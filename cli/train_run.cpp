@@ -124,14 +124,18 @@ void TrainOutputs::install_step_hook() {
     add_metric(j);
     progress_.update(static_cast<std::int64_t>(step), s.loss, tokens, s.time_s);
   };
-  if (f_.save_every > 0 && step_cut_violation(t_.schedule)) {
-    // Micro-batches are in flight at every step's end: save consistent cuts (exec/cut.hpp).
+  const bool from_file = !t_.schedule_file.empty();
+  if (f_.save_every > 0 && (step_cut_violation(t_.schedule) || from_file)) {
+    // Micro-batches are in flight at every step's end, or the schedule is a file's, which
+    // --resume cannot regenerate: save consistent cuts (exec/cut.hpp), a file's carrying it.
     t_.exec.cut_every = f_.save_every;
-    t_.exec.on_cut = [this](const exec::CutImage& image, std::size_t steps_done) {
+    t_.exec.on_cut = [this, from_file](const exec::CutImage& image, std::size_t steps_done) {
       model::StateMetadata m = state_metadata(t_, steps_done);
       m.next_microbatch = t_.first_microbatch;  // the data of the cut's schedule's micro-batch 0
       save_cut(f_.save_path, std::move(m),
-               {t_.first_step, t_.schedule.steps, t_.exec.snapshot_every}, image);
+               {t_.first_step, t_.schedule.steps, t_.exec.snapshot_every,
+                from_file ? &t_.schedule : nullptr, t_.schedule_file},
+               image);
     };
   } else if (f_.save_every > 0) {
     saver_ = std::make_unique<PeriodicSaver>(t_, f_);

@@ -30,7 +30,7 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
                "pipeline stages P (one thread each)");
   add_schedule("microbatches,m", po::value(&f.microbatches)->default_value(f.microbatches),
                "micro-batches per optimizer step M");
-  add_schedule("chunks,v", po::value(&f.chunks),
+  add_schedule("chunks,v", po::value(&f.chunks)->notifier(check_chunks_flag),
                "interleaved: model stages per device (default 2; stage k on device k mod P)");
   add_schedule("steps,n", po::value(&f.steps)->default_value(f.steps),
                "optimizer steps N of the whole training (the LR schedule's length)");
@@ -199,35 +199,63 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   } catch (const model::ModelError& e) {
     throw InputError(e.explanation());  // the user's shape flags, not a bug: no file and line
   }
+  // A cut of a schedule file's run carries that schedule: --resume runs it again, with or without
+  // --schedule (which must then name the same schedule).
+  std::optional<Schedule> carried;
+  if (state && holds_cut(*state)) carried = cut_schedule(*state);
+  const bool from_file = !f.schedule_path.empty() || carried;
   // Checkpoints count optimizer steps; --steps and --stop-after count steps of M micro-batches.
   // PipeDream updates after every micro-batch: M optimizer steps per step. The others: one.
   const std::size_t updates_per_step =
-      f.schedule_path.empty()
-          ? static_cast<std::size_t>(
-                generate_schedule(f.kind, f.stages, f.microbatches, 1, f.chunks).steps)
-          : 1;
+      from_file ? 1
+                : static_cast<std::size_t>(
+                      generate_schedule(f.kind, f.stages, f.microbatches, 1, f.chunks).steps);
   const auto updates = [&](std::int32_t steps) {
     return static_cast<std::size_t>(steps) * updates_per_step;
   };
   const auto unit = updates_per_step == 1 ? std::string("steps") : "optimizer steps";
-  if (resumed_step >= updates(f.steps))
-    throw InputError(fmt::format("{} already holds {} {}; --steps {} leaves none to run",
-                                 f.resume_path, resumed_step, unit, f.steps));
-  if (f.stop_after < 0 || (f.stop_after > 0 && updates(f.stop_after) <= resumed_step))
-    throw InputError(fmt::format("--stop-after {} must lie after step {} (where this run starts)",
-                                 f.stop_after, resumed_step / updates_per_step));
-  if (t.first_step % updates_per_step != 0)
-    throw InputError(fmt::format(
-        "{} continues a run from optimizer step {}, not a whole number of {}'s steps of {} "
-        "micro-batches",
-        f.resume_path, t.first_step, f.kind, f.microbatches));
-  const std::int32_t end = f.stop_after > 0 ? std::min(f.stop_after, f.steps) : f.steps;
-  const auto remaining = end - static_cast<std::int32_t>(t.first_step / updates_per_step);
-  if (!f.schedule_path.empty()) {
-    if (state) throw UsageError("--resume works with --kind, not --schedule");
+  if (from_file) {
+    if (state && !carried)
+      throw UsageError(fmt::format(
+          "--resume with --schedule takes a checkpoint that --save-every wrote while running a "
+          "schedule file; {} was saved by a --kind run: resume it with the same --kind flags",
+          f.resume_path));
     if (f.stop_after > 0) throw UsageError("--stop-after works with --kind, not --schedule");
-    t.schedule = load_valid_schedule(f.schedule_path);
+    if (!f.schedule_path.empty()) {
+      t.schedule = load_valid_schedule(f.schedule_path);
+      t.schedule_file = f.schedule_path;
+      if (carried && !(*carried == t.schedule))
+        throw InputError(fmt::format(
+            "{}: its cut was taken in the schedule of {}, not in {} (a {} schedule, P={}, M={}); "
+            "resume with that file, or with --resume alone (the checkpoint carries it)",
+            f.resume_path, cut_schedule_file(*state), f.schedule_path, t.schedule.kind,
+            t.schedule.stages, t.schedule.microbatches));
+    } else {
+      for (const char* flag : {"kind", "stages", "microbatches", "chunks"})
+        if (given(vm, flag))
+          throw UsageError(fmt::format(
+              "{} carries the schedule it was cut from ({}); --{} does not apply (drop it)",
+              f.resume_path, cut_schedule_file(*state), flag));
+      t.schedule = std::move(*carried);
+      t.schedule_file = cut_schedule_file(*state);
+    }
+    if (resumed_step >= t.first_step + static_cast<std::size_t>(t.schedule.steps))
+      throw InputError(fmt::format("{} already holds {} steps; its schedule has no more to run",
+                                   f.resume_path, resumed_step));
   } else {
+    if (resumed_step >= updates(f.steps))
+      throw InputError(fmt::format("{} already holds {} {}; --steps {} leaves none to run",
+                                   f.resume_path, resumed_step, unit, f.steps));
+    if (f.stop_after < 0 || (f.stop_after > 0 && updates(f.stop_after) <= resumed_step))
+      throw InputError(fmt::format("--stop-after {} must lie after step {} (where this run starts)",
+                                   f.stop_after, resumed_step / updates_per_step));
+    if (t.first_step % updates_per_step != 0)
+      throw InputError(fmt::format(
+          "{} continues a run from optimizer step {}, not a whole number of {}'s steps of {} "
+          "micro-batches",
+          f.resume_path, t.first_step, f.kind, f.microbatches));
+    const std::int32_t end = f.stop_after > 0 ? std::min(f.stop_after, f.steps) : f.steps;
+    const auto remaining = end - static_cast<std::int32_t>(t.first_step / updates_per_step);
     t.schedule = generate_schedule(f.kind, f.stages, f.microbatches, remaining, f.chunks);
   }
   t.last_step = t.first_step + static_cast<std::size_t>(t.schedule.steps);
@@ -242,6 +270,9 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
   e.ranges = f.partition.empty() ? exec::balanced_partition(config, P, f.batch, f.seq_len)
                                  : exec::explicit_partition(config, P, f.partition);
   e.adamw = {f.beta1, f.beta2, f.eps, f.weight_decay};
+  for (const auto& [flag, value] : {std::pair{"--lr", f.lr}, std::pair{"--min-lr", f.min_lr}})
+    if (!std::isfinite(value) || (value < 0 && flag != std::string_view("--min-lr")))
+      throw InputError(fmt::format("{} must be a finite number >= 0, got {}", flag, value));
   e.lr.max_lr = f.lr;
   e.lr.min_lr = f.min_lr >= 0 ? f.min_lr : f.lr / 10;
   e.lr.warmup_steps =
@@ -252,12 +283,14 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     throw UsageError(fmt::format("--lr-decay must be cosine or constant, got '{}'", f.lr_decay));
   e.lr.decay = f.lr_decay == "cosine" ? model::LrDecay::cosine : model::LrDecay::constant;
   e.lr.total_steps = t.total_steps;
-  try {
+  try {  // refused here, before any stage is built (a run would end at its first NaN loss)
     e.lr.validate();
+    e.adamw.validate();
   } catch (const model::ModelError& err) {
     throw InputError(err.explanation());
   }
-  if (f.clip < 0) throw InputError("--clip must be non-negative");
+  if (!std::isfinite(f.clip) || f.clip < 0)
+    throw InputError("--clip must be finite and non-negative");
   e.clip = f.clip;
   e.seed = f.seed;
   e.first_step = t.first_step;
@@ -296,11 +329,6 @@ TrainSetup make_train_setup(const TrainFlags& f, const po::variables_map& vm) {
     if (f.save_path.empty()) throw UsageError("--save-every needs --save FILE (where to write)");
     if (f.device != "cpu")
       throw UsageError("--save-every runs on the CPU executor; --device cuda saves at the end");
-    if (!f.schedule_path.empty() && step_cut_violation(t.schedule))
-      throw UsageError(fmt::format(
-          "--save-every on {} would save cuts of a running pipeline, which --resume takes only "
-          "with --kind (it regenerates the schedule)",
-          f.schedule_path));
   }
 
   t.data_seed = state ? state->metadata.data_seed : f.seed;

@@ -40,6 +40,9 @@ void add_train_options(po::options_description& options, TrainFlags& flags);
 
 struct TrainSetup {
   Schedule schedule;  // what this run executes (the remaining steps when resuming)
+  // The schedule file this run executes (--schedule, or the copy a cut of such a run carries);
+  // empty for --kind. Periodic saves of such a run are cuts carrying the schedule.
+  std::string schedule_file;
   exec::ExecConfig exec;
   std::size_t first_step = 0;        // optimizer steps done before this run's schedule starts
   std::size_t start_step = 0;        // where this run takes over: first_step, or a cut's step

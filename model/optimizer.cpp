@@ -10,12 +10,17 @@
 
 namespace paci::model {
 
+void AdamWConfig::validate() const {
+  PACI_MODEL_CHECK(beta1 >= 0 && beta1 < 1, "beta1 {} not in [0, 1)", beta1);
+  PACI_MODEL_CHECK(beta2 >= 0 && beta2 < 1, "beta2 {} not in [0, 1)", beta2);
+  PACI_MODEL_CHECK(std::isfinite(eps) && eps >= 0, "eps {} is not a finite number >= 0", eps);
+  PACI_MODEL_CHECK(std::isfinite(weight_decay) && weight_decay >= 0,
+                   "weight decay {} is not a finite number >= 0", weight_decay);
+}
+
 AdamW::AdamW(const ParamLayout& layout, AdamWConfig config, std::size_t threads)
     : config_(config), m_(layout.size(), 0.0f), v_(layout.size(), 0.0f) {
-  PACI_MODEL_CHECK(config.beta1 >= 0 && config.beta1 < 1, "beta1 {} not in [0, 1)", config.beta1);
-  PACI_MODEL_CHECK(config.beta2 >= 0 && config.beta2 < 1, "beta2 {} not in [0, 1)", config.beta2);
-  PACI_MODEL_CHECK(config.eps >= 0, "eps {} is negative", config.eps);
-  PACI_MODEL_CHECK(config.weight_decay >= 0, "weight decay {} is negative", config.weight_decay);
+  config.validate();
   set_threads(threads);
   for (const ParamTensor& t : layout.tensors()) {
     if (!runs_.empty() && runs_.back().decays == t.decays()) {
@@ -68,7 +73,9 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, double l
 }
 
 void LrSchedule::validate() const {
-  PACI_MODEL_CHECK(max_lr >= 0 && min_lr >= 0, "learning rates must be non-negative");
+  PACI_MODEL_CHECK(std::isfinite(max_lr) && std::isfinite(min_lr) && max_lr >= 0 && min_lr >= 0,
+                   "learning rates must be finite and non-negative (lr {}, min_lr {})", max_lr,
+                   min_lr);
   PACI_MODEL_CHECK(min_lr <= max_lr, "min_lr {} exceeds max_lr {}", min_lr, max_lr);
 }
 

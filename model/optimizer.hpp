@@ -17,11 +17,13 @@ struct AdamWConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;  // decoupled: p −= lr·wd·p, on tensors of ≥ 2 dimensions only
+  // Throws ModelError on betas outside [0, 1), or a negative or non-finite eps or decay.
+  void validate() const;
 };
 
 class AdamW {
  public:
-  // Zero moments, step count 0. Throws ModelError on betas outside [0, 1) or negative eps/decay.
+  // Zero moments, step count 0. Throws ModelError where config.validate() does.
   explicit AdamW(const ParamLayout& layout, AdamWConfig config = {}, std::size_t threads = 1);
 
   // One update with learning rate lr of every parameter, as torch.optim.AdamW (foreach=False):

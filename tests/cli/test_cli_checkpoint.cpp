@@ -2,7 +2,8 @@
 // itself when about to run an action, at seeded random actions of the schedule) resumes with
 // --resume FILE from the last complete checkpoint, and its final checkpoint equals the
 // uninterrupted run's byte for byte, for every schedule: those whose steps are cuts save at step
-// boundaries; PACI, PipeDream and 2BW save a consistent cut with micro-batches in flight.
+// boundaries; PACI, PipeDream and 2BW save a consistent cut with micro-batches in flight, and so
+// does a run of a schedule file, whose cuts carry the schedule for --resume.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "exec/cut.hpp"
@@ -64,36 +66,56 @@ std::string random_action(const std::string& kind, const model::TrainingState* s
   return to_string(all[std::uniform_int_distribution<std::size_t>(0, all.size() - 1)(rng)]);
 }
 
-class KillAndResume : public ::testing::TestWithParam<std::string> {};
+// The kind, and whether the run reads a schedule file (of that kind, written by paci schedule)
+// instead of --kind: a file's run saves cuts carrying the schedule, resumed with --schedule FILE
+// (first kill) or --resume alone (second).
+class KillAndResume : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(KillAndResume, FinalStateEqualsTheUninterruptedRunBitwise) {
-  const std::string kind = GetParam();
-  const std::string full = temp_path(kind + "_full.state");
-  auto r = run_paci(flags(kind) + " --save " + full);
+  const auto [kind, from_file] = GetParam();
+  const std::string name = kind + (from_file ? "_file" : "");
+  std::string run = flags(kind);
+  if (from_file) {
+    const std::string file = temp_path(name + ".json");
+    ASSERT_EQ(
+        run_paci("schedule -k " + kind + " -p 2 -m 2 -n " + std::to_string(kSteps) + " -o " + file)
+            .status,
+        0);
+    run = "train --schedule " + file + kModel + testing::corpus_flags();
+  }
+  const std::string full = temp_path(name + "_full.state");
+  auto r = run_paci(run + " --save " + full);
   ASSERT_EQ(r.status, 0) << r.err;
   std::mt19937 rng(15);
   int resumed_from_a_checkpoint = 0, resumed_at_a_cut = 0;
   const bool steps_are_cuts = kind != "paci" && kind != "pipedream" && kind != "2bw";
   for (int trial = 0; trial < 2; ++trial) {
-    const std::string ckpt = temp_path(kind + "_ckpt" + std::to_string(trial) + ".state");
+    const std::string ckpt = temp_path(name + "_ckpt" + std::to_string(trial) + ".state");
     std::filesystem::remove(ckpt);
     // Killed once, then again in the resumed run. The first kill is in step 3 or 4: a device
     // about to run an action of step 3 has updated for step 2, which needed a forward of step 2
     // on every stage, each after its update of step 1; so the checkpoint of step 1 is complete.
     const std::string save = " --save-every 1 --save " + ckpt;
     std::string at = random_action(kind, nullptr, rng, 2);
-    r = run_paci(flags(kind) + save + " --kill-at " + at);
+    r = run_paci(run + save + " --kill-at " + at);
     ASSERT_EQ(r.status, 128 + 9) << "--kill-at " << at << ": " << r.err;
     for (int kill = 0; kill < 2; ++kill) {
-      std::string next = flags(kind) + save;
+      std::string next = run + save;
       std::size_t done = 0;
       std::optional<model::TrainingState> state;
       if (std::filesystem::exists(ckpt)) {
         state = model::load_state(ckpt);
         done = state->metadata.step;
+        // The second resume of a file's run names no schedule: the checkpoint carries it.
+        if (from_file && kill == 1)
+          next = "train" + std::string(kModel) + testing::corpus_flags() + save;
         next += " --resume " + ckpt;
         ++resumed_from_a_checkpoint;
         resumed_at_a_cut += state->metadata.extra.contains("cut");
+        if (from_file) {
+          EXPECT_TRUE(state->metadata.extra.contains("cut")) << "a file's run saves cuts";
+          EXPECT_NO_THROW(state->blob("schedule")) << "a file's cut carries its schedule";
+        }
       }
       if (kill == 0 && done + 1 < kSteps * updates_per_step(kind)) {
         at = random_action(kind, state ? &*state : nullptr, rng);
@@ -110,7 +132,7 @@ TEST_P(KillAndResume, FinalStateEqualsTheUninterruptedRunBitwise) {
     for (const auto& entry : std::filesystem::directory_iterator(::testing::TempDir()))
       EXPECT_EQ(entry.path().string().find(ckpt + "."), std::string::npos) << entry.path();
   }
-  if (steps_are_cuts) {
+  if (steps_are_cuts && !from_file) {
     EXPECT_GE(resumed_from_a_checkpoint, 2);  // every first kill (above)
     EXPECT_EQ(resumed_at_a_cut, 0);
   } else {
@@ -121,17 +143,26 @@ TEST_P(KillAndResume, FinalStateEqualsTheUninterruptedRunBitwise) {
   }
 }
 
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param;  // no '-' in a test name
+std::string test_name(const ::testing::TestParamInfo<std::tuple<std::string, bool>>& info) {
+  std::string name = std::get<0>(info.param);  // no '-' in a test name
   std::replace(name.begin(), name.end(), '-', '_');
-  return name;
+  return name + (std::get<1>(info.param) ? "_file" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(FlushingSchedules, KillAndResume,
-                         ::testing::Values("gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved"),
+                         ::testing::Combine(::testing::Values("gpipe", "1f1b", "zb-h1", "zb-h2",
+                                                              "interleaved"),
+                                            ::testing::Values(false)),
                          test_name);
 INSTANTIATE_TEST_SUITE_P(AsynchronousSchedules, KillAndResume,
-                         ::testing::Values("paci", "pipedream", "2bw"), test_name);
+                         ::testing::Combine(::testing::Values("paci", "pipedream", "2bw"),
+                                            ::testing::Values(false)),
+                         test_name);
+// A schedule file: the asynchronous kinds, and 1F1B (a file's flushed run saves cuts too).
+INSTANTIATE_TEST_SUITE_P(ScheduleFiles, KillAndResume,
+                         ::testing::Combine(::testing::Values("paci", "pipedream", "2bw", "1f1b"),
+                                            ::testing::Values(true)),
+                         test_name);
 
 TEST(SaveEvery, RefusesWhatItCannotCheckpoint) {
   const auto expect_bad = testing::expect_refused;
@@ -140,12 +171,30 @@ TEST(SaveEvery, RefusesWhatItCannotCheckpoint) {
   expect_bad(flags("1f1b") + " --save-every -2 --save x.state",
              "--save-every must be positive (0: off), got -2");
   expect_bad(flags("1f1b") + " --fail-at 0F0 --kill-at 0F0", "cannot be combined");
-  // A cut of a schedule file could never be resumed (--resume regenerates the schedule).
-  const std::string file = temp_path("paci_schedule.json");
-  ASSERT_EQ(run_paci("schedule -k paci -p 2 -m 2 -n 4 -o " + file).status, 0);
-  expect_bad("train --schedule " + file + kModel + testing::corpus_flags() + save,
-             "would save cuts of a running pipeline, which --resume takes only with --kind");
   EXPECT_FALSE(std::filesystem::exists(temp_path("refused.state")));
+}
+
+// A cut carries the schedule file it was taken in: resuming it with another file, or with flags
+// that would make another schedule, is refused in one line; so is a --kind run's checkpoint
+// resumed with --schedule (nothing in it says which file).
+TEST(SaveEvery, ResumeOfAFileNeedsThatSchedule) {
+  const auto expect_bad = testing::expect_refused;
+  const std::string file = temp_path("resume_of.json"), other = temp_path("resume_other.json");
+  ASSERT_EQ(run_paci("schedule -k paci -p 2 -m 2 -n 4 -o " + file).status, 0);
+  ASSERT_EQ(run_paci("schedule -k paci -p 2 -m 2 -n 5 -o " + other).status, 0);
+  const std::string cut = temp_path("resume_of.state"), kind_ckpt = temp_path("resume_kind.state");
+  const std::string data = kModel + testing::corpus_flags();
+  auto r = run_paci("train --schedule " + file + data + " --save-every 1 --save " + cut +
+                    " --kill-at 1B5");
+  ASSERT_EQ(r.status, 128 + 9) << r.err;
+  r = run_paci(flags("1f1b") + " --save-every 1 --save " + kind_ckpt + " --kill-at 1B5");
+  ASSERT_EQ(r.status, 128 + 9) << r.err;
+  expect_bad("train --schedule " + other + data + " --resume " + cut,
+             "its cut was taken in the schedule of " + file + ", not in " + other);
+  expect_bad("train -k 1f1b" + data + " --resume " + cut,
+             "carries the schedule it was cut from (" + file + "); --kind does not apply");
+  expect_bad("train --schedule " + file + data + " --resume " + kind_ckpt,
+             "was saved by a --kind run: resume it with the same --kind flags");
 }
 
 }  // namespace

@@ -67,6 +67,9 @@ std::vector<Case> catalogue() {
       {"schedule -k 2bw -p 4 -m 2 -n 1",
        "paci schedule: error: 2bw needs at least as many micro-batches per step as stages (M >= "
        "P), got M=2 P=4"},
+      {"schedule -k interleaved -p 2 -m 4 --chunks 0",
+       "paci schedule: error: --chunks must be at least 1 (model stages per device), got 0 (see "
+       "paci schedule --help)"},
       // Cost models.
       {"simulate good.json --cost trunc_cost.json",
        "paci simulate: error: trunc_cost.json: line 3, column 17: malformed JSON (truncated: "
@@ -119,6 +122,10 @@ std::vector<Case> catalogue() {
        "paci train: error: --partition adds up to 3 blocks, the model has 2"},
       {t + "--threads -1",
        "paci train: error: --threads must be between 0 (auto) and 1024, got -1"},
+      {t + "--lr inf", "paci train: error: --lr must be a finite number >= 0, got inf"},
+      {"simulate good.json --host-slowdown ''",
+       "paci simulate: error: --host-slowdown must list numbers > 0 such as 1,1.3,2 (got '' in "
+       "'') (see paci simulate --help)"},
       {t + "--save-every 1",
        "paci train: error: --save-every needs --save FILE (where to write) (see paci train "
        "--help)"},
