@@ -5,17 +5,21 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
-#include "cli/calibration.hpp"
 #include "cli/cli.hpp"
 #include "cli/common.hpp"
 #include "cli/load.hpp"
 #include "cli/machine.hpp"
 #include "cli/train_setup.hpp"
 #include "exec/calibrate.hpp"
+#include "exec/drift.hpp"
+#include "exec/executor.hpp"
 #include "exec/rank_plan.hpp"
+#include "fidelity/calibration.hpp"
+#include "fidelity/drift_report.hpp"
 #include "sim/cost_model.hpp"
 #ifdef PACI_HAVE_MPI
 #include "cli/mpi_launch.hpp"
@@ -40,11 +44,12 @@ std::string describe(const exec::Calibration& c, const TrainSetup& t) {
   return fmt::format(
       "calibrated on {} ({}): gpt L={} d={} heads={} T={} V={} B={}, partition {}, {} thread(s) "
       "per "
-      "stage; each stage alone: medians of {} repeats x {} rounds{}; slowdown with 2.. "
-      "stages computing at once: {}",
+      "stage; each stage alone: medians of {} repeats x {} rounds; slowdown with 2.. "
+      "stages computing at once: {}{}",
       host, machine_line(), t.exec.config.layers, t.exec.config.d_model, t.exec.config.heads,
       t.exec.seq_len, t.exec.config.vocab, t.exec.batch, partition, t.exec.threads_per_device,
-      c.repeats, c.rounds, c.stable ? "" : " (not settled)", sharing.empty() ? "-" : sharing);
+      c.repeats, c.rounds, sharing.empty() ? "-" : sharing,
+      c.stable ? "" : "; " + fidelity::settling_note(c));
 }
 
 // The links between the processes of a launch, as process 0 gathered them.
@@ -61,24 +66,80 @@ int write_calibration(const TrainSetup& t, const TrainFlags& f, const exec::Cali
   exec::CalibrationOptions options = o;
   options.devices = static_cast<std::size_t>(t.schedule.num_devices());
   const exec::Calibration c = exec::calibrate(t.exec, options);
-  CostModel model = cost_model_from_calibration(c, describe(c, t), t.schedule.placement);
+  CostModel model = fidelity::cost_model_from_calibration(c, describe(c, t), t.schedule.placement);
   if (links) {
-    apply_process_links(model, links->pairs, links->nodes);
+    fidelity::apply_process_links(model, links->pairs, links->nodes);
     model.description +=
         fmt::format("; links between the {} processes measured over MPI", links->nodes.size());
   }
   check_cost_model(model);
   if (!details_path.empty()) {
-    ordered_json details = calibration_json(c);
+    ordered_json details = fidelity::calibration_json(c);
     details["machine"] = machine_json();
-    if (links) details["process_links"] = process_links_json(links->pairs, links->nodes);
+    if (links) details["process_links"] = fidelity::process_links_json(links->pairs, links->nodes);
     write_output(details_path, details.dump(2) + "\n");
   }
   write_output(output, write_cost_model(model));
   if (!f.quiet && output != "-")
     std::cerr << fmt::format("paci calibrate: wrote {} ({} stages)\n{}{}", output,
-                             model.stages.size(), calibration_summary(c),
-                             links ? process_links_summary(links->pairs) : "");
+                             model.stages.size(), fidelity::calibration_summary(c),
+                             links ? fidelity::process_links_summary(links->pairs) : "");
+  return 0;
+}
+
+// Flags of paci calibrate --drift.
+struct DriftFlags {
+  double seconds = 0.0;  // 0: no watch
+  double window_s = 60.0;
+  std::size_t after_runs = 0;
+};
+
+// Calibrates until settled, optionally trains the schedule a few times (a process that has just
+// trained), then watches every stage alone and under load for the given time, and prints the
+// windows (every sample in --details).
+int watch_drift(const TrainSetup& t, const TrainFlags& f, const exec::CalibrationOptions& o,
+                const DriftFlags& d, const std::string& details_path) {
+  exec::CalibrationOptions options = o;
+  options.devices = static_cast<std::size_t>(t.schedule.num_devices());
+  exec::Calibrator calibrator(t.exec, options);
+  while (!calibrator.settled() && calibrator.rounds() < options.max_rounds) calibrator.round();
+  const bool progress = !f.quiet && isatty(STDERR_FILENO);
+  for (std::size_t r = 0; r < d.after_runs; ++r) {
+    if (progress)
+      std::cerr << fmt::format("\rcalibrate: training run {}/{} of {} before the watch", r + 1,
+                               d.after_runs, t.schedule.kind)
+                << std::flush;
+    exec::Executor(t.schedule, t.exec).run();
+  }
+  // The load probe: every stage at once for a few of the slowest stage's F, B, U; every 5 s.
+  const double probe_window_s = std::max(0.3, 4 * calibrator.longest_stage_s());
+  const exec::DriftWatch watch =
+      exec::watch_drift(calibrator, d.seconds, 5.0, probe_window_s, [&](double done) {
+        if (progress)
+          std::cerr << fmt::format("\rcalibrate: watching the drift, {:.0f}/{:.0f} s        ", done,
+                                   d.seconds)
+                    << std::flush;
+      });
+  if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r";
+  const std::size_t stages = calibrator.stage_count();
+  const auto windows = exec::drift_windows(watch, stages, d.window_s);
+  std::cout << fmt::format(
+                   "drift on {}: {} stage(s) alone, one F, B, U each in turn, for {:.0f} s{}, a "
+                   "load probe (every stage computing at once, {:.2f} s) every 5 s against the "
+                   "calibration taken first ({} rounds{})\n",
+                   machine_line(), stages, d.seconds,
+                   d.after_runs ? fmt::format(", right after {} training runs of {}", d.after_runs,
+                                              t.schedule.kind)
+                                : ", in a process that has not trained",
+                   probe_window_s, calibrator.rounds(), calibrator.settled() ? "" : ", not settled")
+            << fidelity::drift_table(watch, windows, stages);
+  if (!details_path.empty()) {
+    ordered_json j = fidelity::drift_json(watch, windows, stages, d.window_s);
+    j["machine"] = machine_json();
+    j["after_runs"] = d.after_runs;
+    j["kind"] = t.schedule.kind;
+    write_output(details_path, j.dump(1) + "\n");
+  }
   return 0;
 }
 
@@ -102,6 +163,16 @@ int run_calibrate(const std::vector<std::string>& args) {
   bool links_only = false;
   add("links-only", po::bool_switch(&links_only),
       "under mpirun: measure only the links between processes (written with --details or -o)");
+  DriftFlags drift;
+  add("drift", po::value(&drift.seconds),
+      "instead of a cost model: calibrate, then time every stage alone (and all at once, every "
+      "5 s) for this many seconds, and print how far the times move between windows of "
+      "--drift-window seconds and within them (every sample with --details)");
+  add("drift-window", po::value(&drift.window_s)->default_value(drift.window_s),
+      "--drift: seconds per window");
+  add("after-runs", po::value(&drift.after_runs)->default_value(0),
+      "--drift: first train the schedule (--kind, -m, -n) this many times, as a process that has "
+      "just trained");
   add_train_options(options, f);
   po::variables_map vm;
   const exec::LaunchInfo launch = launch_info();
@@ -125,6 +196,19 @@ int run_calibrate(const std::vector<std::string>& args) {
     if (!given(vm, "microbatches")) f.microbatches = f.stages;
     return make_train_setup(f, vm);
   };
+  if (given(vm, "drift") || given(vm, "after-runs")) {
+    if (!(drift.seconds > 0) || drift.seconds > 7 * 24 * 3600.0)
+      throw InputError(
+          fmt::format("--drift must be 0 < seconds <= one week, got {}", drift.seconds));
+    if (!(drift.window_s > 0) || drift.window_s > drift.seconds)
+      throw InputError(fmt::format("--drift-window must be 0 < seconds <= --drift ({}), got {}",
+                                   drift.seconds, drift.window_s));
+    if (drift.after_runs > 1000) throw InputError("--after-runs must be 0..1000");
+    if (launch.world_size > 1)
+      throw InputError("--drift watches this process's stages: run it without mpirun");
+    if (given(vm, "output")) throw UsageError("--drift prints its windows; -o does not apply");
+    return watch_drift(setup(), f, o, drift, details_path);
+  }
   if (launch.world_size == 1)
     return write_calibration(setup(), f, o, output, details_path, nullptr);
 #ifdef PACI_HAVE_MPI
@@ -154,9 +238,10 @@ int run_calibrate(const std::vector<std::string>& args) {
     mpi->set_timeout(std::chrono::hours(24));  // process 0 calibrates as long as it takes
     if (session.rank() == 0) {
       if (links_only) {
-        const std::string text = process_links_json(links.pairs, links.nodes).dump(2) + "\n";
+        const std::string text =
+            fidelity::process_links_json(links.pairs, links.nodes).dump(2) + "\n";
         write_output(details_path.empty() ? output : details_path, text);
-        if (!f.quiet) std::cerr << process_links_summary(links.pairs);
+        if (!f.quiet) std::cerr << fidelity::process_links_summary(links.pairs);
       } else {
         unbind_from_cores("calibrate");
         write_calibration(t, f, o, output, details_path, &links);

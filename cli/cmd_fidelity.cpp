@@ -22,7 +22,6 @@
 #include <memory>
 #include <optional>
 
-#include "cli/calibration.hpp"
 #include "cli/cli.hpp"
 #include "cli/common.hpp"
 #include "cli/compare_rows.hpp"
@@ -32,6 +31,8 @@
 #include "exec/calibrate.hpp"
 #include "exec/rank_plan.hpp"
 #include "exec/rank_results.hpp"
+#include "fidelity/calibration.hpp"
+#include "fidelity/prediction.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
 #include "sim/engine.hpp"
@@ -51,7 +52,11 @@ struct Row {
   bool processes = false;  // one process per device (MPI), else one process
   std::size_t group = 0;  // its calibration: the schedules of one partition and placement share one
   TrainSetup setup;
-  RunSummary predicted, independent, calibrated_first;
+  RunSummary predicted, independent, calibrated_first;  // with the pooled calibration
+  // The prediction that follows the machine's drift: the median of each run's simulation with
+  // the load probe taken right before it (fidelity/prediction.hpp).
+  double drift_makespan_s = 0.0;
+  std::vector<double> drift_factors;  // one per measured run
   std::vector<RunSummary> measured;
   std::vector<double> replay_makespan_errors, replay_start_errors;  // relative to the makespan
 };
@@ -84,13 +89,16 @@ std::pair<double, double> replay_errors(const Schedule& s, const exec::ExecResul
   return {std::abs(c.makespan_error()), c.max_start_error_s / c.measured_makespan_s};
 }
 
-ordered_json row_json(const Row& row) {
+ordered_json row_json(const Row& row, double tolerance) {
   std::vector<double> makespans;
   for (const auto& m : row.measured) makespans.push_back(m.timing.makespan_s);
   const exec::Spread spread = exec::spread_of(makespans);
   const RunSummary& typical = median_run(row);
   const Analysis analysis = analyze(row.setup.schedule);
-  const double predicted = row.predicted.timing.makespan_s;
+  const double predicted = row.drift_makespan_s;
+  const double pooled = row.predicted.timing.makespan_s;
+  const fidelity::Verdict verdict =
+      fidelity::judge(predicted, spread.median, spread.min, spread.max, tolerance);
   const double independent = row.independent.timing.makespan_s;
   bool staleness_equal = true, activations_equal = true;
   ordered_json stages = ordered_json::array();
@@ -130,17 +138,27 @@ ordered_json row_json(const Row& row) {
   j["microbatches"] = row.setup.schedule.microbatches;
   j["steps"] = row.setup.schedule.steps;
   j["predicted_makespan_s"] = predicted;
+  j["pooled_makespan_s"] = pooled;
+  j["drift_factors"] = row.drift_factors;
   j["independent_makespan_s"] = independent;
   j["calibrated_first_makespan_s"] = row.calibrated_first.timing.makespan_s;
   j["measured_makespan_s"] = spread.median;
   j["measured_min_s"] = spread.min;
   j["measured_max_s"] = spread.max;
   j["measured_makespans_s"] = makespans;
-  j["relative_error"] = predicted / spread.median - 1.0;
+  j["relative_error"] = verdict.error;
+  j["pooled_relative_error"] = pooled / spread.median - 1.0;
+  j["tolerance"] = tolerance;
+  j["holds"] = verdict.holds();
+  j["spread_too_wide"] = verdict.spread_too_wide;
+  const std::string label =
+      row.processes ? fmt::format("{}, {} processes", row.kind, row.setup.schedule.num_devices())
+                    : row.kind;
+  j["note"] = verdict.note(label, predicted, spread.median, spread.min, spread.max, tolerance);
   j["independent_relative_error"] = independent / spread.median - 1.0;
   j["calibrated_first_relative_error"] =
       row.calibrated_first.timing.makespan_s / spread.median - 1.0;
-  j["inside_range"] = predicted >= spread.min && predicted <= spread.max;
+  j["inside_range"] = verdict.inside_range;
   j["predicted_bubble_ratio"] = row.predicted.timing.bubble_ratio;
   j["measured_bubble_ratio"] = median(bubbles);
   j["replay_max_makespan_error"] =
@@ -158,13 +176,16 @@ ordered_json row_json(const Row& row) {
 std::string markdown(const ordered_json& runs) {
   std::string md =
       "| schedule | predicted makespan (s) | measured median [min, max] (s) | error vs median | "
-      "prediction inside the range | calibrated first (error) | independent devices (error) | "
+      "prediction inside the range | drift factor, median [min, max] | pooled, no drift factor "
+      "(error) | calibrated first (error) | independent devices (error) | "
       "predicted bubble | measured bubble | replay, largest start difference | staleness equal | "
       "peak activations equal | peak memory (pred / meas, MiB) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& r : runs)
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : runs) {
+    const exec::Spread factors = exec::spread_of(r["drift_factors"].get<std::vector<double>>());
     md += fmt::format(
-        "| {} | {:.3f} | {:.3f} [{:.3f}, {:.3f}] | {:+.1f}% | {} | {:.3f} ({:+.1f}%) | {:.3f} "
+        "| {} | {:.3f} | {:.3f} [{:.3f}, {:.3f}] | {:+.1f}% | {} | {:.3f} [{:.3f}, {:.3f}] | "
+        "{:.3f} ({:+.1f}%) | {:.3f} ({:+.1f}%) | {:.3f} "
         "({:+.1f}%) | {:.1f}% | {:.1f}% | {:.2g}% of the makespan | {} | {} | {:.1f} / {:.1f} |\n",
         r.value("processes", 1) > 1
             ? fmt::format("{}, {} processes (MPI)", r["kind"].get<std::string>(),
@@ -173,6 +194,8 @@ std::string markdown(const ordered_json& runs) {
         r["predicted_makespan_s"].get<double>(), r["measured_makespan_s"].get<double>(),
         r["measured_min_s"].get<double>(), r["measured_max_s"].get<double>(),
         100 * r["relative_error"].get<double>(), r["inside_range"].get<bool>() ? "yes" : "no",
+        factors.median, factors.min, factors.max, r["pooled_makespan_s"].get<double>(),
+        100 * r["pooled_relative_error"].get<double>(),
         r["calibrated_first_makespan_s"].get<double>(),
         100 * r["calibrated_first_relative_error"].get<double>(),
         r["independent_makespan_s"].get<double>(),
@@ -184,6 +207,7 @@ std::string markdown(const ordered_json& runs) {
         r["peak_activations_equal"].get<bool>() ? "yes" : "NO",
         static_cast<double>(r["predicted_peak_memory_bytes"].get<std::int64_t>()) / (1 << 20),
         static_cast<double>(r["measured_peak_memory_bytes"].get<std::int64_t>()) / (1 << 20));
+  }
   return md;
 }
 
@@ -202,6 +226,7 @@ struct FidelityOptions {
   std::string kinds_text = "gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved", processes_text,
               json_path, markdown_path;
   std::size_t repeats = 5;
+  double tolerance = 0.0;  // 0: 5% at P <= 2, else 10%
   exec::CalibrationOptions calibration;
 };
 
@@ -213,6 +238,7 @@ struct CalibrationGroup {
   std::vector<std::int32_t> placement;
   std::int32_t devices = 0;
   std::optional<exec::Calibrator> calibrator;
+  double probe_window_s = 0.0;  // the load probe before each run
   exec::Calibration first, alongside;
   CostModel first_costs, costs;
 };
@@ -255,7 +281,7 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
       fk.kind = kind;
       if (kind != "interleaved") fk.chunks = 0;
       fk.schedule_path.clear();
-      Row row{kind, processes, 0, {}, {}, {}, {}, {}, {}, {}};
+      Row row{kind, processes, 0, {}, {}, {}, {}, 0.0, {}, {}, {}, {}};
       try {
         row.setup = make_train_setup(fk, vm);  // interleaved: P·v stages of the model
       } catch (const InputError& e) {
@@ -302,8 +328,11 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
       while (!g.calibrator->settled() && g.calibrator->rounds() < options.max_rounds)
         g.calibrator->round();
       g.first = g.calibrator->result();
+      // A few of the slowest stage's F, B, U with every stage computing: long enough to average
+      // over the actions, short beside a run.
+      g.probe_window_s = std::max(0.5, 6 * g.calibrator->longest_stage_s());
       // Also the replays' model: a replay takes its times from the run, only the bytes from here.
-      g.first_costs = cost_model_from_calibration(
+      g.first_costs = fidelity::cost_model_from_calibration(
           g.first, "calibrated by paci fidelity before the runs", g.placement);
       g.calibrator->discard();  // "alongside" pools only the rounds taken between the runs
     }
@@ -325,6 +354,12 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
         std::cerr << fmt::format("\rfidelity: run {}/{} of {:<11}{}", r + 1, o.repeats, row.kind,
                                  row.processes ? " (processes)" : "              ")
                   << std::flush;
+      // How fast the stages compute right now, against the pooled calibration: this run's drift
+      // factor.
+      if (main) {
+        CalibrationGroup& g = *groups[row.group];
+        row.drift_factors.push_back(g.calibrator->probe(g.probe_window_s).factor());
+      }
       exec::Executor ex(row.setup.schedule, row.setup.exec);
       exec::ExecResult result = ex.run();
       if (row.processes) {  // every process's part, merged on process 0
@@ -345,7 +380,7 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
   if (progress) std::cerr << "\r" << std::string(70, ' ') << "\r";
   for (auto& g : groups) {
     g->alongside = g->calibrator->result();
-    g->costs = cost_model_from_calibration(
+    g->costs = fidelity::cost_model_from_calibration(
         g->alongside, "calibrated by paci fidelity on this machine, alongside the runs",
         g->placement);
   }
@@ -354,12 +389,13 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
     const CalibrationGroup& g = *groups[row.group];
     CostModel with = g.costs, before = g.first_costs;
     if (row.processes) {  // messages over MPI: the links measured between the processes
-      apply_process_links(with, mp->pairs, mp->nodes);
-      apply_process_links(before, mp->pairs, mp->nodes);
+      fidelity::apply_process_links(with, mp->pairs, mp->nodes);
+      fidelity::apply_process_links(before, mp->pairs, mp->nodes);
     }
     CostModel independent = with;
     independent.hosts.clear();
     row.predicted = run_summary(s, with, simulate(s, with, {false, nullptr}));
+    row.drift_makespan_s = fidelity::drift_corrected_makespan(s, with, row.drift_factors);
     row.independent = run_summary(s, independent, simulate(s, independent, {false, nullptr}));
     row.calibrated_first = run_summary(s, before, simulate(s, before, {false, nullptr}));
   }
@@ -378,21 +414,23 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
                      {"steps", f.steps},
                      {"repeats", o.repeats},
                      {"threads_per_stage", base.exec.threads_per_device}};
-  out["calibration"] = calibration_json(calibration);
-  out["calibration_before_runs"] = calibration_json(first);
-  if (mp) out["process_links"] = process_links_json(mp->pairs, mp->nodes);
+  out["calibration"] = fidelity::calibration_json(calibration);
+  out["calibration_before_runs"] = fidelity::calibration_json(first);
+  if (mp) out["process_links"] = fidelity::process_links_json(mp->pairs, mp->nodes);
   out["machine_cost_model"] = ordered_json::parse(write_cost_model(costs));
   // The other partitions' (interleaved: P·v stages on P devices), each with its placement.
   out["other_calibrations"] = ordered_json::array();
   for (std::size_t i = 1; i < groups.size(); ++i)
     out["other_calibrations"].push_back(
         {{"placement", groups[i]->placement},
-         {"calibration", calibration_json(groups[i]->alongside)},
-         {"calibration_before_runs", calibration_json(groups[i]->first)},
+         {"calibration", fidelity::calibration_json(groups[i]->alongside)},
+         {"calibration_before_runs", fidelity::calibration_json(groups[i]->first)},
          {"cost_model", ordered_json::parse(write_cost_model(groups[i]->costs))}});
   out["skipped"] = skipped;
   out["runs"] = ordered_json::array();
-  for (const Row& row : rows) out["runs"].push_back(row_json(row));
+  const double tolerance = o.tolerance > 0 ? o.tolerance : (f.stages <= 2 ? 0.05 : 0.10);
+  out["settings"]["tolerance"] = tolerance;
+  for (const Row& row : rows) out["runs"].push_back(row_json(row, tolerance));
   const std::string md = markdown(out["runs"]);
   if (!o.json_path.empty()) write_output(o.json_path, out.dump(2) + "\n");
   if (!o.markdown_path.empty()) write_output(o.markdown_path, md);
@@ -400,16 +438,31 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
                    "P={} M={} N={} on {}\ncost model: {} calibration rounds, one before each "
                    "round of runs (before the runs: {} rounds until settled, the 'calibrated "
                    "first' column); slowdown with k = 1..{} stages computing at once: {:.3f}; "
-                   "measured: {} runs per schedule, round-robin\n",
+                   "measured: {} runs per schedule, round-robin; predicted: each run's simulation "
+                   "scaled by a load probe taken right before it (its drift factor), the median "
+                   "over the runs\n",
                    f.stages, f.microbatches, f.steps, machine_line(), calibration.rounds,
                    first.rounds, calibration.slowdown_by_count.size(),
                    fmt::join(calibration.slowdown_by_count, ", "), o.repeats)
-            << (mp ? process_links_summary(mp->pairs) : "") << md;
+            << (mp ? fidelity::process_links_summary(mp->pairs) : "") << md;
   for (std::size_t i = 1; i < groups.size(); ++i)
     std::cout << fmt::format(
         "interleaved rows: their own calibration, of {} stages on {} devices (their partition)\n",
         groups[i]->placement.size(), groups[i]->devices);
   for (const auto& note : skipped) std::cout << "skipped: " << note << '\n';
+  for (const auto* c : {&first, &calibration})
+    if (!c->stable)
+      std::cout << (c == &first ? "calibration before the runs "
+                                : "calibration alongside the runs ")
+                << fidelity::settling_note(*c) << '\n';
+  std::size_t held = 0;
+  for (const auto& r : out["runs"]) {
+    held += r["holds"].get<bool>();
+    if (!r["note"].get<std::string>().empty()) std::cout << r["note"].get<std::string>() << '\n';
+  }
+  std::cout << fmt::format(
+      "{} of {} predictions inside the measured range or within {:.0f}% of the median\n", held,
+      out["runs"].size(), 100 * tolerance);
   return 0;
 }
 
@@ -432,6 +485,9 @@ int run_fidelity(const std::vector<std::string>& args) {
       "measured runs per schedule, taken round-robin across the schedules");
   add("calibration-repeats", po::value(&o.calibration.repeats)->default_value(9),
       "timed repeats per action and calibration round");
+  add("tolerance", po::value(&o.tolerance)->default_value(0.0, "5% at P <= 2, else 10%"),
+      "how close to the measured median a prediction outside the runs' range must be (a "
+      "fraction)");
   add("json", po::value(&o.json_path),
       "write every figure as JSON (docs/results/fidelity_P*.json)");
   add("markdown", po::value(&o.markdown_path), "write the table as markdown");
@@ -445,6 +501,9 @@ int run_fidelity(const std::vector<std::string>& args) {
                            options, {}, args, vm))
           return false;
         if (o.repeats == 0 || o.repeats > 1000) throw InputError("--repeats must be 1..1000");
+        if (!std::isfinite(o.tolerance) || o.tolerance < 0 || o.tolerance >= 1)
+          throw InputError(
+              fmt::format("--tolerance must be a fraction in [0, 1), got {}", o.tolerance));
         if (o.calibration.repeats == 0 || o.calibration.repeats > 100000)
           throw InputError("--calibration-repeats must be 1..100000");
         if (!o.processes_text.empty()) parse_kinds(o.processes_text);

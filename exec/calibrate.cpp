@@ -4,6 +4,8 @@
 // transport for the link.
 #include "exec/calibrate.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -144,14 +146,21 @@ LinkMeasurement measure_link(std::size_t floats, std::size_t repeats,
   return link;
 }
 
+// What one thread of a window completed: the time its actions took, the time `alone` says they
+// take, and how many there were.
+struct WindowSums {
+  double measured_s = 0.0, expected_s = 0.0;
+  std::size_t actions = 0;
+};
+
 // One window with the given stages computing at once, one thread each: per stage, the time its
-// completed actions took over the time they take alone (`alone`: per stage, this round's F, B, U
-// medians), counting only actions that started after every thread had begun and ended before the
-// window closed; NaN for a stage that completed none.
+// completed actions took and the time `alone` says they take (per stage, an F, B, U time each),
+// counting only actions that started after every thread had begun and ended before the window
+// closed.
 template <typename Bench>
-std::vector<double> sharing_window(std::vector<std::unique_ptr<Bench>>& benches,
-                                   const std::vector<std::array<double, 3>>& alone,
-                                   const std::vector<std::size_t>& stages, double window_s) {
+std::vector<WindowSums> sharing_window(std::vector<std::unique_ptr<Bench>>& benches,
+                                       const std::vector<std::array<double, 3>>& alone,
+                                       const std::vector<std::size_t>& stages, double window_s) {
   const std::size_t k = stages.size();
   std::atomic<std::size_t> waiting{0};
   std::atomic<bool> go{false}, stop{false};
@@ -187,17 +196,15 @@ std::vector<double> sharing_window(std::vector<std::unique_ptr<Bench>>& benches,
   joiner.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
-  std::vector<double> ratios;
-  for (const auto& list : done) {
-    double measured = 0.0, expected = 0.0;
-    for (const Done& d : list)
+  std::vector<WindowSums> sums(k);
+  for (std::size_t t = 0; t < k; ++t)
+    for (const Done& d : done[t])
       if (d.start >= begin && d.end <= end) {
-        measured += seconds_between(d.start, d.end);
-        expected += d.alone_s;
+        sums[t].measured_s += seconds_between(d.start, d.end);
+        sums[t].expected_s += d.alone_s;
+        ++sums[t].actions;
       }
-    ratios.push_back(expected > 0 ? measured / expected : std::numeric_limits<double>::quiet_NaN());
-  }
-  return ratios;
+  return sums;
 }
 
 }  // namespace
@@ -410,18 +417,85 @@ void Calibrator::round() {
     for (std::size_t first = 0; first < P; first += k) {
       std::vector<std::size_t> stages;
       for (std::size_t t = 0; t < k; ++t) stages.push_back((first + t) % P);
-      const auto ratios = sharing_window(benches_, round_medians, stages, window_s);
+      const auto sums = sharing_window(benches_, round_medians, stages, window_s);
       for (std::size_t t = 0; t < k; ++t)
-        if (!std::isnan(ratios[t])) ratios_[stages[t]][k - 2].push_back(ratios[t]);
+        if (sums[t].expected_s > 0)
+          ratios_[stages[t]][k - 2].push_back(sums[t].measured_s / sums[t].expected_s);
     }
   ++rounds_;
   const std::vector<double> now = medians();
-  if (rounds_ > 1) {
+  if (rounds_ > 1 && previous_.size() == now.size()) {
     settled_ = true;
-    for (std::size_t i = 0; i < now.size(); ++i)
+    largest_move_ = {};
+    for (std::size_t i = 0; i < now.size(); ++i) {
       settled_ = settled_ && moved_little(previous_[i], now[i], options_.stable_within);
+      const double moved = previous_[i] != 0 ? std::abs(now[i] / previous_[i] - 1.0) : 0.0;
+      if (moved > largest_move_.moved) {
+        const auto [name, samples] = figure(i);
+        largest_move_ = {name, moved, spread_of(*samples)};
+      }
+    }
   }
   previous_ = now;
+}
+
+std::pair<std::string, const std::vector<double>*> Calibrator::figure(std::size_t i) const {
+  static constexpr const char* kKinds[] = {"F", "B", "U"};
+  const std::size_t P = alone_.size();
+  if (i < 3 * P) return {fmt::format("stage {} {}", i / 3, kKinds[i % 3]), &alone_[i / 3][i % 3]};
+  i -= 3 * P;
+  for (std::size_t s = 0; s < ratios_.size(); ++s) {
+    if (i < ratios_[s].size())
+      return {fmt::format("stage {} slowdown k={}", s, i + 2), &ratios_[s][i]};
+    i -= ratios_[s].size();
+  }
+  throw std::out_of_range("Calibrator::figure: no such median");
+}
+
+double LoadProbe::factor() const {
+  return expected_s > 0 ? measured_s / expected_s : std::numeric_limits<double>::quiet_NaN();
+}
+
+double Calibrator::longest_stage_s() const {
+  double longest = 0.0;
+  for (const auto& stage : alone_) {
+    double sum = 0.0;
+    for (const auto& samples : stage) sum += spread_of(samples).median;
+    longest = std::max(longest, sum);
+  }
+  return longest;
+}
+
+LoadProbe Calibrator::probe(double window_s) {
+  if (rounds_ == 0) throw std::logic_error("Calibrator::probe before any round");
+  const std::size_t P = benches_.size();
+  LoadProbe probe;
+  for (std::size_t first = 0; first < P; first += at_once_) {
+    std::vector<std::size_t> stages;
+    for (std::size_t s = first; s < std::min(P, first + at_once_); ++s) stages.push_back(s);
+    const std::size_t k = stages.size();
+    // Each stage's actions as the pooled calibration times them with k computing at once.
+    std::vector<std::array<double, 3>> expected(P, {0.0, 0.0, 0.0});
+    for (std::size_t s : stages) {
+      double slowdown = 1.0;
+      if (k >= 2 && k - 2 < ratios_[s].size() && !ratios_[s][k - 2].empty())
+        slowdown = spread_of(ratios_[s][k - 2]).median;
+      for (std::size_t i = 0; i < 3; ++i)
+        expected[s][i] = spread_of(alone_[s][i]).median * slowdown;
+    }
+    for (const WindowSums& w : sharing_window(benches_, expected, stages, window_s)) {
+      probe.measured_s += w.measured_s;
+      probe.expected_s += w.expected_s;
+      probe.actions += w.actions;
+    }
+  }
+  return probe;
+}
+
+std::array<double, 3> Calibrator::time_alone(std::size_t stage) {
+  const auto t = benches_.at(stage)->run();
+  return {seconds_between(t[0].start, t[0].end), seconds_between(t[1].start, t[1].end),
+          seconds_between(t[2].start, t[2].end)};
 }
 
 std::vector<double> Calibrator::medians() const {
@@ -445,6 +519,7 @@ Calibration Calibrator::result() {
   c.repeats = options_.repeats;
   c.rounds = rounds_;
   c.stable = settled_;
+  c.largest_move = largest_move_;
   for (std::size_t s = 0; s < benches_.size(); ++s) {
     StageMeasurement m = benches_[s]->sizes();
     m.forward_s = spread_of(alone_[s][0]);

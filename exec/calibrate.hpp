@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "exec/executor.hpp"
@@ -78,6 +80,25 @@ struct Calibration {
   std::size_t repeats = 0;
   std::size_t rounds = 0;  // rounds taken
   bool stable = true;      // every median settled within stable_within before max_rounds
+  // The figure whose pooled median the last round moved most, relative to where it was ("stage 0
+  // F", "stage 1 slowdown k=2"), by how much, and all of its samples: what an unsettled
+  // calibration leaves uncertain (moved is 0 and figure empty after a single round).
+  struct Movement {
+    std::string figure;
+    double moved = 0.0;
+    Spread samples;
+  };
+  Movement largest_move;
+};
+
+// How fast the stages run right now against a calibration (Calibrator::probe): the time the
+// actions took, all stages computing as a run computes them, over the time the calibration says
+// they take there.
+struct LoadProbe {
+  double measured_s = 0.0, expected_s = 0.0;
+  std::size_t actions = 0;  // completed inside the window
+  // measured / expected: above 1, the machine runs slower now than the calibration says.
+  double factor() const;
 };
 
 // Calibration in rounds: each round times every stage alone (`repeats` F, B, U triples each),
@@ -97,12 +118,25 @@ class Calibrator {
   // True once a round moved no pooled median by more than stable_within (two rounds at least).
   bool settled() const { return settled_; }
   std::size_t rounds() const { return rounds_; }
+  std::size_t stage_count() const { return benches_.size(); }
   // Everything pooled so far (the link is measured on the first call).
   Calibration result();
+
+  // Not pooled: every stage computing at once, as many as the devices allow (in turns where
+  // fewer), for `window_s` seconds, each completed action against its stage's pooled median
+  // alone times the stage's pooled slowdown for that many computing at once. A drift factor to
+  // take right before a run (paci fidelity). Needs a round first.
+  LoadProbe probe(double window_s);
+  // Not pooled: one F, B and U of `stage` alone, their seconds (a drift watch's sample).
+  std::array<double, 3> time_alone(std::size_t stage);
+  // The slowest stage's F + B + U alone, from the pooled medians (0 before any round).
+  double longest_stage_s() const;
 
  private:
   struct Bench;
   std::vector<double> medians() const;  // every pooled median, in a fixed order
+  // The figure of medians()[i] ("stage 0 F") and its pooled samples.
+  std::pair<std::string, const std::vector<double>*> figure(std::size_t i) const;
 
   const ExecConfig& config_;
   CalibrationOptions options_;
@@ -115,6 +149,7 @@ class Calibrator {
   std::size_t at_once_ = 0;  // stages computing at once at most: min(stages, options.devices)
   bool settled_ = false;
   std::optional<LinkMeasurement> link_;
+  Calibration::Movement largest_move_;
 };
 
 // Rounds until settled() or max_rounds.

@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fidelity/prediction.hpp"
+#include "schedules/generators.hpp"
+#include "sim/engine.hpp"
 #include "tests/cli/run.hpp"
 
 namespace paci {
@@ -187,6 +190,28 @@ TEST(CliSharing, FidelityReportsTheMeasuredSpreadAndAnExactReplay) {
     EXPECT_LE(mid, hi);
     EXPECT_EQ(run["inside_range"].get<bool>(), predicted >= lo && predicted <= hi);
     EXPECT_NEAR(run["relative_error"].get<double>(), predicted / mid - 1, 1e-12);
+    // One drift factor per run, from the load probe before it; the prediction follows them (a
+    // makespan scales with its durations but for the links' latency).
+    const auto factors = run["drift_factors"].get<std::vector<double>>();
+    ASSERT_EQ(factors.size(), 3u);
+    for (const double f : factors) EXPECT_GT(f, 0.0);
+    std::vector<double> sorted = factors;
+    std::sort(sorted.begin(), sorted.end());
+    // The median run's factor decides (a makespan grows with every duration), on the machine's
+    // pooled cost model (interleaved has a calibration of its own).
+    if (run["kind"] != "interleaved") {
+      const CostModel pooled = parse_cost_model(j["machine_cost_model"].dump(), "pooled");
+      const Schedule s = generate_schedule(run["kind"].get<std::string>(), 2, 2, 2);
+      EXPECT_NEAR(predicted,
+                  simulate(s, fidelity::scaled_costs(pooled, sorted[1]), {false, nullptr})
+                      .critical_path.length_s,
+                  1e-12);
+      EXPECT_NEAR(run["pooled_makespan_s"].get<double>(),
+                  simulate(s, pooled, {false, nullptr}).critical_path.length_s, 1e-12);
+    }
+    EXPECT_EQ(run["holds"].get<bool>(),
+              run["inside_range"].get<bool>() ||
+                  std::abs(run["relative_error"].get<double>()) <= run["tolerance"].get<double>());
     // The engine replays each measured run exactly; prediction accuracy is the machine's.
     EXPECT_LE(run["replay_max_start_error"].get<double>(), 0.01);
     EXPECT_TRUE(run["staleness_equal"].get<bool>());
@@ -194,6 +219,49 @@ TEST(CliSharing, FidelityReportsTheMeasuredSpreadAndAnExactReplay) {
   }
   EXPECT_THAT(slurp(md), HasSubstr("| paci |"));
   EXPECT_THAT(slurp(md), HasSubstr("| zb-h1 |"));
+  EXPECT_THAT(r.out, HasSubstr("predictions inside the measured range or within 5% of the median"));
+}
+
+// paci calibrate --drift: every stage alone over and over, windows of time, every sample in the
+// details; a calibration that did not settle says which figure moved and by how much.
+TEST(CliSharing, CalibrateWatchesTheDriftAndSaysWhenItCannotSettle) {
+  const std::string details = temp_path("drift.json");
+  auto r = run_paci(
+      "calibrate -p 2 --repeats 2 --max-rounds 2 --drift 1.5 --drift-window 0.5 "
+      "--after-runs 1 -m 2 -n 1" +
+      std::string(kTiny) + corpus_flags() + "--details " + details);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("right after 1 training runs of paci"));
+  EXPECT_THAT(r.out, HasSubstr("stage 1 U: median"));
+  const auto d = nlohmann::json::parse(slurp(details));
+  EXPECT_GE(d["windows"].size(), 2u);
+  EXPECT_EQ(d["summary"].size(), 6u);  // 2 stages x F, B, U
+  EXPECT_GT(d["alone"].size(), 2u);
+  for (const auto& w : d["windows"])
+    EXPECT_LE(w["stages"][0]["forward_s"]["min"].get<double>(),
+              w["stages"][0]["forward_s"]["max"].get<double>());
+  testing::expect_refused("calibrate -p 2 --drift 0" + std::string(kTiny),
+                          "--drift must be 0 < seconds <= one week, got 0");
+  testing::expect_refused("calibrate -p 2 --drift 2 --drift-window 3" + std::string(kTiny),
+                          "--drift-window must be 0 < seconds <= --drift (2), got 3");
+  // One round cannot settle; two rounds name the figure that moved most.
+  const std::string cost = temp_path("unsettled.json"), more = temp_path("unsettled.details.json");
+  r = run_paci("calibrate -p 2 --repeats 2 --max-rounds 1 --independent" + std::string(kTiny) +
+               corpus_flags() + "-o " + cost);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("calibration not settled: 1 round(s) cannot show"));
+  EXPECT_THAT(nlohmann::json::parse(slurp(cost))["description"].get<std::string>(),
+              HasSubstr("not settled"));
+  r = run_paci("calibrate -p 2 --repeats 2 --max-rounds 2 --independent" + std::string(kTiny) +
+               corpus_flags() + "-o " + cost + " --details " + more);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto m = nlohmann::json::parse(slurp(more));
+  ASSERT_TRUE(m.contains("largest_move_last_round"));
+  EXPECT_THAT(m["largest_move_last_round"]["figure"].get<std::string>(), HasSubstr("stage "));
+  EXPECT_GE(m["largest_move_last_round"]["moved"].get<double>(), 0.0);
+  if (!m["stable"].get<bool>()) {
+    EXPECT_THAT(m["not_settled"].get<std::string>(), HasSubstr("median still moved"));
+  }
 }
 
 // Interleaved where it cannot run is left out with its reason; the other rows still run (and

@@ -1,12 +1,12 @@
 // cost_model_from_calibration.
-#include "cli/calibration.hpp"
+#include "fidelity/calibration.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <map>
 #include <stdexcept>
 
-namespace paci::cli {
+namespace paci::fidelity {
 
 CostModel cost_model_from_calibration(const exec::Calibration& c, std::string description,
                                       const std::vector<std::int32_t>& placement) {
@@ -85,6 +85,12 @@ ordered_json calibration_json(const exec::Calibration& c) {
   j["repeats"] = c.repeats;
   j["rounds"] = c.rounds;
   j["stable"] = c.stable;
+  if (!c.largest_move.figure.empty()) {
+    ordered_json move = {{"figure", c.largest_move.figure}, {"moved", c.largest_move.moved}};
+    move["samples"] = spread_json(c.largest_move.samples);
+    j["largest_move_last_round"] = move;
+  }
+  if (!c.stable) j["not_settled"] = settling_note(c);
   j["stages"] = ordered_json::array();
   for (std::size_t s = 0; s < c.stages.size(); ++s) {
     const exec::StageMeasurement& m = c.stages[s];
@@ -179,10 +185,30 @@ std::string process_links_summary(std::span<const exec::PairLinkMeasurement> pai
   return out;
 }
 
+std::string settling_note(const exec::Calibration& c) {
+  if (c.stable) return "";
+  const exec::Calibration::Movement& m = c.largest_move;
+  if (m.figure.empty())
+    return fmt::format("not settled: {} round(s) cannot show whether the medians stopped moving",
+                       c.rounds);
+  const bool ratio = m.figure.find("slowdown") != std::string::npos;
+  const double scale = ratio ? 1.0 : 1e3;
+  const char* unit = ratio ? "x" : " ms";
+  const exec::Spread& x = m.samples;
+  return fmt::format(
+      "not settled after {} rounds: {}'s median still moved {:.1f}% in the last round (its "
+      "{} samples {:.4g}-{:.4g}{} around {:.4g}{}: {:+.0f}%/{:+.0f}%); a prediction from this "
+      "calibration can be off by that much from the calibration alone, and by more where the "
+      "machine's speed moves between calibrating and running (paci calibrate --drift 600 "
+      "shows how much it moves here)",
+      c.rounds, m.figure, 100 * m.moved, x.samples, x.min * scale, x.max * scale, unit,
+      x.median * scale, unit, x.median > 0 ? 100 * (x.min / x.median - 1) : 0.0,
+      x.median > 0 ? 100 * (x.max / x.median - 1) : 0.0);
+}
+
 std::string calibration_summary(const exec::Calibration& c) {
-  std::string out = fmt::format(
-      "alone (median [min, max] of {} repeats x {} rounds{}):\n", c.repeats, c.rounds,
-      c.stable ? "" : "; NOT settled within the rounds allowed: more --repeats or --max-rounds");
+  std::string out =
+      fmt::format("alone (median [min, max] of {} repeats x {} rounds):\n", c.repeats, c.rounds);
   for (std::size_t s = 0; s < c.stages.size(); ++s) {
     const exec::StageMeasurement& m = c.stages[s];
     out += fmt::format("  stage {}: F {}, B {}, U {}", s, spread_text(m.forward_s, 1e3, " ms"),
@@ -206,7 +232,9 @@ std::string calibration_summary(const exec::Calibration& c) {
   }
   out += fmt::format("link: latency {:.3g} s, bandwidth {:.3g} B/s\n", c.link.latency_s,
                      c.link.bandwidth_bytes_per_s);
+  if (!c.stable)
+    out += "calibration " + settling_note(c) + " (more --repeats or --max-rounds may settle it)\n";
   return out;
 }
 
-}  // namespace paci::cli
+}  // namespace paci::fidelity

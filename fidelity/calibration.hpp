@@ -1,4 +1,5 @@
-// Turning what paci calibrate measured (exec/) into a cost model the simulator reads (sim/).
+// Turning what paci calibrate measured (exec/) into a cost model the simulator reads (sim/), and
+// the calibration as JSON and text for people.
 #pragma once
 
 #include <span>
@@ -9,7 +10,7 @@
 #include "sim/cost_model.hpp"
 #include "traces/report.hpp"
 
-namespace paci::cli {
+namespace paci::fidelity {
 
 // Stage durations (alone) and bytes as measured; I and W as timed (half a backward each where
 // they were not); the last stage sends no activation and the first no gradient; with a measured
@@ -39,4 +40,8 @@ std::string process_links_summary(std::span<const exec::PairLinkMeasurement> pai
 // A few lines for people: per stage F, B, U median [min, max], the slowdown per k, the link.
 std::string calibration_summary(const exec::Calibration& calibration);
 
-}  // namespace paci::cli
+// One line for an unsettled calibration (empty when it settled): which figure still moved, by how
+// much in the last round, the spread of its samples, and what that means for a prediction.
+std::string settling_note(const exec::Calibration& calibration);
+
+}  // namespace paci::fidelity
