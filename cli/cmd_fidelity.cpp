@@ -54,7 +54,7 @@ struct Row {
   TrainSetup setup;
   RunSummary predicted, independent, calibrated_first;  // with the pooled calibration
   // The prediction that follows the machine's drift: the median of each run's simulation with
-  // the load probe taken right before it (fidelity/prediction.hpp).
+  // the probe of the stages alone taken right before it (fidelity/prediction.hpp).
   double drift_makespan_s = 0.0;
   std::vector<double> drift_factors;  // one per measured run
   std::vector<RunSummary> measured;
@@ -238,7 +238,6 @@ struct CalibrationGroup {
   std::vector<std::int32_t> placement;
   std::int32_t devices = 0;
   std::optional<exec::Calibrator> calibrator;
-  double probe_window_s = 0.0;  // the load probe before each run
   exec::Calibration first, alongside;
   CostModel first_costs, costs;
 };
@@ -328,9 +327,6 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
       while (!g.calibrator->settled() && g.calibrator->rounds() < options.max_rounds)
         g.calibrator->round();
       g.first = g.calibrator->result();
-      // A few of the slowest stage's F, B, U with every stage computing: long enough to average
-      // over the actions, short beside a run.
-      g.probe_window_s = std::max(0.5, 6 * g.calibrator->longest_stage_s());
       // Also the replays' model: a replay takes its times from the run, only the bytes from here.
       g.first_costs = fidelity::cost_model_from_calibration(
           g.first, "calibrated by paci fidelity before the runs", g.placement);
@@ -354,12 +350,9 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
         std::cerr << fmt::format("\rfidelity: run {}/{} of {:<11}{}", r + 1, o.repeats, row.kind,
                                  row.processes ? " (processes)" : "              ")
                   << std::flush;
-      // How fast the stages compute right now, against the pooled calibration: this run's drift
-      // factor.
-      if (main) {
-        CalibrationGroup& g = *groups[row.group];
-        row.drift_factors.push_back(g.calibrator->probe(g.probe_window_s).factor());
-      }
+      // How fast the stages compute right now, each alone, against the pooled calibration's
+      // medians: this run's drift factor.
+      if (main) row.drift_factors.push_back(groups[row.group]->calibrator->probe_alone(2).factor());
       exec::Executor ex(row.setup.schedule, row.setup.exec);
       exec::ExecResult result = ex.run();
       if (row.processes) {  // every process's part, merged on process 0
@@ -439,8 +432,8 @@ int compare(TrainFlags& f, const po::variables_map& vm, const FidelityOptions& o
                    "round of runs (before the runs: {} rounds until settled, the 'calibrated "
                    "first' column); slowdown with k = 1..{} stages computing at once: {:.3f}; "
                    "measured: {} runs per schedule, round-robin; predicted: each run's simulation "
-                   "scaled by a load probe taken right before it (its drift factor), the median "
-                   "over the runs\n",
+                   "scaled by a probe taken right before it (every stage alone, twice, against the "
+                   "calibration: its drift factor), the median over the runs\n",
                    f.stages, f.microbatches, f.steps, machine_line(), calibration.rounds,
                    first.rounds, calibration.slowdown_by_count.size(),
                    fmt::join(calibration.slowdown_by_count, ", "), o.repeats)

@@ -492,6 +492,35 @@ LoadProbe Calibrator::probe(double window_s) {
   return probe;
 }
 
+LoadProbe Calibrator::probe_alone(std::size_t repeats) {
+  if (rounds_ == 0) throw std::logic_error("Calibrator::probe_alone before any round");
+  LoadProbe probe;
+  for (std::size_t s = 0; s < benches_.size(); ++s) {
+    std::array<double, 3> median{};
+    for (std::size_t k = 0; k < 3; ++k) median[k] = spread_of(alone_[s][k]).median;
+    for (std::size_t r = 0; r < repeats; ++r) {
+      const auto t = benches_[s]->run();
+      for (std::size_t k = 0; k < 3; ++k) {
+        probe.measured_s += seconds_between(t[k].start, t[k].end);
+        probe.expected_s += median[k];
+        ++probe.actions;
+      }
+    }
+    if (options_.measure_split && !split_[s][0].empty()) {
+      const double i_median = spread_of(split_[s][0]).median;
+      const double w_median = spread_of(split_[s][1]).median;
+      for (std::size_t r = 0; r < repeats; ++r) {
+        const auto t = benches_[s]->run_split();
+        probe.measured_s +=
+            seconds_between(t[0].start, t[0].end) + seconds_between(t[1].start, t[1].end);
+        probe.expected_s += i_median + w_median;
+        probe.actions += 2;
+      }
+    }
+  }
+  return probe;
+}
+
 std::array<double, 3> Calibrator::time_alone(std::size_t stage) {
   const auto t = benches_.at(stage)->run();
   return {seconds_between(t[0].start, t[0].end), seconds_between(t[1].start, t[1].end),

@@ -127,6 +127,11 @@ class Calibrator {
   // alone times the stage's pooled slowdown for that many computing at once. A drift factor to
   // take right before a run (paci fidelity). Needs a round first.
   LoadProbe probe(double window_s);
+  // Not pooled: every stage alone, one after another, `repeats` F, B and U each (and I and W when
+  // the calibration times the split), each against its pooled median: how fast this machine runs
+  // the stages right now, in the terms the cost model's durations are in (times alone). A drift
+  // factor to take right before a run (paci fidelity). Needs a round first.
+  LoadProbe probe_alone(std::size_t repeats);
   // Not pooled: one F, B and U of `stage` alone, their seconds (a drift watch's sample).
   std::array<double, 3> time_alone(std::size_t stage);
   // The slowest stage's F + B + U alone, from the pooled medians (0 before any round).

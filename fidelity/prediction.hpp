@@ -1,7 +1,7 @@
-// Predictions that follow a machine whose speed drifts: right before each measured run a load
-// probe (exec::Calibrator::probe) says how fast the stages compute now against the pooled
-// calibration (its drift factor); that run's prediction is the simulation with every duration
-// scaled by it, and a schedule's prediction is the median of its runs' predictions, as its
+// Predictions that follow a machine whose speed drifts: right before each measured run a probe
+// of the stages alone (exec::Calibrator::probe_alone) says how fast they compute now against the
+// pooled calibration (its drift factor); that run's prediction is the simulation with every
+// duration scaled by it, and a schedule's prediction is the median of its runs' predictions, as its
 // measurement is the median of its runs. And the verdict on each schedule's prediction.
 #pragma once
 
