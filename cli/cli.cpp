@@ -33,6 +33,8 @@ const std::vector<Command>& commands() {
        run_fidelity},
       {"costmodel", "analytic cost model of a GPT split into stages, for paci simulate",
        run_costmodel},
+      {"plan", "a training run on a GPU cluster (model, GPU, t x p x d, schedule), simulated",
+       run_plan},
       {"data", "tokenize text into llm.c token shards, inspect shards", run_data},
   };
   return table;

@@ -47,6 +47,7 @@ int run_train(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
 int run_fidelity(const std::vector<std::string>& args);
 int run_costmodel(const std::vector<std::string>& args);
+int run_plan(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
 
 }  // namespace paci::cli

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fills the README's generated blocks from what the commands wrote: docs/results/fidelity.md,
-docs/results/convergence.md, and live output of the paci binary (compare, analyze, validate).
-Run after the experiments: python3 scripts/readme_tables.py (keeps README.md.in as the template)."""
+"""Fills the generated blocks of README.md, docs/cli.md and docs/results/README.md (from their
+templates docs/README.md.in, docs/cli.md.in, docs/results/README.md.in) with what the commands
+wrote into docs/results/ and with live output of the paci binary (compare, analyze, validate,
+plan). Run after the experiments: python3 scripts/readme_tables.py."""
 import json
 import os
 import subprocess
@@ -21,9 +22,42 @@ def read(path, default):
     return open(p).read().strip() if os.path.exists(p) else default
 
 
-template = read("docs/README.md.in", None)
-if template is None:
-    raise SystemExit("docs/README.md.in is missing")
+PLAN_EXAMPLE = ("paci plan --preset llama3-70b --gpu h100-80gb --gpus 64 --global-batch 512 "
+                "--tp 8 --pp 4 --microbatch-size 1 --kind 1f1b --recompute selective "
+                "--sequence-parallel")
+
+
+def published_headline():
+    path = os.path.join(ROOT, "docs", "results", "published.json")
+    if not os.path.exists(path):
+        return "(run scripts/experiments/published.sh)"
+    s = json.load(open(path))["summary"]
+    return (f"Over its {s['held_out_rows']} rows from {len(s['sources'])} sources, none of which set "
+            f"a constant: median |error| of the step time {100 * s['held_out_median_abs_error']:.1f}%, "
+            f"worst {100 * s['held_out_worst_abs_error']:.1f}%, {s['held_out_within_25pct']} of "
+            f"{s['held_out_rows']} within 25%; median signed error "
+            f"{100 * s['held_out_signed_median_error']:+.1f}% (negative: paci predicts faster "
+            f"than measured).")
+
+
+def results_headlines():
+    lines = []
+    fid = read("docs/results/fidelity_headline.md", "")
+    if fid:
+        lines.append("- **The simulator against the executor on this CPU** "
+                     "(`bash scripts/experiments/fidelity.sh`): " + fid)
+    lines.append("- **`paci plan` against published GPU training runs** "
+                 "(`bash scripts/experiments/published.sh`): " + published_headline())
+    picks = read("docs/results/plan_headline.md", "")
+    if picks:
+        lines.append("- **What `paci plan` picks** (`bash scripts/experiments/plan.sh`, with staleness "
+                     "allowed up to one update): " + picks)
+    gate = read("docs/results/gate_headline.md", "")
+    if gate:
+        lines.append("- **The GPT trains** (`bash scripts/experiments/gate.sh`): " + gate)
+    return "\n".join(lines)
+
+
 rows = []
 for n in (8, 32, 128, 512):
     j = json.loads(run(f"paci compare -p 8 -m 8 -n {n} --kinds 1f1b,paci -f json"))
@@ -31,9 +65,12 @@ for n in (8, 32, 128, 512):
     p = next(r for r in j["rows"] if r["kind"] == "paci")
     rows.append(f"| {n} | {f['makespan_s']:g} | {p['makespan_s']:g} | {p['speedup_vs_1f1b']:.3f}× |")
 blocks = {
+    "RESULTS_HEADLINES": results_headlines(),
+    "PUBLISHED_HEADLINE": published_headline(),
+    "BENCH_PLAN_ROW": read("docs/results/bench_plan_headline.md", "(run build/bench/bench_plan)"),
     "FIDELITY_TABLE_P2": read("docs/results/fidelity_P2.md", "(run scripts/experiments/fidelity.sh)"),
     "FIDELITY_TABLE_P4": read("docs/results/fidelity_P4.md", "(run scripts/experiments/fidelity.sh)"),
-    "FIDELITY_HEADLINE": read("docs/results/fidelity_headline.md", ""),
+    "FIDELITY_HEADLINE": read("docs/results/fidelity_headline.md", "").rstrip("."),
     "BLAS_ROW": read("docs/results/blas_kernel_headline.md", "(run bench/blas_kernel.sh)"),
     "CONVERGENCE_TABLE": read("docs/results/convergence_headline.md",
                               "(run scripts/experiments/convergence.sh)"),
@@ -53,8 +90,17 @@ blocks = {
     "ANALYZE_OUTPUT": run("paci schedule --kind paci --stages 8 --microbatches 4 --steps 4 | "
                           "paci analyze -"),
     "DEADLOCK_OUTPUT": run("paci validate -", "0F0 0B0 0F1 0B1 0U\n1F1 1B1 1F0 1B0 1U\n"),
+    "PLAN_EXAMPLE_COMMAND": PLAN_EXAMPLE,
+    "PLAN_EXAMPLE_OUTPUT": run(PLAN_EXAMPLE).rstrip(),
 }
-for key, value in blocks.items():
-    template = template.replace(key, value)
-open(os.path.join(ROOT, "README.md"), "w").write(template + "\n")
-print("README.md regenerated")
+for template_path, out_path in (("docs/README.md.in", "README.md"),
+                                 ("docs/cli.md.in", "docs/cli.md"),
+                                 ("docs/results/README.md.in", "docs/results/README.md")):
+    template = read(template_path, None)
+    if template is None:
+        raise SystemExit(f"{template_path} is missing")
+    # Longest keys first: no key is replaced inside another's name.
+    for key in sorted(blocks, key=len, reverse=True):
+        template = template.replace(key, blocks[key])
+    open(os.path.join(ROOT, out_path), "w").write(template + "\n")
+    print(f"{out_path} regenerated")

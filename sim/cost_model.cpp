@@ -140,6 +140,7 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
     for (const auto& [key, field] : kBytes)
       check_bytes(c.*field, fmt::format("stages[{}].{}", s, key));
     check_bytes(c.weight_grad_stash_bytes, fmt::format("stages[{}].weight_grad_stash_bytes", s));
+    check_bytes(c.workspace_bytes, fmt::format("stages[{}].workspace_bytes", s));
   }
   check_link(model.default_link, "default_link");
   for (std::size_t i = 0; i < model.links.size(); ++i) {
@@ -355,6 +356,7 @@ std::string write_cost_model(const CostModel& model) {
     for (const auto& [key, field] : kBytes) entry[key] = c.*field;
     if (c.weight_grad_stash_bytes != 0)
       entry["weight_grad_stash_bytes"] = c.weight_grad_stash_bytes;
+    if (c.workspace_bytes != 0) entry["workspace_bytes"] = c.workspace_bytes;
     root["stages"].push_back(std::move(entry));
   }
   return root.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -445,6 +447,8 @@ CostModel parse_cost_model(std::string_view json, std::string_view source) {
     for (const auto& [key, field] : kBytes) c.*field = r.integer(entry, key, where);
     if (entry.contains("weight_grad_stash_bytes"))
       c.weight_grad_stash_bytes = r.integer(entry, "weight_grad_stash_bytes", where);
+    if (entry.contains("workspace_bytes"))
+      c.workspace_bytes = r.integer(entry, "workspace_bytes", where);
     model.stages.push_back(c);
   }
   try {

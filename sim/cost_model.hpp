@@ -32,8 +32,13 @@ struct StageCost {
   // Split backward: held per micro-batch from I to W, the output gradients W needs (optional in
   // the JSON, written when not 0).
   std::int64_t weight_grad_stash_bytes = 0;
+  // Held for the whole run beside the weights (optional in the JSON, written when not 0): what a
+  // backward needs transiently at its peak, such as the layer a full recomputation rebuilds.
+  std::int64_t workspace_bytes = 0;
 
-  std::int64_t static_bytes() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
+  std::int64_t static_bytes() const {
+    return weight_bytes + gradient_bytes + optimizer_bytes + workspace_bytes;
+  }
   double duration_s(ActionKind kind) const;
   friend bool operator==(const StageCost&, const StageCost&) = default;
 };

@@ -90,14 +90,14 @@ class Engine {
   std::vector<StageVersionTracker> trackers_;
   std::vector<std::int64_t> memory_now_;
   std::vector<std::int64_t> awaiting_w_;  // per stage: micro-batches between their I and their W
+  std::vector<std::vector<std::int32_t>> stages_on_;  // per device: its stages
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   std::uint64_t sequence_ = 0;
 };
 
 std::int64_t Engine::device_memory(std::int32_t device) const {
   std::int64_t bytes = result_.device_static_bytes[static_cast<std::size_t>(device)];
-  for (std::int32_t st = 0; st < s_.stages; ++st) {
-    if (device_of(st) != device) continue;
+  for (const std::int32_t st : stages_on_[static_cast<std::size_t>(device)]) {
     const auto& t = trackers_[static_cast<std::size_t>(st)];
     bytes += t.in_flight() * cost(st).activation_bytes +
              (t.live_versions() - 1) * cost(st).weight_bytes +
@@ -344,7 +344,9 @@ SimResult Engine::run() {
   result_.times.resize(D);
   for (std::size_t d = 0; d < D; ++d) result_.times[d].resize(s_.devices[d].size());
   result_.device_static_bytes.assign(D, 0);
+  stages_on_.assign(D, {});
   for (std::int32_t st = 0; st < s_.stages; ++st) {
+    stages_on_[static_cast<std::size_t>(device_of(st))].push_back(st);
     trackers_.emplace_back(st, device_of(st), s_.weight_policy);
     result_.device_static_bytes[static_cast<std::size_t>(device_of(st))] += cost(st).static_bytes();
   }

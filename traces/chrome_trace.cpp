@@ -130,6 +130,7 @@ enum class EventKind : std::uint8_t {
   recv,             // "X" recv lane (index = message)
   flow_start,       // "s" on the send lane
   flow_end,         // "f" on the recv lane
+  phase,            // "X" compute lane, nested in a compute slice (sorts after it at one ts)
 };
 
 // Sort ranks among events of one timestamp: counters, then instants (so an update marks the end
@@ -259,6 +260,7 @@ void append_metadata(Sink& sink, const Timeline& timeline, std::int32_t num_pids
 struct Sources {
   const Timeline& timeline;
   const std::vector<Times>& compute_times;
+  const std::vector<Times>& phase_times;
   const std::vector<MessageTimes>& message_times;
   const std::vector<InitialVersion>& initial_versions;
 };
@@ -322,6 +324,18 @@ void append_event(Sink& sink, const Sources& src, const Event& e) {
                        slice.action.stage, slice.action.microbatch, slice.version);
       return;
     }
+    case EventKind::phase: {
+      const PhaseSlice& phase = src.timeline.phases[e.index];
+      const Times& t = src.phase_times[e.index];
+      fmt::format_to(it,
+                     FMT_COMPILE(R"({{"name":{},"cat":"phase","ph":"X","pid":{},"tid":{},"ts":)"),
+                     json_string(phase.name), e.pid(), e.tid());
+      append_us(sink, t.start);
+      sink.text(R"(,"dur":)");
+      append_us(sink, t.end - t.start);
+      sink.text("}");
+      return;
+    }
     case EventKind::send:
     case EventKind::recv: {
       const MessageSlice& message = src.timeline.messages[e.index];
@@ -360,7 +374,7 @@ void append_event(Sink& sink, const Sources& src, const Event& e) {
 std::string chrome_trace_json(const Timeline& timeline) {
   constexpr auto kMaxIndex = static_cast<std::size_t>(std::numeric_limits<std::uint32_t>::max());
   if (timeline.compute.size() > kMaxIndex || timeline.messages.size() > kMaxIndex ||
-      timeline.memory.size() > kMaxIndex)
+      timeline.memory.size() > kMaxIndex || timeline.phases.size() > kMaxIndex)
     throw std::invalid_argument("chrome trace: more than 2^32-1 slices, messages or samples");
   if (timeline.num_devices < 0 || timeline.num_devices > kMaxDevices)
     throw std::invalid_argument(
@@ -372,7 +386,7 @@ std::string chrome_trace_json(const Timeline& timeline) {
   for (const ComputeSlice& slice : timeline.compute)
     if (slice.action.kind == ActionKind::U) ++updates;
   events.reserve(timeline.compute.size() + 2 * updates + 4 * timeline.messages.size() +
-                 timeline.memory.size());
+                 timeline.memory.size() + timeline.phases.size());
 
   // Compute lane, updates, and the first slice of each (device, stage).
   std::vector<Times> compute_times(timeline.compute.size());
@@ -443,6 +457,19 @@ std::string chrome_trace_json(const Timeline& timeline) {
         flow_event(EventKind::flow_end, EventKind::recv, message.dst_device, rtid, index, mt.recv));
   }
 
+  std::vector<Times> phase_times(timeline.phases.size());
+  for (std::size_t i = 0; i < timeline.phases.size(); ++i) {
+    const PhaseSlice& phase = timeline.phases[i];
+    check_device(phase.device, "phase", i);
+    Times& t = phase_times[i];
+    t.start = to_ns(phase.start_s, "phase", i);
+    t.end = to_ns(phase.end_s, "phase", i);
+    check_order(t.start, t.end, "phase", i);
+    num_pids = std::max(num_pids, phase.device + 1);
+    events.push_back(simple_event(EventKind::phase, kRankSlice, t.start, phase.device, kComputeTid,
+                                  static_cast<std::uint32_t>(i)));
+  }
+
   for (std::size_t i = 0; i < timeline.memory.size(); ++i) {
     const MemorySample& sample = timeline.memory[i];
     check_device(sample.device, "memory sample", i);
@@ -461,7 +488,7 @@ std::string chrome_trace_json(const Timeline& timeline) {
   Sink sink(out);
   sink.text("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   append_metadata(sink, timeline, num_pids, peers);
-  const Sources sources{timeline, compute_times, message_times, initial_versions};
+  const Sources sources{timeline, compute_times, phase_times, message_times, initial_versions};
   bool first = num_pids == 0;  // otherwise the metadata wrote at least one event
   for (const Event& e : events) {
     if (!first) sink.text(",\n");

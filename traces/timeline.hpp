@@ -49,6 +49,16 @@ struct MessageSlice {
   double recv_end_s = 0.0;
 };
 
+// A named part of a compute slice, drawn nested inside it on the compute lane (cat "phase"): what
+// a simulated action spends on, say, its tensor-parallel collectives or its data-parallel
+// reduction. It must lie within one compute slice of its device.
+struct PhaseSlice {
+  std::int32_t device = 0;
+  std::string name;
+  double start_s = 0.0;
+  double end_s = 0.0;
+};
+
 // Memory in use on a device from time_s on (a step function).
 struct MemorySample {
   std::int32_t device = 0;
@@ -63,6 +73,7 @@ struct Timeline {
   std::vector<ComputeSlice> compute;      // in any order
   std::vector<MessageSlice> messages;     // in any order
   std::vector<MemorySample> memory;       // in time order per device
+  std::vector<PhaseSlice> phases;         // optional, in any order
 };
 
 }  // namespace paci

@@ -35,6 +35,10 @@ const std::string kBase =
     "train -k 1f1b -p 2 -m 2 -n 2 --layers 2 --heads 2 --d-model 32 --seq-len 16 --batch 2 "
     "--quiet --val-data none ";
 const std::string kTrain = kBase + "--data tok.bin";
+// A configuration of Llama 3 70B on H100s but for --gpus, --global-batch and --tp.
+const std::string kPlan =
+    "plan --preset llama3-70b --gpu h100-80gb --pp 4 --microbatch-size 1 --kind 1f1b "
+    "--recompute full ";
 const std::string kPaciCut =
     "train -k paci -p 2 -m 2 -n 4 --layers 2 --heads 2 --d-model 32 --seq-len 16 --batch 2 "
     "--quiet --val-data none --data tok.bin --save-every 2 --save paci_cut.state";
@@ -129,6 +133,31 @@ std::vector<Case> catalogue() {
       {t + "--save-every 1",
        "paci train: error: --save-every needs --save FILE (where to write) (see paci train "
        "--help)"},
+      // paci plan: presets, the configuration, a cluster file, a search where nothing fits.
+      {"plan --preset gpt5 --gpu h100-80gb --gpus 8 --global-batch 8",
+       "paci plan: error: unknown model preset 'gpt5' (known: gpt2-small, gpt2-medium, "
+       "gpt2-large, gpt2-xl, gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, "
+       "gpt3-13b, gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, "
+       "llama3-405b)"},
+      {"plan --preset llama3-8b --gpu v100 --gpus 8 --global-batch 8",
+       "paci plan: error: unknown GPU 'v100' (known: a100-40gb, a100-80gb, h100-80gb, h200)"},
+      {kPlan + "--gpus 60 --global-batch 512 --tp 8",
+       "paci plan: error: --gpus 60 is not divisible by --tp 8 x --pp 4 = 32"},
+      {kPlan + "--gpus 96 --global-batch 512 --tp 3",
+       "paci plan: error: --tp 3 does not divide the model's attention heads (64)"},
+      {kPlan + "--gpus 64 --global-batch 511 --tp 8",
+       "paci plan: error: --global-batch 511 is not divisible by d x b = 2 x 1 (d = gpus / (tp x "
+       "pp) data-parallel replicas, b = --microbatch-size)"},
+      {"plan --preset gpt2-small --gpu h100-80gb --gpus 64 --global-batch 512 --tp 1 --pp 32 "
+       "--microbatch-size 1 --kind 1f1b --recompute full",
+       "paci plan: error: 12 layers are too few for --pp 32 x --chunks 1 = 32 stages"},
+      {"plan --preset gpt2-small --cluster nopeak.json --gpus 8 --global-batch 8",
+       "paci plan: error: nopeak.json: missing key 'peak_flops'"},
+      {"plan --preset llama3-70b --gpu a100-40gb --gpus 8 --global-batch 8 --recompute none -q",
+       "paci plan: error: no configuration fits in 35.4 GiB per GPU: the smallest peak found needs "
+       "151.5 GiB (interleaved t=4 p=2 d=1 v=40 b=1 M=8 none); with --recompute full: 150.1 GiB; "
+       "with --sequence-parallel on: 150.0 GiB; its weights, gradients and optimizer state alone "
+       "need 147.9 GiB: it takes more GPUs (or larger ones)"},
       {"frobnicate", "paci: error: unknown command 'frobnicate' (see paci --help)"},
       {"validate good.json --bogus",
        "paci validate: error: unrecognised option '--bogus' (see paci validate --help)"},
@@ -173,6 +202,7 @@ class ErrorCatalogue : public ::testing::Test {
     ASSERT_EQ(killed.status, 128 + 9) << killed.err;
     const std::string d = dir_;
     write_text(d + "/empty.json", "");
+    write_text(d + "/nopeak.json", "{\"format\": \"paci.cluster/1\", \"name\": \"mine\"}\n");
     write_text(d + "/badtok.csv", "0F0,0X1\n");
     write_text(d + "/huge.csv", "0F777777077\n");
     derive(d, "good.json", "trunc.json", [](std::string& b) { b.resize(100); });

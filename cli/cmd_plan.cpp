@@ -1,0 +1,321 @@
+// paci plan — a training run on a GPU cluster, simulated. A model (preset or shape), a GPU (preset
+// or --cluster FILE) and the knobs: a knob given one value is fixed, a list is searched, an absent
+// one is searched over its whole range (plan/search.hpp). Every knob fixed: that configuration
+// with its best partition (plan/evaluate.hpp), which may not fit (said, not an error). Prints, and
+// writes JSON, a Chrome trace, the files paci simulate replays, the frontier and launch flags.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "cli/common.hpp"
+#include "cli/load.hpp"
+#include "plan/cluster.hpp"
+#include "plan/emit.hpp"
+#include "plan/evaluate.hpp"
+#include "plan/model.hpp"
+#include "plan/report.hpp"
+#include "plan/search.hpp"
+#include "schedules/formats.hpp"
+#include "traces/chrome_trace.hpp"
+
+namespace paci::cli {
+
+namespace {
+
+std::atomic<bool> interrupted{false};
+
+extern "C" void on_interrupt(int) {
+  interrupted = true;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    out.push_back(text.substr(pos, comma - pos));
+    if (comma == text.size()) return out;
+    pos = comma + 1;
+  }
+}
+
+// "1,2,8" -> {1, 2, 8}: whole numbers in [1, at_most].
+template <typename T>
+std::vector<T> numbers(const po::variables_map& vm, const char* flag, long long at_most) {
+  std::vector<T> out;
+  if (!vm.count(flag)) return out;
+  const std::string text = vm[flag].as<std::string>();
+  for (const std::string& item : split(text)) {
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 1 || value > at_most)
+      throw UsageError(fmt::format("--{} '{}': '{}' is not a whole number from 1 to {}", flag, text,
+                                   item, at_most));
+    out.push_back(static_cast<T>(value));
+  }
+  return out;
+}
+
+// A switch: absent off; bare on; on, off, or both (on,off: searched).
+std::vector<bool> switch_values(const po::variables_map& vm, const char* name) {
+  if (!vm.count(name)) return {false};
+  std::vector<bool> out;
+  for (const std::string& v : split(vm[name].as<std::string>())) {
+    if (v != "on" && v != "off")
+      throw UsageError(fmt::format("--{} takes on, off or on,off, got '{}'", name, v));
+    if (std::find(out.begin(), out.end(), v == "on") == out.end()) out.push_back(v == "on");
+  }
+  return out;
+}
+
+plan::SearchSpace space_from(const po::variables_map& vm) {
+  plan::ModelOverrides o;
+  const auto number = [&](const char* flag, std::optional<std::int64_t>& field) {
+    if (vm.count(flag)) field = vm[flag].as<std::int64_t>();
+  };
+  number("layers", o.layers);
+  number("d-model", o.d_model);
+  number("heads", o.heads);
+  number("kv-heads", o.kv_heads);
+  number("ffn", o.ffn);
+  number("vocab", o.vocab);
+  number("seq-len", o.seq_len);
+  if (vm.count("arch")) o.arch = plan::parse_arch(vm["arch"].as<std::string>());
+  if (vm.count("tied-embeddings")) {
+    const std::string v = vm["tied-embeddings"].as<std::string>();
+    if (v != "yes" && v != "no")
+      throw UsageError(fmt::format("--tied-embeddings takes yes or no, got '{}'", v));
+    o.tied_embeddings = v == "yes";
+  }
+  plan::SearchSpace s;
+  s.model = plan::resolve_model(
+      vm.count("preset") ? std::optional(vm["preset"].as<std::string>()) : std::nullopt, o);
+  if (vm.count("gpu") && vm.count("cluster"))
+    throw UsageError("--gpu and --cluster cannot be combined (a cluster file names its GPU)");
+  if (vm.count("cluster"))
+    s.cluster = plan::read_cluster(vm["cluster"].as<std::string>());
+  else if (vm.count("gpu"))
+    s.cluster = plan::cluster_preset(vm["gpu"].as<std::string>());
+  else
+    throw UsageError("give the GPU: --gpu a100-40gb|a100-80gb|h100-80gb|h200, or --cluster FILE");
+  for (const char* flag : {"gpus", "global-batch"})
+    if (!vm.count(flag)) throw UsageError(fmt::format("--{} is missing", flag));
+  s.gpus = vm["gpus"].as<std::int64_t>();
+  s.global_batch = vm["global-batch"].as<std::int64_t>();
+  s.tp = numbers<std::int32_t>(vm, "tp", 1 << 20);
+  s.pp = numbers<std::int32_t>(vm, "pp", 1 << 20);
+  s.microbatch_size = numbers<std::int64_t>(vm, "microbatch-size", 1 << 30);
+  s.chunks = numbers<std::int32_t>(vm, "chunks", 1 << 20);
+  if (vm.count("kind")) s.kinds = split(vm["kind"].as<std::string>());
+  if (vm.count("recompute"))
+    for (const std::string& r : split(vm["recompute"].as<std::string>()))
+      s.recompute.push_back(plan::parse_recompute(r));
+  s.sequence_parallel = switch_values(vm, "sequence-parallel");
+  s.tp_comm_overlap = switch_values(vm, "tp-comm-overlap");
+  s.distributed_optimizer = switch_values(vm, "distributed-optimizer");
+  s.overlap_grad_reduce = switch_values(vm, "overlap-grad-reduce");
+  const std::string attention = vm["attention"].as<std::string>();
+  if (attention != "flash" && attention != "unfused")
+    throw UsageError(fmt::format("--attention takes flash or unfused, got '{}'", attention));
+  s.flash_attention = attention == "flash";
+  s.partition = numbers<std::int32_t>(vm, "partition", 1 << 20);
+  return s;
+}
+
+// Every knob one value: the configuration they give (chunks default 2 for interleaved).
+std::optional<plan::PlanConfig> single(const plan::SearchSpace& s) {
+  const auto one = [](const auto& list) { return list.size() == 1; };
+  if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
+        one(s.sequence_parallel) && one(s.tp_comm_overlap) && one(s.distributed_optimizer) &&
+        one(s.overlap_grad_reduce) && s.chunks.size() <= 1))
+    return std::nullopt;
+  plan::PlanConfig c;
+  c.model = s.model;
+  c.cluster = s.cluster;
+  c.gpus = s.gpus;
+  c.global_batch = s.global_batch;
+  c.tp = s.tp[0];
+  c.pp = s.pp[0];
+  c.microbatch_size = s.microbatch_size[0];
+  c.kind = s.kinds[0];
+  c.chunks = !s.chunks.empty() ? s.chunks[0] : (c.kind == "interleaved" ? 2 : 1);
+  c.recompute = s.recompute[0];
+  c.sequence_parallel = s.sequence_parallel[0];
+  c.tp_comm_overlap = s.tp_comm_overlap[0];
+  c.distributed_optimizer = s.distributed_optimizer[0];
+  c.overlap_grad_reduce = s.overlap_grad_reduce[0];
+  c.flash_attention = s.flash_attention;
+  c.partition = s.partition;
+  return c;
+}
+
+// The best plan's files in DIR (and its trace at --trace).
+void write_files(const po::variables_map& vm, const plan::PlanResult& best, const SimResult& sim,
+                 const ordered_json& document, const std::vector<plan::PlanResult>& frontier) {
+  const Timeline timeline = plan::plan_timeline(best, sim);
+  if (vm.count("trace")) write_chrome_trace(timeline, vm["trace"].as<std::string>());
+  if (!vm.count("output")) return;
+  const std::string dir = vm["output"].as<std::string>();
+  plan::write_plan_files(best, dir);
+  write_file_atomic(dir + "/plan.json", document.dump(2) + "\n");
+  write_chrome_trace(timeline, dir + "/trace.json");
+  write_schedule_file(best.schedule, dir + "/schedule.csv", ScheduleFormat::csv);
+  ordered_json f = ordered_json::array();
+  for (const plan::PlanResult& p : frontier) f.push_back(plan::plan_json(p));
+  write_file_atomic(dir + "/frontier.json", f.dump(2) + "\n");
+  write_file_atomic(dir + "/frontier.csv", plan::frontier_csv(frontier));
+  const std::string note = plan::plot_frontier(dir + "/frontier.csv", dir + "/frontier.svg");
+  if (!note.empty() && !vm["quiet"].as<bool>()) std::cerr << "paci plan: note: " << note << '\n';
+}
+
+}  // namespace
+
+int run_plan(const std::vector<std::string>& args) {
+  po::options_description model("model (a preset; shape flags override it, or give the shape)");
+  auto add_model = model.add_options();
+  add_model("preset", po::value<std::string>(),
+            "gpt2-small|medium|large|xl, gpt3-125m ... gpt3-175b, llama2-7b|13b|70b, "
+            "llama3-8b|70b|405b (docs/costmodel.md)");
+  add_model("layers", po::value<std::int64_t>(), "transformer layers L");
+  add_model("d-model", po::value<std::int64_t>(), "width h");
+  add_model("heads", po::value<std::int64_t>(), "attention heads a");
+  add_model("kv-heads", po::value<std::int64_t>(), "key-value heads g (default a)");
+  add_model("ffn", po::value<std::int64_t>(), "MLP width f (default 4h)");
+  add_model("vocab", po::value<std::int64_t>(), "vocabulary V (default 50257)");
+  add_model("seq-len", po::value<std::int64_t>(), "tokens per sequence s");
+  add_model("arch", po::value<std::string>(), "gpt | llama (RMSNorm, SwiGLU, GQA, rotary)");
+  add_model("tied-embeddings", po::value<std::string>(), "yes | no (default: gpt yes, llama no)");
+  po::options_description cluster("cluster");
+  auto add_cluster = cluster.add_options();
+  add_cluster("gpu", po::value<std::string>(), "a100-40gb | a100-80gb | h100-80gb | h200");
+  add_cluster("cluster", po::value<std::string>(), "your own cluster (docs/cluster.md)");
+  add_cluster("gpus", po::value<std::int64_t>(), "GPUs in all");
+  add_cluster("global-batch", po::value<std::int64_t>(), "sequences per optimizer step");
+  po::options_description knobs(
+      "knobs (one value: fixed; a comma list: searched; absent: searched over its whole range)");
+  auto add_knob = knobs.add_options();
+  add_knob("tp", po::value<std::string>(),
+           "tensor-parallel degree t (range: divisors of GPUs/node)");
+  add_knob("pp", po::value<std::string>(), "pipeline stages p (range: divisors of gpus/t)");
+  add_knob("microbatch-size", po::value<std::string>(),
+           "sequences per micro-batch b (range: divisors of global batch / d)");
+  add_knob("kind", po::value<std::string>(),
+           "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved (range: all)");
+  add_knob("chunks,v", po::value<std::string>(),
+           "interleaved: model stages per device (range: v >= 2 with p·v dividing the layers)");
+  add_knob("recompute", po::value<std::string>(), "none | selective | full (range: all three)");
+  add_knob("partition", po::value<std::string>(),
+           "layers per model stage, e.g. 20,20,20,20 (default: searched: the balanced one and "
+           "the one smallest under the memory limit)");
+  po::options_description switches("switches (absent: off; bare: on; on,off: searched)");
+  auto add_switch = switches.add_options();
+  add_switch("sequence-parallel", po::value<std::string>()->implicit_value("on"),
+             "sequence parallelism (t > 1)");
+  add_switch("tp-comm-overlap", po::value<std::string>()->implicit_value("on"),
+             "overlap the sequence-parallel collectives with their GEMMs (Transformer Engine)");
+  add_switch("distributed-optimizer", po::value<std::string>()->implicit_value("on"),
+             "shard the optimizer state over the data-parallel replicas");
+  add_switch("overlap-grad-reduce", po::value<std::string>()->implicit_value("on"),
+             "reduce gradients during the last backward");
+  add_switch("attention", po::value<std::string>()->default_value("flash"),
+             "flash (FlashAttention) | unfused (Megatron's softmax kernels, s x s scores kept)");
+  po::options_description limits("constraints and output");
+  auto add_out = limits.add_options();
+  add_out("memory-limit", po::value<double>(),
+          "GiB a GPU may use (default: its memory less a 4 GiB reserve for the framework)");
+  add_out("max-staleness", po::value<std::int32_t>(),
+          "most weight versions a backward may lag its forward (0: synchronous schedules only)");
+  add_out("top", po::value<std::size_t>()->default_value(10), "plans listed");
+  add_out("jobs,j", po::value<std::size_t>()->default_value(0, "every core"), "search threads");
+  add_out("json", po::value<std::string>(), "write the plans (paci.plan/1)");
+  add_out("trace", po::value<std::string>(), "Chrome trace of the best plan's simulated steps");
+  add_out("output,o", po::value<std::string>(),
+          "folder: the best plan's schedule.json, schedule.csv (PyTorch pipelining), "
+          "costmodel.json, trace.json, plan.json; the frontier as JSON, CSV and a plot");
+  add_out("emit", po::value<std::string>(),
+          "print the best plan as launch flags: megatron | torchtitan");
+  add_out("quiet,q", po::bool_switch(), "print nothing but --emit's");
+  po::options_description all;
+  all.add(model).add(cluster).add(knobs).add(switches).add(limits);
+  po::variables_map vm;
+  if (!parse_options("plan",
+                     "--preset NAME --gpu NAME --gpus N --global-batch B [--tp t --pp p "
+                     "--microbatch-size b --kind K --recompute R ...: fixed, listed or searched] "
+                     "[--max-staleness S] [--json R] [--trace T] [-o DIR] [--emit megatron]",
+                     all, {}, args, vm))
+    return 0;
+  const plan::SearchSpace space = space_from(vm);
+  const bool quiet = vm["quiet"].as<bool>();
+  double limit = 0;
+  if (vm.count("memory-limit")) {
+    limit = vm["memory-limit"].as<double>() * 1024 * 1024 * 1024;
+    if (!(limit > 0) || !std::isfinite(limit))
+      throw UsageError("--memory-limit must be a positive number of GiB");
+  }
+  const std::int32_t max_staleness =
+      vm.count("max-staleness") ? vm["max-staleness"].as<std::int32_t>() : -1;
+  if (vm.count("max-staleness") && max_staleness < 0)
+    throw UsageError("--max-staleness must be 0 or more");
+  std::optional<plan::Emitter> emitter;
+  if (vm.count("emit")) emitter = plan::parse_emitter(vm["emit"].as<std::string>());
+  const bool files = vm.count("trace") || vm.count("output");
+
+  if (const auto config = single(space)) {
+    SimResult sim;
+    const plan::PlanResult p = plan::evaluate_best_partition(*config, limit, {files}, sim);
+    if (max_staleness >= 0 && p.max_staleness > max_staleness)
+      throw InputError(fmt::format("{} is {} updates stale at most, above --max-staleness {}",
+                                   p.config.kind, p.max_staleness, max_staleness));
+    const ordered_json document = plan::plans_document({p});
+    if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
+    if (files) write_files(vm, p, sim, document, {p});
+    if (!quiet) std::cout << plan::plan_text(p);
+    if (emitter) std::cout << plan::emit(*emitter, p);
+    return 0;
+  }
+
+  plan::SearchOptions o;
+  o.memory_limit_bytes = limit;
+  o.max_staleness = max_staleness;
+  o.top = vm["top"].as<std::size_t>();
+  o.jobs = vm["jobs"].as<std::size_t>();
+  o.interrupted = &interrupted;
+  const bool progress = !quiet && isatty(STDERR_FILENO);
+  if (progress)
+    o.progress = [](const plan::SearchProgress& s) {
+      if (s.seconds < 2) return;
+      std::cerr << fmt::format("\rplan: {}/{} candidates, {:.0f} a second{}   ", s.done, s.total,
+                               s.seconds > 0 ? static_cast<double>(s.done) / s.seconds : 0.0,
+                               s.best_step_s ? fmt::format(", best {:.3f} s", *s.best_step_s) : "")
+                << std::flush;
+    };
+  const auto previous = std::signal(SIGINT, on_interrupt);
+  const plan::SearchResult r = plan::search(space, o);
+  std::signal(SIGINT, previous);
+  if (progress) std::cerr << "\r" << std::string(78, ' ') << "\r";
+  const ordered_json document = plan::search_document(r, space, max_staleness);
+  if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
+  if (!quiet) std::cout << plan::search_text(r, space);
+  if (r.plans.empty()) throw InputError(plan::nothing_fits(r));
+  if (files) {  // the best plan again, with its timeline
+    SimResult sim;
+    plan::PlanResult best = plan::evaluate(r.plans.front().config, {true}, sim);
+    best.memory_limit_bytes = r.memory_limit_bytes;
+    best.fits = true;
+    write_files(vm, best, sim, document, r.frontier);
+  }
+  if (emitter) std::cout << plan::emit(*emitter, r.plans.front());
+  return r.interrupted ? 130 : 0;
+}
+
+}  // namespace paci::cli

@@ -1,0 +1,74 @@
+// The GPUs a plan runs on and how they are connected: one GPU's compute and memory, the GPUs of a
+// node on NVLink, the nodes on a network. Presets for a100-40gb, a100-80gb, h100-80gb (SXM) and
+// h200 are data files (plan/clusters/*.json, compiled in); a user's own cluster is a file in the
+// same schema ("format": "paci.cluster/1", --cluster FILE). Every preset value is a datasheet
+// figure, a public microbenchmark's, or (network latency) NCCL's own model constant, named with
+// its source in docs/cluster.md; none is fitted to a training run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace paci::plan {
+
+inline constexpr std::string_view kClusterFormatTag = "paci.cluster/1";
+
+// One kind of link (NVLink inside a node, the network between nodes), as a collective or a
+// point-to-point message sees it from one GPU.
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 0.0;  // per GPU, one direction (datasheet)
+  double efficiency = 0.0;      // the share of it large collectives reach (nccl-tests), 0 < e <= 1
+  double p2p_efficiency = 0.0;  // the share a point-to-point copy reaches, 0 < e <= 1
+  double latency_s = 0.0;       // one message, one hop (a ring step)
+  // Optional, measured (nccl-tests all_reduce_perf on one node's GPUs): all-reduce bus bandwidth
+  // (bytes/s) by message size (bytes), sizes increasing; when given, collectives inside a node
+  // read their bandwidth here (interpolated in log size, clamped at both ends) instead of
+  // bandwidth · efficiency.
+  std::vector<std::pair<double, double>> allreduce_busbw_by_bytes;
+  friend bool operator==(const LinkSpec&, const LinkSpec&) = default;
+};
+
+struct ClusterSpec {
+  std::string name;         // "h100-80gb", or the file's "name"
+  std::string description;  // the GPU and node, in words
+  // One GPU.
+  double peak_flops = 0.0;       // dense bf16/fp16 tensor-core FLOP/s (datasheet, no sparsity)
+  double gemm_efficiency = 0.0;  // the best share of peak a large bf16 GEMM reaches (measured)
+  double memory_bytes = 0.0;     // HBM the device reports as usable
+  double memory_bandwidth_bytes_per_s = 0.0;  // HBM (datasheet)
+  double memory_efficiency = 0.0;  // the share streaming kernels reach (measured), 0 < e <= 1
+  double kernel_launch_s = 0.0;    // fixed time of one kernel, launch to end, when tiny
+  std::int32_t sms = 0;            // streaming multiprocessors (how many GEMM tiles run at once)
+  // Attention core (FlashAttention): the share of peak its forward and backward reach (measured).
+  double flash_forward_efficiency = 0.0, flash_backward_efficiency = 0.0;
+  // The node and the network.
+  std::int32_t gpus_per_node = 0;
+  LinkSpec nvlink;   // between the GPUs of a node
+  LinkSpec network;  // between nodes, per GPU (one NIC per GPU, rail-optimised)
+  friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
+};
+
+// The compiled-in presets, in a fixed order.
+const std::vector<ClusterSpec>& cluster_presets();
+// The preset called `name`; InputError listing the known names otherwise.
+ClusterSpec cluster_preset(std::string_view name);
+
+// InputError naming the first missing or bad field ("<source>: nvlink.bandwidth_bytes_per_s must
+// be a positive number, got 0"): a non-empty name, every number finite and positive
+// (efficiencies at most 1), gpus_per_node >= 1, sms >= 1, a busbw table with increasing sizes and
+// positive values.
+void check_cluster(const ClusterSpec& cluster, std::string_view source);
+// Parses a paci.cluster/1 document (another format tag, malformed JSON, a missing or unknown
+// field: one InputError line starting with `source`), then check_cluster(). Keys in any order;
+// "description" and "allreduce_busbw_by_bytes" may be left out; an optional "sources" object
+// (field -> where its value comes from, in words) is checked for its shape and otherwise ignored.
+ClusterSpec parse_cluster(std::string_view json, std::string_view source);
+ClusterSpec read_cluster(const std::string& path);  // a file, or "-" for stdin
+// Canonical JSON, fields in the struct's order, no "sources": parse_cluster(write_cluster(c)) == c
+// and write_cluster(parse_cluster(write_cluster(c))) == write_cluster(c).
+std::string write_cluster(const ClusterSpec& cluster);
+
+}  // namespace paci::plan

@@ -1,0 +1,383 @@
+// The per-GPU costs of a transformer's pieces and of the collectives between GPUs. Letters as in
+// docs/costmodel.md: b micro-batch, s sequence, T = b·s tokens, h width, a heads, d = h/a head
+// width, f MLP width, V vocabulary, t tensor-parallel GPUs; per GPU a/t heads, f/t MLP columns,
+// and with sequence parallelism T/t tokens in the norms, dropouts and residual adds.
+#include "plan/costs.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+
+namespace paci::plan {
+
+namespace {
+
+double ceil_div(std::int64_t a, std::int64_t b) {
+  return static_cast<double>((a + b - 1) / b);
+}
+
+// Bus bandwidth of an all-reduce of `bytes` inside one node: from the measured curve, with the
+// time it implies interpolated in log size and log time between its points (so the time grows
+// with the size wherever the measured times do), the end points' bus bandwidths beyond them;
+// else bandwidth x efficiency.
+double node_busbw(const ClusterSpec& c, double bytes) {
+  const auto& table = c.nvlink.allreduce_busbw_by_bytes;
+  if (table.empty()) return c.nvlink.bandwidth_bytes_per_s * c.nvlink.efficiency;
+  if (bytes <= table.front().first) return table.front().second;
+  if (bytes >= table.back().first) return table.back().second;
+  const auto hi = std::lower_bound(table.begin(), table.end(), bytes,
+                                   [](const auto& entry, double b) { return entry.first < b; });
+  const auto lo = hi - 1;
+  // Time is proportional to size / bus bandwidth (the rank factor cancels).
+  const double t_lo = lo->first / lo->second, t_hi = hi->first / hi->second;
+  const double x = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+  const double t = std::exp(std::log(t_lo) + x * (std::log(t_hi) - std::log(t_lo)));
+  return bytes / t;
+}
+
+}  // namespace
+
+double gemm_s(const ClusterSpec& c, std::int64_t m, std::int64_t n, std::int64_t k,
+              std::int64_t batch) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0.0;
+  const double M = static_cast<double>(m), N = static_cast<double>(n), K = static_cast<double>(k),
+               B = static_cast<double>(batch);
+  const double flops = 2.0 * M * N * K * B;
+  const double bytes = 2.0 * (M * K + K * N + M * N) * B;
+  const double tiles = ceil_div(m, kGemmTile) * ceil_div(n, kGemmTile) * B;
+  const double fill = std::min(1.0, tiles / static_cast<double>(c.sms));
+  const double compute_s = flops / (c.peak_flops * c.gemm_efficiency * fill);
+  const double memory_s = bytes / (c.memory_bandwidth_bytes_per_s * c.memory_efficiency);
+  return c.kernel_launch_s + std::max(compute_s, memory_s);
+}
+
+double memory_s(const ClusterSpec& c, double bytes) {
+  if (bytes <= 0) return 0.0;
+  return c.kernel_launch_s + bytes / (c.memory_bandwidth_bytes_per_s * c.memory_efficiency);
+}
+
+double collective_s(const ClusterSpec& c, Collective kind, double bytes, std::int64_t ranks,
+                    std::int64_t ranks_per_node) {
+  if (ranks <= 1 || bytes <= 0) return 0.0;
+  ranks_per_node = std::clamp<std::int64_t>(ranks_per_node, 1, ranks);
+  const double n = static_cast<double>(ranks);
+  const bool all_reduce = kind == Collective::all_reduce;
+  const double factor = (all_reduce ? 2.0 : 1.0) * (n - 1) / n;
+  const double steps = (all_reduce ? 2.0 : 1.0) * (n - 1);
+  const bool measured = !c.nvlink.allreduce_busbw_by_bytes.empty();
+  const double nodes = ceil_div(ranks, ranks_per_node);
+  if (nodes <= 1)  // NVLink only; a measured curve already holds the small sizes' latency
+    return factor * bytes / node_busbw(c, bytes) + (measured ? 0.0 : steps * c.nvlink.latency_s);
+  const double network =
+      static_cast<double>(ranks_per_node) * c.network.bandwidth_bytes_per_s * c.network.efficiency;
+  const double busbw = std::min(node_busbw(c, bytes), network);
+  const double crossing = (all_reduce ? 2.0 : 1.0) * (nodes - 1);
+  const double inside = measured ? 0.0 : (steps - crossing) * c.nvlink.latency_s;
+  return factor * bytes / busbw + crossing * c.network.latency_s + inside;
+}
+
+P2pLink p2p_link(const ClusterSpec& c, bool same_node) {
+  const LinkSpec& l = same_node ? c.nvlink : c.network;
+  return {l.latency_s, l.bandwidth_bytes_per_s * l.p2p_efficiency};
+}
+
+PieceCosts& PieceCosts::operator+=(const PieceCosts& o) {
+  forward_s += o.forward_s;
+  forward_comm_s += o.forward_comm_s;
+  input_grad_s += o.input_grad_s;
+  weight_grad_s += o.weight_grad_s;
+  backward_comm_s += o.backward_comm_s;
+  recompute_s += o.recompute_s;
+  parameters += o.parameters;
+  activation_bytes += o.activation_bytes;
+  stash_bytes += o.stash_bytes;
+  workspace_bytes = std::max(workspace_bytes, o.workspace_bytes);  // one backward at a time
+  return *this;
+}
+
+PieceCosts PieceCosts::scaled(std::int64_t count) const {
+  const double k = static_cast<double>(count);
+  PieceCosts p = *this;
+  p.forward_s *= k;
+  p.forward_comm_s *= k;
+  p.input_grad_s *= k;
+  p.weight_grad_s *= k;
+  p.backward_comm_s *= k;
+  p.recompute_s *= k;
+  p.parameters *= count;
+  p.activation_bytes *= count;
+  p.stash_bytes *= count;
+  return p;
+}
+
+std::int64_t padded_vocab(const ModelSpec& model, std::int64_t tensor_parallel) {
+  const std::int64_t multiple = 128 * tensor_parallel;
+  return (model.vocab + multiple - 1) / multiple * multiple;
+}
+
+namespace {
+
+// The per-GPU widths of a layer under t-way tensor parallelism.
+struct Widths {
+  std::int64_t T = 0;      // tokens of the micro-batch: b·s
+  std::int64_t Tn = 0;     // tokens in the norms, dropouts, residual adds: T, or T/t with SP
+  std::int64_t q = 0;      // query (and attention output) columns: h/t
+  std::int64_t kv = 0;     // key (and value) columns: g·d/t, at least one head's d
+  std::int64_t f = 0;      // MLP columns: f/t
+  std::int64_t heads = 0;  // a/t
+};
+
+Widths widths(const ModelSpec& m, const LayerRun& r) {
+  const std::int64_t t = r.tensor_parallel;
+  Widths w;
+  w.T = r.microbatch_size * m.seq_len;
+  w.Tn = r.sequence_parallel ? (w.T + t - 1) / t : w.T;
+  w.q = m.d_model / t;
+  w.kv = std::max<std::int64_t>(1, m.kv_heads / t) * m.head_dim();
+  w.f = m.ffn / t;
+  w.heads = m.heads / t;
+  return w;
+}
+
+// The tensor-parallel collectives of one pass: an all-reduce of a [T x h] bf16 activation per
+// `pairs`, or with sequence parallelism a reduce-scatter and an all-gather of it.
+double tp_comm_s(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r, const Widths& w,
+                 int pairs) {
+  const double bytes = 2.0 * static_cast<double>(w.T) * static_cast<double>(m.d_model);
+  const std::int64_t t = r.tensor_parallel;
+  const double one =
+      r.sequence_parallel
+          ? collective_s(c, Collective::reduce_scatter, bytes, t, r.tp_ranks_per_node) +
+                collective_s(c, Collective::all_gather, bytes, t, r.tp_ranks_per_node)
+          : collective_s(c, Collective::all_reduce, bytes, t, r.tp_ranks_per_node);
+  return pairs * one;
+}
+
+// The attention core of one layer (QK^T, softmax, dropout, times V): forward and backward.
+struct CoreTimes {
+  double forward_s = 0.0, backward_s = 0.0;
+};
+
+CoreTimes attention_core(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r,
+                         const Widths& w) {
+  const std::int64_t s = m.seq_len, d = m.head_dim(), batch = r.microbatch_size * w.heads;
+  CoreTimes core;
+  if (r.flash_attention) {
+    // FlashAttention's own FLOP count: 4·s²·d per head and sequence forward (QK^T and PV), half
+    // of it under a causal mask; its backward 2.5 times that (it recomputes QK^T).
+    const double forward_flops = 4.0 * static_cast<double>(batch) * static_cast<double>(s) *
+                                 static_cast<double>(s) * static_cast<double>(d) *
+                                 (r.causal ? 0.5 : 1.0);
+    core.forward_s =
+        c.kernel_launch_s + forward_flops / (c.peak_flops * c.flash_forward_efficiency);
+    core.backward_s =
+        c.kernel_launch_s + 2.5 * forward_flops / (c.peak_flops * c.flash_backward_efficiency);
+    return core;
+  }
+  // Megatron's unfused core: batched GEMMs over the full s x s scores, a fused
+  // scale-mask-softmax (bf16 read and write: 4 bytes per score), and GPT's dropout on the
+  // probabilities (read 2, write 2, its 1-byte mask).
+  const double scores =
+      static_cast<double>(batch) * static_cast<double>(s) * static_cast<double>(s);
+  const bool dropout = m.arch == Arch::gpt;
+  core.forward_s = gemm_s(c, s, s, d, batch) + memory_s(c, 4.0 * scores) +
+                   (dropout ? memory_s(c, 5.0 * scores) : 0.0) + gemm_s(c, s, d, s, batch);
+  // dV = P^T dO, dP = dO V^T, the dropout's and the softmax's backward (read P and dP, write dS:
+  // 6 bytes per score), dQ = dS K, dK = dS^T Q.
+  core.backward_s = gemm_s(c, s, d, s, batch) + gemm_s(c, s, s, d, batch) +
+                    (dropout ? memory_s(c, 5.0 * scores) : 0.0) + memory_s(c, 6.0 * scores) +
+                    2 * gemm_s(c, s, d, s, batch);
+  return core;
+}
+
+// A linear layer [T x in] -> [T x out]: forward, input gradient (dX = dY·W^T) and weight gradient
+// (dW = X^T·dY).
+void linear(const ClusterSpec& c, std::int64_t T, std::int64_t in, std::int64_t out,
+            PieceCosts& p) {
+  p.forward_s += gemm_s(c, T, out, in);
+  p.input_grad_s += gemm_s(c, T, in, out);
+  p.weight_grad_s += gemm_s(c, in, out, T);
+}
+
+}  // namespace
+
+PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r) {
+  const Widths w = widths(m, r);
+  const std::int64_t h = m.d_model;
+  const bool gpt = m.arch == Arch::gpt;
+  const double T = static_cast<double>(w.T), Tn = static_cast<double>(w.Tn),
+               H = static_cast<double>(h), F = static_cast<double>(w.f);
+  PieceCosts p;
+  // The four GEMMs of a layer: QKV, attention output, the MLP's first (gate and up, for SwiGLU)
+  // and second.
+  const std::int64_t mlp_up = gpt ? w.f : 2 * w.f;
+  // Each GEMM's forward and input-gradient time, for the collectives that overlap them.
+  std::array<std::pair<double, double>, 4> gemms{};
+  const auto timed_linear = [&](std::size_t i, std::int64_t in, std::int64_t out) {
+    const PieceCosts before = p;
+    linear(c, w.T, in, out, p);
+    gemms[i] = {p.forward_s - before.forward_s, p.input_grad_s - before.input_grad_s};
+  };
+  timed_linear(0, h, w.q + 2 * w.kv);
+  timed_linear(1, w.q, h);
+  timed_linear(2, h, mlp_up);
+  timed_linear(3, w.f, h);
+  const CoreTimes core = attention_core(m, c, r, w);
+  p.forward_s += core.forward_s;
+  p.input_grad_s += core.backward_s;
+  // The memory-bound kernels, bytes read plus written (docs/costmodel.md lists them).
+  // Both: the attention output laid out back as [s, b, h/t] (a copy: 4 bytes per element) and,
+  // in the backward, the gradients of Q, K and V assembled into the QKV GEMM's output layout (4
+  // per element), as Megatron-LM's attention does around its core; the residual stream's two
+  // gradient sums in the backward (read both, write: 6).
+  const double qkv_out = T * static_cast<double>(w.q + 2 * w.kv);
+  p.forward_s += memory_s(c, 4 * T * static_cast<double>(w.q));
+  p.input_grad_s += memory_s(c, 4 * qkv_out) + 2 * memory_s(c, 6 * Tn * H);
+  if (gpt) {
+    // Forward: two LayerNorms (4 bytes per element each), the QKV bias added after its GEMM (4),
+    // two fused bias-dropout-adds (read the branch and the residual, write the sum, its 1-byte
+    // mask: 7), a fused bias-GeLU (4 per MLP element). Backward: each LayerNorm 8 (read x and
+    // dy, write dx, its weight-gradient partials), each dropout-add 5 (read the gradient and the
+    // mask, write), GeLU 6, and the four biases' gradients (each a read of its output gradient:
+    // 2 per element).
+    p.forward_s += 2 * memory_s(c, 4 * Tn * H) + memory_s(c, 4 * qkv_out) +
+                   2 * memory_s(c, 7 * Tn * H) + memory_s(c, 4 * T * F);
+    p.input_grad_s +=
+        2 * memory_s(c, 8 * Tn * H) + 2 * memory_s(c, 5 * Tn * H) + memory_s(c, 6 * T * F);
+    p.weight_grad_s +=
+        memory_s(c, 2 * qkv_out) + 2 * memory_s(c, 2 * Tn * H) + memory_s(c, 2 * T * F);
+  } else {
+    // Forward: two RMSNorms (4), rotary on Q and K (read and write: 4 per element), two residual
+    // adds (6), SwiGLU (read gate and up, write: 6 per MLP element). Backward: RMSNorms 8,
+    // rotary 4, SwiGLU 10.
+    const double qk = T * static_cast<double>(w.q + w.kv);
+    p.forward_s += 2 * memory_s(c, 4 * Tn * H) + memory_s(c, 4 * qk) + 2 * memory_s(c, 6 * Tn * H) +
+                   memory_s(c, 6 * T * F);
+    p.input_grad_s += 2 * memory_s(c, 8 * Tn * H) + memory_s(c, 4 * qk) + memory_s(c, 10 * T * F);
+  }
+  // Two tensor-parallel collectives in each direction (Megatron's f and g operators).
+  if (!r.tp_comm_overlap) {
+    p.forward_comm_s = tp_comm_s(m, c, r, w, 2);
+    p.backward_comm_s = tp_comm_s(m, c, r, w, 2);
+  } else {
+    // Transformer Engine's overlap (sequence parallelism): each all-gather and reduce-scatter is
+    // cut into t chunks that travel while the GEMM it feeds or follows computes on the chunks
+    // already there, so what shows is the part the GEMM cannot hide and one chunk.
+    const double one = tp_comm_s(m, c, r, w, 1) / 2;  // one all-gather (= one reduce-scatter)
+    const double chunks = static_cast<double>(r.tensor_parallel);
+    const auto exposed = [&](double gemm) {
+      return std::max(0.0, one - gemm) + std::min(one, gemm) / chunks;
+    };
+    for (const auto& [forward, input_grad] : gemms) {
+      p.forward_comm_s += exposed(forward);
+      p.backward_comm_s += exposed(input_grad);
+    }
+  }
+  switch (r.recompute) {
+    case Recompute::none:
+      break;
+    case Recompute::selective:
+      p.recompute_s = core.forward_s;
+      break;
+    case Recompute::full:
+      p.recompute_s = p.forward_s + p.forward_comm_s;
+      break;
+  }
+  // Parameters on this GPU: the GEMMs' weights (and GPT's biases) split t ways, the norms whole.
+  const std::int64_t qkv = w.q + 2 * w.kv;
+  p.parameters = h * qkv + w.q * h + h * mlp_up + w.f * h;
+  p.parameters += gpt ? qkv + h + w.f + h + 4 * h : 2 * h;
+  ActivationOptions a;
+  a.microbatch_size = r.microbatch_size;
+  a.tensor_parallel = r.tensor_parallel;
+  a.sequence_parallel = r.sequence_parallel;
+  a.recompute = r.recompute;
+  a.flash_attention = r.flash_attention;
+  p.activation_bytes = layer_activation_bytes(m, a);
+  // A split backward keeps every GEMM's output gradient from I until W needs it (bf16).
+  p.stash_bytes = 2 * w.T * (qkv + h + mlp_up + h);
+  if (r.recompute == Recompute::full) {  // the layer its backward rebuilds, whole
+    a.recompute = Recompute::none;
+    p.workspace_bytes = layer_activation_bytes(m, a);
+  }
+  return p;
+}
+
+PieceCosts embedding_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r) {
+  const Widths w = widths(m, r);
+  const double T = static_cast<double>(w.T), Tn = static_cast<double>(w.Tn),
+               H = static_cast<double>(m.d_model);
+  const bool gpt = m.arch == Arch::gpt;
+  PieceCosts p;
+  // The lookup (read and write a row per token) on this GPU's share of the vocabulary, GPT's
+  // learned positions added (6) and dropout (7 with its mask). Backward: the rows scattered into
+  // the fp32 gradient (read the bf16 gradient, read and write fp32 rows: 10).
+  p.forward_s =
+      memory_s(c, 4 * T * H) + (gpt ? memory_s(c, 6 * T * H) + memory_s(c, 7 * Tn * H) : 0);
+  p.input_grad_s = gpt ? memory_s(c, 5 * Tn * H) : 0.0;
+  p.weight_grad_s = memory_s(c, 10 * T * H) + (gpt ? memory_s(c, 10 * T * H) : 0.0);
+  // The vocabulary shards' lookups summed: an all-reduce (a reduce-scatter with SP) forward.
+  if (r.tensor_parallel > 1) {
+    const double bytes = 2 * T * H;
+    p.forward_comm_s =
+        collective_s(c, r.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                     bytes, r.tensor_parallel, r.tp_ranks_per_node);
+  }
+  p.parameters = padded_vocab(m, r.tensor_parallel) / r.tensor_parallel * m.d_model +
+                 (gpt ? m.seq_len * m.d_model : 0);
+  // Megatron's token ids (int64) and GPT's embedding-dropout mask.
+  p.activation_bytes = 8 * w.T + (gpt ? w.Tn * m.d_model : 0);
+  return p;
+}
+
+PieceCosts head_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r) {
+  const Widths w = widths(m, r);
+  const std::int64_t h = m.d_model;
+  const std::int64_t V = padded_vocab(m, r.tensor_parallel) / r.tensor_parallel;
+  const double T = static_cast<double>(w.T), Tn = static_cast<double>(w.Tn),
+               H = static_cast<double>(h), Vt = static_cast<double>(V);
+  PieceCosts p;
+  // Final norm, the head's GEMM on this GPU's share of the vocabulary, and the vocabulary-
+  // parallel cross-entropy in fp32 (read the bf16 logits, write and read them in fp32: 10 per
+  // logit; backward read fp32, write the bf16 gradient: 6).
+  p.forward_s = memory_s(c, 4 * Tn * H) + memory_s(c, 10 * T * Vt);
+  p.input_grad_s = memory_s(c, 8 * Tn * H) + memory_s(c, 6 * T * Vt);
+  linear(c, w.T, h, V, p);
+  if (r.tensor_parallel > 1) {
+    // Sequence parallelism gathers the tokens before the head; its input gradient is summed over
+    // the vocabulary shards (an all-reduce, a reduce-scatter with SP); the loss reduces three
+    // fp32 values per token (the maximum, the sum of exponentials, the target's logit).
+    const double bytes = 2 * T * H;
+    if (r.sequence_parallel)
+      p.forward_comm_s +=
+          collective_s(c, Collective::all_gather, bytes, r.tensor_parallel, r.tp_ranks_per_node);
+    p.forward_comm_s +=
+        3 * collective_s(c, Collective::all_reduce, 4 * T, r.tensor_parallel, r.tp_ranks_per_node);
+    p.backward_comm_s =
+        collective_s(c, r.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                     bytes, r.tensor_parallel, r.tp_ranks_per_node);
+  }
+  // The head's weights: its own, or, tied, a copy of the embedding (Megatron keeps one on the
+  // last stage when the first is elsewhere; evaluate() counts it once when they share a GPU).
+  p.parameters = V * h + (m.arch == Arch::gpt ? 2 * h : h);
+  // The final norm's input, the head's input (gathered with SP) and the fp32 logits.
+  p.activation_bytes =
+      2 * w.Tn * h + 2 * w.T * h / (r.sequence_parallel ? r.tensor_parallel : 1) + 4 * w.T * V;
+  p.stash_bytes = 2 * w.T * V;  // the logits' gradient, for the head's W
+  return p;
+}
+
+double optimizer_step_s(const ClusterSpec& c, std::int64_t parameters, std::int64_t data_parallel,
+                        bool distributed_optimizer) {
+  // With the distributed optimizer each replica updates 1/d of the parameters; every replica
+  // still zeroes its whole gradient buffer (4 bytes per parameter).
+  const double P = static_cast<double>(parameters);
+  const double sharded = kAdamBytesPerParameter - 4.0;
+  const double bytes = distributed_optimizer
+                           ? P * sharded / static_cast<double>(data_parallel) + 4.0 * P
+                           : P * kAdamBytesPerParameter;
+  return memory_s(c, bytes);
+}
+
+}  // namespace paci::plan

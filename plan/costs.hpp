@@ -1,0 +1,125 @@
+// What one GPU spends on one micro-batch of a transformer under tensor parallelism, and what the
+// collectives between GPUs cost: every GEMM timed by its shape (the larger of its compute at the
+// GPU's measured GEMM efficiency, scaled down when it has too few tiles to fill the GPU, and its
+// bytes at the HBM's measured bandwidth, plus a kernel's fixed time), the attention core as
+// FlashAttention or as Megatron's unfused kernels, the memory-bound kernels (norms, activations,
+// dropout, residual adds, the optimizer) at the HBM's measured bandwidth, and the ring
+// collectives by message size on NVLink inside a node and on the network across nodes. Every
+// constant that is not in the ClusterSpec is named here with its source; docs/costmodel.md
+// writes every formula out.
+#pragma once
+
+#include <cstdint>
+
+#include "plan/cluster.hpp"
+#include "plan/model.hpp"
+
+namespace paci::plan {
+
+// --- Primitives ------------------------------------------------------------------------------
+
+// The GEMM tile cuBLAS uses for large bf16 GEMMs on A100 and H100 (128 x 128 threadblock tiles
+// are among the "typical tile dimensions in cuBLAS", NVIDIA's Matrix Multiplication Background
+// User's Guide, DU-09799-001, section 2.3). A GEMM with fewer tiles than the GPU has SMs runs in
+// one partial wave: its rate falls with the share of SMs it fills.
+inline constexpr std::int64_t kGemmTile = 128;
+
+// [m x k] times [k x n], `batch` of them, bf16 in and out, on one GPU.
+double gemm_s(const ClusterSpec& c, std::int64_t m, std::int64_t n, std::int64_t k,
+              std::int64_t batch = 1);
+// A memory-bound kernel moving `bytes` (reads plus writes) through HBM.
+double memory_s(const ClusterSpec& c, double bytes);
+
+enum class Collective { all_reduce, reduce_scatter, all_gather };
+
+// A ring collective over `ranks` GPUs on `bytes` (the whole buffer, as nccl-tests counts it),
+// `ranks_per_node` of them in each node (= ranks: NVLink only). Inside a node the bus bandwidth
+// is the measured all-reduce curve at that size (or bandwidth x efficiency plus a latency per
+// ring step without one); across nodes it is the smaller of that and the node's share of the
+// network, ranks_per_node x network bandwidth x efficiency, plus the network latency per ring
+// step that crosses a node. Time = 2(n-1)/n x bytes / bus bandwidth for an all-reduce, (n-1)/n x
+// bytes / bus bandwidth for a reduce-scatter or an all-gather (nccl-tests' definitions). 0 for
+// one rank.
+double collective_s(const ClusterSpec& c, Collective kind, double bytes, std::int64_t ranks,
+                    std::int64_t ranks_per_node);
+// A point-to-point message on NVLink (same node) or on the network: its latency, and its
+// bandwidth at the link's point-to-point efficiency.
+struct P2pLink {
+  double latency_s = 0.0;
+  double bandwidth_bytes_per_s = 0.0;
+};
+P2pLink p2p_link(const ClusterSpec& c, bool same_node);
+
+// --- One transformer layer, one micro-batch, one GPU --------------------------------------------
+
+// How a layer runs: micro-batch, tensor parallelism, sequence parallelism, recomputation, the
+// attention core's implementation, and how the group's GPUs sit in nodes.
+struct LayerRun {
+  std::int64_t microbatch_size = 1;  // b
+  std::int64_t tensor_parallel = 1;  // t
+  bool sequence_parallel = false;
+  // Transformer Engine's overlap of the sequence-parallel all-gathers and reduce-scatters with the
+  // GEMMs they feed or follow (needs sequence_parallel).
+  bool tp_comm_overlap = false;
+  Recompute recompute = Recompute::none;
+  bool flash_attention = true;
+  // The attention core computes only the causal half of the s x s scores (FlashAttention with a
+  // causal mask); Megatron's unfused kernels compute all of them.
+  bool causal = true;
+  std::int64_t tp_ranks_per_node = 1;  // of the t GPUs, how many share a node (t when t <= 8)
+};
+
+// Seconds and bytes of one layer (or of the embedding and the head, below).
+struct PieceCosts {
+  double forward_s = 0.0;        // compute of the forward
+  double forward_comm_s = 0.0;   // tensor-parallel collectives in the forward
+  double input_grad_s = 0.0;     // compute of the input-gradient half (dX GEMMs, the attention
+                                 // core's and the memory-bound kernels' backward)
+  double weight_grad_s = 0.0;    // the weight-gradient GEMMs (dW)
+  double backward_comm_s = 0.0;  // tensor-parallel collectives in the backward
+  double recompute_s = 0.0;      // forward work redone in the backward (compute and collectives)
+  std::int64_t parameters = 0;   // on this GPU
+  std::int64_t activation_bytes = 0;  // kept from the forward to the backward, per micro-batch
+  std::int64_t stash_bytes = 0;       // a split backward's output gradients, from I to W
+  std::int64_t workspace_bytes = 0;   // transient peak of its backward (full recomputation)
+
+  double forward_total_s() const { return forward_s + forward_comm_s; }
+  double backward_total_s() const {
+    return input_grad_s + weight_grad_s + backward_comm_s + recompute_s;
+  }
+  PieceCosts& operator+=(const PieceCosts& o);
+  PieceCosts scaled(std::int64_t count) const;  // `count` identical pieces
+};
+
+// One transformer layer. The vocabulary does not enter.
+PieceCosts layer_costs(const ModelSpec& model, const ClusterSpec& c, const LayerRun& run);
+// The first stage's token (and position) embedding, vocabulary-parallel over t.
+PieceCosts embedding_costs(const ModelSpec& model, const ClusterSpec& c, const LayerRun& run);
+// The last stage's final norm, LM head (vocabulary-parallel over t) and cross-entropy loss.
+PieceCosts head_costs(const ModelSpec& model, const ClusterSpec& c, const LayerRun& run);
+
+// The vocabulary as Megatron-LM pads it: up to a multiple of 128 x t.
+std::int64_t padded_vocab(const ModelSpec& model, std::int64_t tensor_parallel);
+
+// --- The optimizer step ------------------------------------------------------------------------
+
+// Bytes of HBM traffic per parameter of one AdamW step in Megatron's mixed precision: the fp32
+// master weight read and written (8), the fp32 gradient read (4), both fp32 moments read and
+// written (16), the bf16 weight written (2), the gradient buffer zeroed (4), and the gradient
+// read once more for the global norm of clipping (4).
+inline constexpr double kAdamBytesPerParameter = 38.0;
+// Memory per parameter (Megatron's mixed precision): bf16 weight, fp32 gradient buffer, and the
+// fp32 master weight with both AdamW moments (the last three sharded over the data-parallel
+// replicas with the distributed optimizer).
+inline constexpr std::int64_t kWeightBytes = 2, kGradientBytes = 4, kOptimizerBytes = 12;
+// The gradient a data-parallel reduction moves, per parameter: fp32 (Megatron reduces its fp32
+// gradient buffer); with the distributed optimizer also the bf16 weights all-gathered after.
+inline constexpr double kGradientReduceBytes = 4.0, kParamGatherBytes = 2.0;
+// Megatron-LM's default gradient bucket for --overlap-grad-reduce: 40 M parameters
+// (DistributedDataParallelConfig.bucket_size); the last bucket cannot overlap the backward.
+inline constexpr double kGradBucketParameters = 40e6;
+
+double optimizer_step_s(const ClusterSpec& c, std::int64_t parameters, std::int64_t data_parallel,
+                        bool distributed_optimizer);
+
+}  // namespace paci::plan

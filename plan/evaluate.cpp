@@ -1,0 +1,342 @@
+// evaluate(): a configuration to a schedule and a cost model, simulated. GPUs are ranked as
+// Megatron-LM ranks them (tensor-parallel fastest, then data-parallel, then pipeline), so a node of
+// g GPUs holds g/t consecutive data-parallel replicas of a stage when t < g, and pipeline
+// neighbours share a node only when t·d < g.
+#include "plan/evaluate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "schedules/analysis.hpp"
+#include "schedules/generators.hpp"
+
+namespace paci::plan {
+
+namespace {
+
+// Whether two GPUs (global ranks) sit in one node.
+bool same_node(std::int64_t a, std::int64_t b, std::int64_t gpus_per_node) {
+  return a / gpus_per_node == b / gpus_per_node;
+}
+
+}  // namespace
+
+bool asynchronous_kind(const std::string& kind) {
+  return kind == "paci" || kind == "pipedream" || kind == "2bw";
+}
+
+std::vector<std::int32_t> default_partition(const PlanConfig& c) {
+  if (!c.partition.empty()) return c.partition;
+  const std::int32_t S = c.stages();
+  const auto L = static_cast<std::int32_t>(c.model.layers);
+  std::vector<std::int32_t> layers(static_cast<std::size_t>(S), L / S);
+  std::int32_t rest = L % S;
+  for (std::int32_t s = 1; s + 1 < S && rest > 0; ++s, --rest)
+    ++layers[static_cast<std::size_t>(s)];
+  for (std::int32_t s = S; s-- > 0 && rest > 0; --rest) ++layers[static_cast<std::size_t>(s)];
+  return layers;
+}
+
+std::vector<std::int32_t> placement_of(const PlanConfig& c) {
+  std::vector<std::int32_t> placement(static_cast<std::size_t>(c.stages()));
+  for (std::int32_t s = 0; s < c.stages(); ++s) placement[static_cast<std::size_t>(s)] = s % c.pp;
+  return placement;
+}
+
+std::int32_t simulated_steps(const PlanConfig& c) {
+  if (!asynchronous_kind(c.kind)) return 1;
+  const auto P = static_cast<std::int32_t>(c.pp);
+  const auto M = static_cast<std::int32_t>(c.microbatches());
+  // The updates between the first quarter and the last (but one) measure the period; twice the
+  // fill and two steps more leave them in steady state, and when a step holds the fill (M >= P)
+  // three steps do: the first update already comes after it (the same period to 1e-5 as twice as
+  // many steps, on the tests' and bench_plan's configurations).
+  if (c.kind == "pipedream") return std::max<std::int32_t>(2, (4 + 2 * P + M - 1) / M);
+  if (M >= P) return 3;
+  const std::int32_t fill_steps = (P + M - 1) / M;  // steps before stage 0 is in steady state
+  return 2 * fill_steps + 2;
+}
+
+void check_config(const PlanConfig& c) {
+  check_model(c.model);
+  check_cluster(c.cluster, c.cluster.name);
+  const auto positive = [](std::int64_t value, const char* flag) {
+    if (value < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, value));
+  };
+  positive(c.gpus, "--gpus");
+  positive(c.global_batch, "--global-batch");
+  positive(c.tp, "--tp");
+  positive(c.pp, "--pp");
+  positive(c.chunks, "--chunks");
+  positive(c.microbatch_size, "--microbatch-size");
+  const std::int64_t tp_pp = static_cast<std::int64_t>(c.tp) * c.pp;
+  if (c.gpus % tp_pp != 0)
+    throw InputError(fmt::format("--gpus {} is not divisible by --tp {} x --pp {} = {}", c.gpus,
+                                 c.tp, c.pp, tp_pp));
+  const ModelSpec& m = c.model;
+  const auto divides = [&](std::int64_t what, const char* name) {
+    if (what % c.tp != 0)
+      throw InputError(
+          fmt::format("--tp {} does not divide the model's {} ({})", c.tp, name, what));
+  };
+  divides(m.heads, "attention heads");
+  divides(m.d_model, "width d_model");
+  divides(m.ffn, "MLP width");
+  if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
+    throw InputError(fmt::format(
+        "--tp {} and the model's {} key-value heads: one must divide the other", c.tp, m.kv_heads));
+  const std::int64_t d = c.dp();
+  if (c.global_batch % (d * c.microbatch_size) != 0)
+    throw InputError(fmt::format(
+        "--global-batch {} is not divisible by d x b = {} x {} (d = gpus / (tp x pp) data-parallel "
+        "replicas, b = --microbatch-size)",
+        c.global_batch, d, c.microbatch_size));
+  if (c.tp_comm_overlap && !c.sequence_parallel)
+    throw InputError(
+        "--tp-comm-overlap overlaps the sequence-parallel collectives: it needs "
+        "--sequence-parallel");
+  if (c.chunks > 1 && c.kind != "interleaved")
+    throw InputError(fmt::format("--chunks {} is interleaved's; {} runs one stage per device",
+                                 c.chunks, c.kind));
+  if (m.layers < c.stages())
+    throw InputError(fmt::format("{} layers are too few for --pp {} x --chunks {} = {} stages",
+                                 m.layers, c.pp, c.chunks, c.stages()));
+  if (!c.partition.empty()) {
+    if (static_cast<std::int32_t>(c.partition.size()) != c.stages())
+      throw InputError(fmt::format("--partition lists {} stages, the pipeline has {}",
+                                   c.partition.size(), c.stages()));
+    std::int64_t sum = 0;
+    for (const std::int32_t layers : c.partition) {
+      if (layers < 1) throw InputError("--partition: every stage needs at least one layer");
+      sum += layers;
+    }
+    if (sum != m.layers)
+      throw InputError(
+          fmt::format("--partition adds up to {} layers, the model has {}", sum, m.layers));
+  }
+  if (c.microbatches() > (std::int64_t{1} << 20))
+    throw InputError(fmt::format("{} micro-batches per step are more than paci simulates (2^20)",
+                                 c.microbatches()));
+}
+
+ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement_of(c)) {
+  const ClusterSpec& gpu = c.cluster;
+  const ModelSpec& m = c.model;
+  const std::int64_t t = c.tp, d = c.dp(), P = c.pp, g = gpu.gpus_per_node;
+  // Where each group's GPUs sit: the tensor-parallel group in one node when t <= g, the
+  // data-parallel replicas of a stage g/t to a node, pipeline neighbours t·d ranks apart.
+  LayerRun run;
+  run.microbatch_size = c.microbatch_size;
+  run.tensor_parallel = t;
+  run.sequence_parallel = c.sequence_parallel;
+  run.tp_comm_overlap = c.tp_comm_overlap;
+  run.recompute = c.recompute;
+  run.flash_attention = c.flash_attention;
+  run.causal = true;
+  run.tp_ranks_per_node = std::min(t, g);
+  dp_per_node_ = std::clamp<std::int64_t>(g / t, 1, d);
+  stride_ = t * d;
+  layer_ = layer_costs(m, gpu, run);
+  embedding_ = embedding_costs(m, gpu, run);
+  head_ = head_costs(m, gpu, run);
+  tied_apart_ = m.tied_embeddings && placement_.front() != placement_.back();
+  message_bytes_ = 2.0 * static_cast<double>(c.microbatch_size * m.seq_len) *
+                   static_cast<double>(m.d_model) / static_cast<double>(t);
+  // Tied embeddings on two devices: their gradients summed between the first and last stage's
+  // GPUs at every step (Megatron's embedding group), fp32.
+  if (tied_apart_)
+    embedding_sync_s_ =
+        collective_s(gpu, Collective::all_reduce,
+                     kGradientReduceBytes * static_cast<double>(embedding_.parameters), 2,
+                     same_node(0, (P - 1) * stride_, g) ? 2 : 1);
+}
+
+StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int32_t layers) const {
+  const PlanConfig& c = config_;
+  const ClusterSpec& gpu = c.cluster;
+  const std::int64_t d = c.dp();
+  StagePlan sp;
+  sp.stage = s;
+  sp.device = placement_[static_cast<std::size_t>(s)];
+  sp.first_layer = first_layer;
+  sp.layers = layers;
+  sp.embedding = s == 0;
+  sp.head = s == c.stages() - 1;
+  sp.pieces = layer_.scaled(layers);
+  if (sp.embedding) sp.pieces += embedding_;
+  if (sp.head) {
+    PieceCosts h = head_;
+    // Tied on one device: the head is the embedding (no second copy).
+    if (c.model.tied_embeddings && !tied_apart_)
+      h.parameters -= padded_vocab(c.model, c.tp) / c.tp * c.model.d_model;
+    sp.pieces += h;
+  }
+  const std::int64_t params = sp.pieces.parameters;
+  sp.optimizer_s = optimizer_step_s(gpu, params, d, c.distributed_optimizer);
+  // The data-parallel reduction of this stage's gradients (fp32), and with the distributed
+  // optimizer the bf16 weights gathered back.
+  const double grads = kGradientReduceBytes * static_cast<double>(params);
+  const double gather =
+      c.distributed_optimizer
+          ? collective_s(gpu, Collective::all_gather,
+                         kParamGatherBytes * static_cast<double>(params), d, dp_per_node_)
+          : 0.0;
+  const double reduce = collective_s(
+      gpu, c.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce, grads, d,
+      dp_per_node_);
+  sp.reduce_s = reduce + gather;
+  double exposed = reduce;
+  if (c.overlap_grad_reduce && reduce > 0) {
+    // Buckets reduce while the last micro-batch's backward runs; the last bucket cannot.
+    const double last_bucket =
+        reduce * std::min(1.0, kGradBucketParameters /
+                                   static_cast<double>(std::max<std::int64_t>(params, 1)));
+    exposed = std::max(reduce - sp.pieces.backward_total_s(), last_bucket);
+  }
+  sp.exposed_reduce_s = exposed + gather;
+  return sp;
+}
+
+StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
+  const PlanConfig& c = config_;
+  const std::int64_t d = c.dp(), params = sp.pieces.parameters;
+  StageCost cost;
+  cost.forward_s = sp.pieces.forward_total_s();
+  cost.backward_s = sp.pieces.backward_total_s();
+  cost.input_grad_s = sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s;
+  cost.weight_grad_s = sp.pieces.weight_grad_s;
+  cost.update_s =
+      sp.optimizer_s + sp.exposed_reduce_s + ((sp.embedding || sp.head) ? embedding_sync_s_ : 0.0);
+  cost.activation_bytes = sp.pieces.activation_bytes;
+  cost.activation_message_bytes = sp.head ? 0 : static_cast<std::int64_t>(message_bytes_);
+  cost.gradient_message_bytes = sp.embedding ? 0 : static_cast<std::int64_t>(message_bytes_);
+  cost.weight_bytes = kWeightBytes * params;
+  cost.gradient_bytes = kGradientBytes * params;
+  cost.optimizer_bytes =
+      c.distributed_optimizer ? (kOptimizerBytes * params + d - 1) / d : kOptimizerBytes * params;
+  cost.weight_grad_stash_bytes = sp.pieces.stash_bytes;
+  // One backward runs at a time on a device: its workspace is held once, by its first stage.
+  cost.workspace_bytes = sp.stage < c.pp ? sp.pieces.workspace_bytes : 0;
+  return cost;
+}
+
+std::vector<StageCost> ConfigCosts::stage_costs(const std::vector<std::int32_t>& layers) const {
+  std::vector<StageCost> out;
+  std::int32_t first_layer = 0;
+  for (std::int32_t s = 0; s < config_.stages(); ++s) {
+    out.push_back(stage_cost(stage(s, first_layer, layers[static_cast<std::size_t>(s)])));
+    first_layer += layers[static_cast<std::size_t>(s)];
+  }
+  return out;
+}
+
+CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
+                                  std::vector<StagePlan>* stages) const {
+  const PlanConfig& c = config_;
+  const ClusterSpec& gpu = c.cluster;
+  const ModelSpec& m = c.model;
+  const std::int64_t P = c.pp, g = gpu.gpus_per_node;
+  CostModel costs;
+  costs.description = fmt::format(
+      "paci plan: {} on {} x {} (t={}, p={}, d={}, v={}, b={}, M={}, recompute {}{}{}{}{})", m.name,
+      c.gpus, gpu.name, c.tp, P, c.dp(), c.chunks, c.microbatch_size, c.microbatches(),
+      to_string(c.recompute), c.sequence_parallel ? ", sequence parallel" : "",
+      c.tp_comm_overlap ? ", tensor-parallel collectives overlapped" : "",
+      c.distributed_optimizer ? ", distributed optimizer" : "",
+      c.overlap_grad_reduce ? ", overlapped gradient reduction" : "");
+  costs.tokens_per_microbatch = c.microbatch_size * m.seq_len;
+  std::int32_t first_layer = 0;
+  for (std::int32_t s = 0; s < c.stages(); ++s) {
+    const StagePlan sp = stage(s, first_layer, layers[static_cast<std::size_t>(s)]);
+    first_layer += sp.layers;
+    costs.stages.push_back(stage_cost(sp));
+    if (stages) stages->push_back(sp);
+  }
+  // Pipeline messages: on the network, or on NVLink between neighbours that share a node.
+  const P2pLink network = p2p_link(gpu, false), nvlink = p2p_link(gpu, true);
+  const auto rank = [&](std::int64_t device) { return device * stride_; };
+  const bool one_node = same_node(rank(0), rank(P - 1), g);
+  const P2pLink base = one_node ? nvlink : network;
+  costs.default_link = {base.latency_s, base.bandwidth_bytes_per_s};
+  if (!one_node && stride_ < g)
+    for (std::int64_t a = 0; a < P; ++a)
+      for (const std::int64_t b : {(a + 1) % P, (a + P - 1) % P})
+        if (a != b && same_node(rank(a), rank(b), g) &&
+            std::none_of(costs.links.begin(), costs.links.end(), [&](const LinkOverride& o) {
+              return o.src_device == a && o.dst_device == b;
+            }))
+          costs.links.push_back({static_cast<std::int32_t>(a),
+                                 static_cast<std::int32_t>(b),
+                                 {nvlink.latency_s, nvlink.bandwidth_bytes_per_s}});
+  return costs;
+}
+
+PlanResult evaluate(const PlanConfig& config, const EvaluateOptions& options) {
+  SimResult simulated;
+  return evaluate(config, options, simulated);
+}
+
+PlanResult evaluate(const PlanConfig& config, const EvaluateOptions& options, SimResult& sim,
+                    const Schedule* schedule) {
+  check_config(config);
+  const PlanConfig& c = config;
+  const ClusterSpec& gpu = c.cluster;
+  const ModelSpec& m = c.model;
+  PlanResult r;
+  r.config = c;
+  r.parameters = parameter_counts(m).total;
+  r.dp = c.dp();
+  r.microbatches = c.microbatches();
+  const auto M = static_cast<std::int32_t>(r.microbatches);
+  r.simulated_steps = simulated_steps(c);
+  r.schedule = schedule ? *schedule
+                        : generate_schedule(c.kind, c.pp, M, r.simulated_steps,
+                                            c.kind == "interleaved" ? c.chunks : 0);
+  const ConfigCosts costs(c);
+  r.costs = costs.cost_model(default_partition(c), &r.stages);
+
+  SimOptions so;
+  so.record_timeline = options.record_timeline;
+  sim = simulate(r.schedule, r.costs, so);
+
+  // The step: the makespan of one flushed step; for an asynchronous schedule the time between
+  // stage 0's updates in the middle half of the run, times the updates per global step.
+  const auto& list0 = r.schedule.devices[static_cast<std::size_t>(r.schedule.placement[0])];
+  const auto& times0 = sim.times[static_cast<std::size_t>(r.schedule.placement[0])];
+  std::vector<double> updates;
+  for (std::size_t i = 0; i < list0.size(); ++i)
+    if (list0[i].kind == ActionKind::U && list0[i].stage == 0) updates.push_back(times0[i].end_s);
+  double busy = 0.0;
+  for (const auto& device : sim.times)
+    for (const ActionTime& a : device) busy += a.end_s - a.start_s;
+  const double updates_per_step = c.kind == "pipedream" ? static_cast<double>(M) : 1.0;
+  const double global_steps = static_cast<double>(r.schedule.steps) / updates_per_step;
+  if (!asynchronous_kind(c.kind)) {
+    r.step_s = sim.critical_path.length_s;
+  } else {
+    const std::size_t n = updates.size(), a = n / 4, b = n - 1 - std::max<std::size_t>(1, n / 4);
+    r.step_s = (updates[b] - updates[a]) / static_cast<double>(b - a) * updates_per_step;
+  }
+  const double devices = static_cast<double>(r.schedule.num_devices());
+  r.bubble_ratio = 1.0 - busy / global_steps / (devices * r.step_s);
+  const double tokens = static_cast<double>(c.global_batch * m.seq_len);
+  r.tokens_per_s = tokens / r.step_s;
+  const ParamCounts counts = parameter_counts(m);
+  const double L = static_cast<double>(m.layers), s = static_cast<double>(m.seq_len),
+               h = static_cast<double>(m.d_model);
+  const double head_params = static_cast<double>(m.vocab) * h;
+  r.model_flops_per_step =
+      tokens * (6.0 * (L * static_cast<double>(counts.per_layer) + head_params) + 12.0 * L * s * h);
+  r.model_tflops_per_gpu = r.model_flops_per_step / r.step_s / static_cast<double>(c.gpus) / 1e12;
+  r.mfu = r.model_tflops_per_gpu * 1e12 / gpu.peak_flops;
+  r.memory_per_device = sim.device_peak_memory_bytes;
+  r.peak_memory_bytes = *std::max_element(r.memory_per_device.begin(), r.memory_per_device.end());
+  r.memory_limit_bytes = gpu.memory_bytes;
+  r.fits = static_cast<double>(r.peak_memory_bytes) <= r.memory_limit_bytes;
+  r.max_staleness = analyze(r.schedule).max_staleness();
+  return r;
+}
+
+}  // namespace paci::plan

@@ -1,0 +1,134 @@
+// One configuration of a training run on a GPU cluster, evaluated in-process: the schedule of its
+// pipeline (one of the generators'), a cost model whose stage durations hold the layers' compute,
+// the tensor-parallel collectives and the recomputation, whose U holds the optimizer step and the
+// data-parallel gradient reduction, whose links are the pipeline's messages on NVLink or the
+// network, and whose memory is the weights, gradients, optimizer state (sharded or not),
+// activations and stashes; then the discrete-event engine's step. No files: a search calls it
+// thousands of times a second.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/cluster.hpp"
+#include "plan/costs.hpp"
+#include "plan/model.hpp"
+#include "schedules/ir.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+
+namespace paci::plan {
+
+struct PlanConfig {
+  ModelSpec model;
+  ClusterSpec cluster;
+  std::int64_t gpus = 0;
+  std::int64_t global_batch = 0;     // sequences per optimizer step
+  std::int32_t tp = 1, pp = 1;       // t, p
+  std::int32_t chunks = 1;           // v: model stages per device (interleaved), else 1
+  std::int64_t microbatch_size = 1;  // b
+  std::string kind = "1f1b";
+  Recompute recompute = Recompute::none;
+  bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false;
+  bool tp_comm_overlap = false;  // needs sequence_parallel (docs/costmodel.md)
+  bool flash_attention = true;
+  // Layers per model stage (p·v entries), empty: as even as the layers allow, the remainder on
+  // the middle stages (the first and last carry the embedding and the head).
+  std::vector<std::int32_t> partition;
+
+  std::int64_t dp() const { return gpus / (static_cast<std::int64_t>(tp) * pp); }
+  std::int64_t microbatches() const { return global_batch / (dp() * microbatch_size); }
+  std::int32_t stages() const { return pp * chunks; }
+};
+
+// InputError naming the first problem: a degree that does not divide the GPUs, the heads, the
+// kv heads or the MLP; a global batch not divisible by d·b; fewer layers than p·v stages; a
+// bad partition; chunks with a kind other than interleaved; a kind the generators refuse.
+void check_config(const PlanConfig& config);
+
+// One model stage of the evaluated configuration.
+struct StagePlan {
+  std::int32_t stage = 0, device = 0;
+  std::int32_t first_layer = 0, layers = 0;
+  bool embedding = false, head = false;
+  PieceCosts pieces;            // its layers, embedding and head together, one micro-batch
+  double optimizer_s = 0;       // the AdamW step of its parameters
+  double reduce_s = 0;          // the data-parallel gradient reduction, all of it
+  double exposed_reduce_s = 0;  // of which in its U (the rest overlaps the last backward)
+};
+
+struct PlanResult {
+  PlanConfig config;
+  std::int64_t parameters = 0;  // the model's
+  std::int64_t dp = 0, microbatches = 0;
+  Schedule schedule;  // the simulated steps
+  CostModel costs;    // what paci simulate replays
+  std::vector<StagePlan> stages;
+  double step_s = 0;  // one optimizer step over the global batch (steady state when async)
+  double tokens_per_s = 0;
+  double model_flops_per_step = 0;  // 6·(layer and head parameters) + 12·L·s·h per token
+  double model_tflops_per_gpu = 0, mfu = 0;
+  double bubble_ratio = 0;                      // the simulated steps' idle share of the devices
+  std::vector<std::int64_t> memory_per_device;  // peak bytes per GPU of each pipeline device
+  std::int64_t peak_memory_bytes = 0;           // the largest
+  double memory_limit_bytes =
+      0;              // what `fits` compares with: the GPU's memory, or a search's limit
+  bool fits = false;  // peak_memory_bytes <= memory_limit_bytes
+  std::int32_t max_staleness = 0;  // the schedule's analysed maximum
+  std::int32_t simulated_steps = 0;
+};
+
+struct EvaluateOptions {
+  bool record_timeline = false;  // keep the simulated timeline (for a Chrome trace)
+};
+
+// Model stage -> pipeline device: stage k on device k mod p (interleaved), else the identity.
+std::vector<std::int32_t> placement_of(const PlanConfig& config);
+// The steps a configuration's schedule is simulated for: one when it flushes; for an
+// asynchronous schedule (PACI, PipeDream, 2BW) enough that the middle half of stage 0's updates
+// is past the fill and before the drain (PipeDream: in its own steps of one micro-batch).
+std::int32_t simulated_steps(const PlanConfig& config);
+bool asynchronous_kind(const std::string& kind);
+
+// What a configuration's stages cost, for any split of the layers: computed once per
+// configuration (the layer, embedding and head pieces, the collectives' placement), then asked
+// per stage. check_config() first.
+class ConfigCosts {
+ public:
+  explicit ConfigCosts(const PlanConfig& config);
+  // Model stage `stage` holding `layers` layers from `first_layer` on (with the embedding when it
+  // is the first stage and the head when it is the last).
+  StagePlan stage(std::int32_t stage, std::int32_t first_layer, std::int32_t layers) const;
+  StageCost stage_cost(const StagePlan& stage) const;
+  // Every stage's cost for layers per stage `layers` (no description, no links: a bound's).
+  std::vector<StageCost> stage_costs(const std::vector<std::int32_t>& layers) const;
+  // The whole cost model for layers per stage `layers` (and its stage breakdown).
+  CostModel cost_model(const std::vector<std::int32_t>& layers,
+                       std::vector<StagePlan>* stages = nullptr) const;
+  const std::vector<std::int32_t>& placement() const { return placement_; }
+
+ private:
+  PlanConfig config_;
+  std::vector<std::int32_t> placement_;
+  PieceCosts layer_, embedding_, head_;
+  bool tied_apart_ = false;
+  double message_bytes_ = 0, embedding_sync_s_ = 0;
+  std::int64_t dp_per_node_ = 1, stride_ = 1;
+};
+
+// Layers per model stage for `config`: its partition when given, else as even as the layers allow
+// with the remainder on the middle stages (the first and the last also hold the embedding and the
+// head), then on the last ones.
+std::vector<std::int32_t> default_partition(const PlanConfig& config);
+
+// check_config, then the schedule, cost model and simulation. A flushed schedule is simulated for
+// one step (its step is every step); an asynchronous one (PACI, PipeDream, 2BW) for enough steps
+// that the period between its last ones is its steady state.
+PlanResult evaluate(const PlanConfig& config, const EvaluateOptions& options = {});
+// The same, and the simulation itself (for a trace); `schedule`, when given, is the configuration's
+// (generate_schedule(kind, p, M, simulated_steps(config), v): a search keeps them).
+PlanResult evaluate(const PlanConfig& config, const EvaluateOptions& options, SimResult& simulated,
+                    const Schedule* schedule = nullptr);
+
+}  // namespace paci::plan

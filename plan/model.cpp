@@ -1,0 +1,292 @@
+// The transformer presets (each shape and count checked against its published source in
+// docs/costmodel.md, "Transformer shapes"), the shape checks, and the closed forms for parameter
+// counts and per-layer activation bytes. Every product and sum is overflow-checked: a shape too
+// large for 64-bit counts is an InputError, never a wrapped number.
+#include "plan/model.hpp"
+
+#include <fmt/format.h>
+
+#include <initializer_list>
+#include <utility>
+
+#include "schedules/ir.hpp"
+
+namespace paci::plan {
+
+namespace {
+
+// Letters as in docs/costmodel.md: L layers, h d_model, a heads, g kv_heads, d head_dim, kv the
+// width of K (= g·d), f ffn, V vocab, s seq_len, b micro-batch size, t tensor-parallel size.
+
+[[noreturn]] void overflow() {
+  throw InputError("the model shape is too large: a parameter or byte count overflows 64 bits");
+}
+
+std::int64_t product(std::initializer_list<std::int64_t> factors) {
+  std::int64_t out = 1;
+  for (const std::int64_t f : factors)
+    if (__builtin_mul_overflow(out, f, &out)) overflow();
+  return out;
+}
+
+std::int64_t sum(std::initializer_list<std::int64_t> terms) {
+  std::int64_t out = 0;
+  for (const std::int64_t t : terms)
+    if (__builtin_add_overflow(out, t, &out)) overflow();
+  return out;
+}
+
+// ⌈n / t⌉ for n >= 0, t >= 1: the largest share of n things split over t GPUs.
+std::int64_t ceil_div(std::int64_t n, std::int64_t t) {
+  return n / t + (n % t != 0 ? 1 : 0);
+}
+
+ModelSpec gpt(std::string name, std::int64_t layers, std::int64_t d_model, std::int64_t heads,
+              std::int64_t seq_len) {
+  ModelSpec m;
+  m.name = std::move(name);
+  m.arch = Arch::gpt;
+  m.layers = layers;
+  m.d_model = d_model;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.ffn = 4 * d_model;
+  m.vocab = 50257;
+  m.seq_len = seq_len;
+  m.tied_embeddings = true;
+  return m;
+}
+
+ModelSpec llama(std::string name, std::int64_t layers, std::int64_t d_model, std::int64_t heads,
+                std::int64_t kv_heads, std::int64_t ffn, std::int64_t vocab, std::int64_t seq_len) {
+  ModelSpec m;
+  m.name = std::move(name);
+  m.arch = Arch::llama;
+  m.layers = layers;
+  m.d_model = d_model;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.ffn = ffn;
+  m.vocab = vocab;
+  m.seq_len = seq_len;
+  m.tied_embeddings = false;
+  return m;
+}
+
+std::vector<ModelSpec> make_presets() {
+  return {
+      // GPT-2 (Radford et al. 2019; the released checkpoints' hparams / HF config.json).
+      gpt("gpt2-small", 12, 768, 12, 1024),
+      gpt("gpt2-medium", 24, 1024, 16, 1024),
+      gpt("gpt2-large", 36, 1280, 20, 1024),
+      gpt("gpt2-xl", 48, 1600, 25, 1024),
+      // GPT-3 (Brown et al. 2020, Table 2.1; n_ctx 2048, d_ff = 4·d_model, GPT-2's tokenizer).
+      // Two rows of the table do not multiply out (n_heads·d_head != d_model): 1.3b lists 24
+      // heads of 128 with d_model 2048 (we keep d_head 128: 16 heads), 13b lists d_model 5140
+      // with 40 heads of 128 (we read 5120). docs/costmodel.md says more.
+      gpt("gpt3-125m", 12, 768, 12, 2048),
+      gpt("gpt3-350m", 24, 1024, 16, 2048),
+      gpt("gpt3-760m", 24, 1536, 16, 2048),
+      gpt("gpt3-1.3b", 24, 2048, 16, 2048),
+      gpt("gpt3-2.7b", 32, 2560, 32, 2048),
+      gpt("gpt3-6.7b", 32, 4096, 32, 2048),
+      gpt("gpt3-13b", 40, 5120, 40, 2048),
+      gpt("gpt3-175b", 96, 12288, 96, 2048),
+      // Llama 2 (Touvron et al. 2023; meta-llama/Llama-2-*-hf config.json).
+      llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
+      llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096),
+      llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096),
+      // Llama 3 / 3.1 (Llama Team 2024; meta-llama/Llama-3.1-*/config.json), at the
+      // 8192-token pre-training length (3.1's 128K comes from a later long-context stage).
+      llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
+      llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+      llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
+  };
+}
+
+ParamCounts counts_of(const ModelSpec& m) {
+  const std::int64_t h = m.d_model, f = m.ffn, kv = m.kv_dim();
+  ParamCounts p;
+  p.embedding = product({m.vocab, h});
+  if (m.arch == Arch::gpt) {
+    // QKV h·(h + 2kv) + (h + 2kv), projection h·h + h, MLP h·f + f + f·h + h, two LayerNorms
+    // 2·2h (weight and bias). With kv = h, f = 4h: 12h² + 13h.
+    const std::int64_t qkv_width = sum({h, product({2, kv})});
+    p.per_layer = sum({product({h, qkv_width}), qkv_width, product({h, h}), h, product({2, h, f}),
+                       f, h, product({4, h})});
+    p.positions = product({m.seq_len, h});
+    p.final_norm = product({2, h});
+  } else {
+    // q h·h, k and v h·kv each, o h·h, SwiGLU gate, up and down 3·h·f, two RMSNorm weights 2h.
+    p.per_layer =
+        sum({product({2, h, h}), product({2, h, kv}), product({3, h, f}), product({2, h})});
+    p.positions = 0;
+    p.final_norm = h;
+  }
+  p.head = m.tied_embeddings ? 0 : p.embedding;
+  p.total = sum({p.embedding, p.positions, product({m.layers, p.per_layer}), p.final_norm, p.head});
+  return p;
+}
+
+std::int64_t activation_bytes_of(const ModelSpec& m, const ActivationOptions& o) {
+  const std::int64_t s = m.seq_len, b = o.microbatch_size, h = m.d_model, t = o.tensor_parallel;
+  const std::int64_t d = m.head_dim();
+  // One GPU's share of what tensor parallelism splits: heads (query and K/V; a K/V head is
+  // replicated when t > g) and the MLP's hidden width; with sequence parallelism also the
+  // sequence, in the regions tensor parallelism replicates (norms, dropouts, residuals). Each
+  // rounded up: the largest share, and the paper's sbh/t exactly when t divides evenly.
+  const std::int64_t a_t = ceil_div(m.heads, t), kv_t = product({ceil_div(m.kv_heads, t), d});
+  const std::int64_t q_t = product({a_t, d}), f_t = ceil_div(m.ffn, t);
+  const std::int64_t s_rep = o.sequence_parallel ? ceil_div(s, t) : s;
+  const std::int64_t sb = product({s, b}), sb_rep = product({s_rep, b});
+
+  if (o.recompute == Recompute::full) return product({2, sb_rep, h});  // the layer's input
+
+  const bool is_gpt = m.arch == Arch::gpt;
+  // Replicated without sequence parallelism: the two norm inputs 4sbh, the QKV input 2sbh and the
+  // MLP input 2sbh (norm outputs), and in gpt the two 1-byte dropout masks after the attention
+  // and MLP output projections 2sbh.
+  const std::int64_t replicated = product({is_gpt ? 10 : 8, sb_rep, h});
+  // Split by heads or MLP width: Q 2sbh, K and V 4sb·kv, the output projection's input 2sbh;
+  // gpt: the GeLU input and the second linear's input 2sbf each; llama: the gate and up outputs
+  // 4sbf and their product (the down projection's input) 2sbf.
+  const std::int64_t split =
+      sum({product({4, sb, q_t}), product({4, sb, kv_t}), product({is_gpt ? 4 : 6, sb, f_t})});
+  // The attention core. Standard: the s x s matrices per head, gpt the softmax output 2as²b, its
+  // dropout mask as²b and the dropout output 2as²b, llama the softmax output 2as²b. Selective
+  // recomputation recomputes them from Q, K, V; FlashAttention never stores them and keeps its
+  // fp32 softmax statistics (one log-sum-exp per head and token: 4asb), the dropout mask
+  // regenerated from the RNG state.
+  std::int64_t core = 0;
+  if (o.recompute == Recompute::none)
+    core = o.flash_attention ? product({4, a_t, sb}) : product({is_gpt ? 5 : 2, a_t, s, sb});
+  return sum({replicated, split, core});
+}
+
+std::string preset_names() {
+  std::string out;
+  for (const ModelSpec& m : model_presets()) out += (out.empty() ? "" : ", ") + m.name;
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(Arch arch) {
+  return arch == Arch::gpt ? "gpt" : "llama";
+}
+
+Arch parse_arch(std::string_view text) {
+  if (text == "gpt") return Arch::gpt;
+  if (text == "llama") return Arch::llama;
+  throw InputError(fmt::format("unknown architecture '{}' (expected gpt or llama)", text));
+}
+
+std::string_view to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
+  }
+  return "?";
+}
+
+Recompute parse_recompute(std::string_view text) {
+  if (text == "none") return Recompute::none;
+  if (text == "selective") return Recompute::selective;
+  if (text == "full") return Recompute::full;
+  throw InputError(
+      fmt::format("unknown recomputation '{}' (expected none, selective or full)", text));
+}
+
+const std::vector<ModelSpec>& model_presets() {
+  static const std::vector<ModelSpec> presets = make_presets();
+  return presets;
+}
+
+ModelSpec model_preset(std::string_view name) {
+  for (const ModelSpec& m : model_presets())
+    if (m.name == name) return m;
+  throw InputError(fmt::format("unknown model preset '{}' (known: {})", name, preset_names()));
+}
+
+ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOverrides& o) {
+  ModelSpec m;
+  if (preset) {
+    m = model_preset(*preset);
+  } else {
+    const std::pair<const char*, bool> required[] = {{"--layers", o.layers.has_value()},
+                                                     {"--d-model", o.d_model.has_value()},
+                                                     {"--heads", o.heads.has_value()},
+                                                     {"--seq-len", o.seq_len.has_value()}};
+    for (const auto& [flag, given] : required)
+      if (!given)
+        throw InputError(fmt::format(
+            "give a model: --preset NAME, or its shape (--layers, --d-model, --heads, --seq-len; "
+            "{} is missing)",
+            flag));
+    m.name = "custom";
+    m.arch = o.arch.value_or(Arch::gpt);
+    m.vocab = 50257;
+    m.tied_embeddings = m.arch == Arch::gpt;
+  }
+  const bool changed = o.layers || o.d_model || o.heads || o.kv_heads || o.ffn || o.vocab ||
+                       o.arch || o.tied_embeddings;
+  if (o.arch) m.arch = *o.arch;
+  if (o.layers) m.layers = *o.layers;
+  if (o.d_model) m.d_model = *o.d_model;
+  if (o.heads) m.heads = *o.heads;
+  if (o.seq_len) m.seq_len = *o.seq_len;
+  if (o.vocab) m.vocab = *o.vocab;
+  m.kv_heads = o.kv_heads.value_or(preset ? m.kv_heads : m.heads);
+  m.ffn = o.ffn.value_or(preset ? m.ffn : 4 * m.d_model);
+  if (o.tied_embeddings) m.tied_embeddings = *o.tied_embeddings;
+  if (preset && changed) m.name += " (modified)";
+  check_model(m);
+  return m;
+}
+
+void check_model(const ModelSpec& model) {
+  const auto positive = [&](std::int64_t value, std::string_view what) {
+    if (value < 1)
+      throw InputError(
+          fmt::format("model '{}': {} must be at least 1 (got {})", model.name, what, value));
+  };
+  positive(model.layers, "layers");
+  positive(model.d_model, "d_model");
+  positive(model.heads, "heads");
+  positive(model.kv_heads, "kv_heads");
+  positive(model.ffn, "ffn");
+  positive(model.vocab, "vocab");
+  positive(model.seq_len, "seq_len");
+  if (model.d_model % model.heads != 0)
+    throw InputError(fmt::format("model '{}': d_model {} is not divisible by {} heads", model.name,
+                                 model.d_model, model.heads));
+  if (model.heads % model.kv_heads != 0)
+    throw InputError(fmt::format("model '{}': {} heads are not divisible by {} kv_heads",
+                                 model.name, model.heads, model.kv_heads));
+  // The largest counts: every parameter, and one layer's activations for one sequence on one GPU
+  // (a larger micro-batch is checked when it is asked for).
+  counts_of(model);
+  activation_bytes_of(model, ActivationOptions{});
+}
+
+ParamCounts parameter_counts(const ModelSpec& model) {
+  check_model(model);
+  return counts_of(model);
+}
+
+std::int64_t layer_activation_bytes(const ModelSpec& model, const ActivationOptions& options) {
+  check_model(model);
+  if (options.microbatch_size < 1)
+    throw InputError(
+        fmt::format("the micro-batch size must be at least 1 (got {})", options.microbatch_size));
+  if (options.tensor_parallel < 1)
+    throw InputError(fmt::format("the tensor-parallel size must be at least 1 (got {})",
+                                 options.tensor_parallel));
+  return activation_bytes_of(model, options);
+}
+
+}  // namespace paci::plan

@@ -1,0 +1,93 @@
+// The transformer a plan trains: GPT-style (LayerNorm, GeLU MLP, learned positions, biases, tied
+// embeddings) or Llama-style (RMSNorm, SwiGLU, grouped-query attention, rotary, no biases, untied
+// head), by preset or by shape; and the closed forms the cluster model is built from: parameter
+// counts and activation bytes per layer (docs/costmodel.md writes every formula out; the tests
+// check them against the real models' counts and Megatron's published activation formula).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paci::plan {
+
+enum class Arch { gpt, llama };
+std::string_view to_string(Arch arch);
+Arch parse_arch(std::string_view text);  // "gpt" | "llama"; InputError otherwise
+
+// Letters as in docs/costmodel.md: L layers, h d_model, a heads, g kv_heads, f ffn, V vocab,
+// s seq_len.
+struct ModelSpec {
+  std::string name = "custom";  // the preset's name, or "custom"
+  Arch arch = Arch::gpt;
+  std::int64_t layers = 0;      // L
+  std::int64_t d_model = 0;     // h
+  std::int64_t heads = 0;       // a
+  std::int64_t kv_heads = 0;    // g (= a without grouped-query attention)
+  std::int64_t ffn = 0;         // f: the MLP's hidden width (gpt: 4h; llama: the SwiGLU width)
+  std::int64_t vocab = 0;       // V
+  std::int64_t seq_len = 0;     // s: tokens per sequence (gpt: also its learned positions)
+  bool tied_embeddings = true;  // the LM head reuses the token embedding
+
+  std::int64_t head_dim() const { return d_model / heads; }
+  std::int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of K (and of V)
+  friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
+};
+
+// The presets: gpt2 (small, medium, large, xl), gpt3 (125m ... 175b), llama2 (7b, 13b, 70b),
+// llama3 (8b, 70b, 405b). Each with its published shape and default sequence length.
+const std::vector<ModelSpec>& model_presets();
+// The preset called `name`; InputError listing the known names otherwise.
+ModelSpec model_preset(std::string_view name);
+// A model from a preset and shape flags (each given one overriding the preset), or, without a
+// preset, from the flags alone: layers, d_model, heads and seq_len required (InputError naming the
+// missing flag), kv_heads = heads, ffn = 4·d_model, vocab 50257, tied embeddings for gpt and not
+// for llama. A changed preset is named "<preset> (modified)". check_model() on the result.
+struct ModelOverrides {
+  std::optional<std::int64_t> layers, d_model, heads, kv_heads, ffn, vocab, seq_len;
+  std::optional<Arch> arch;
+  std::optional<bool> tied_embeddings;
+};
+ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOverrides& flags);
+// InputError naming the first problem: a count below 1, h not divisible by a, a not divisible by
+// g, a size that would overflow the counts below.
+void check_model(const ModelSpec& model);
+
+struct ParamCounts {
+  std::int64_t embedding = 0;   // V·h token embedding
+  std::int64_t positions = 0;   // s·h learned positions (gpt), 0 (llama: rotary)
+  std::int64_t per_layer = 0;   // one transformer layer (attention, MLP, its norms, biases)
+  std::int64_t final_norm = 0;  // the norm before the head
+  std::int64_t head = 0;        // V·h when untied, 0 when tied (it is the embedding)
+  std::int64_t total = 0;       // embedding + positions + L·per_layer + final_norm + head
+};
+ParamCounts parameter_counts(const ModelSpec& model);
+
+// Activation bytes one layer keeps from its forward to its backward, per micro-batch of b
+// sequences, on one GPU of a tensor-parallel group of t, in 16-bit activations with 1-byte
+// dropout masks (gpt has dropout; llama has none), as Korthikanti et al. 2022 count them (Table 2:
+// sbh(34 + 5as/h) without parallelism; sbh(10 + 24/t + 5as/(ht)) with t; sbh(34/t + 5as/(ht))
+// with sequence parallelism; the 5as/h term gone with selective recomputation; 2sbh (the layer's
+// input) with full recomputation), generalised to any ffn width, grouped-query attention, SwiGLU
+// and no dropout (docs/costmodel.md). With sequence parallelism, full recomputation keeps the
+// input's sequence shard, 2sbh/t. Per GPU, heads (K/V heads replicated when t > g), the MLP
+// width and, with sequence parallelism, the sequence are split by t rounded up: the paper's
+// values exactly when t divides them. `flash_attention`: the attention core keeps no s x s
+// matrices, only its output and the fp32 softmax statistics (4 bytes per head and token), as
+// FlashAttention does. InputError for a bad model (check_model), b < 1, t < 1 or an overflow.
+enum class Recompute { none, selective, full };
+std::string_view to_string(Recompute recompute);
+Recompute parse_recompute(std::string_view text);  // "none" | "selective" | "full"
+
+struct ActivationOptions {
+  std::int64_t microbatch_size = 1;  // b
+  std::int64_t tensor_parallel = 1;  // t
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::none;
+  bool flash_attention = false;
+};
+std::int64_t layer_activation_bytes(const ModelSpec& model, const ActivationOptions& options);
+
+}  // namespace paci::plan

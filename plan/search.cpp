@@ -1,0 +1,595 @@
+// search(): enumerate, bound, simulate what the bound cannot rule out, in parallel batches taken
+// in the order of the bound; bottleneck_partition(): the smallest largest stage by bisection over
+// the stages' possible work.
+#include "plan/search.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <thread>
+#include <tuple>
+
+#include "schedules/analysis.hpp"
+#include "schedules/generators.hpp"
+
+namespace paci::plan {
+
+namespace {
+
+const std::vector<std::string>& all_kinds() {
+  static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream", "2bw",
+                                                 "paci",  "zb-h1", "zb-h2",     "interleaved"};
+  return kinds;
+}
+
+template <typename T>
+std::vector<T> divisors(T n, T at_most) {
+  std::vector<T> out;
+  for (T k = 1; k <= n && k <= at_most; ++k)
+    if (n % k == 0) out.push_back(k);
+  return out;
+}
+
+// A schedule a search simulates, generated once for every configuration that shares it, and what
+// the bound needs from it: per stage the micro-batches in flight at most and its actions per kind.
+struct ScheduleInfo {
+  std::shared_ptr<const Schedule> schedule;
+  std::vector<std::int32_t> in_flight;               // per stage, peak activations
+  std::vector<std::array<std::int64_t, 5>> actions;  // per stage: F, B, I, W, U counts
+  std::int32_t max_staleness = 0;
+  std::string error;  // the generator's refusal
+};
+
+using ScheduleKey = std::tuple<std::string, std::int32_t, std::int64_t, std::int32_t, std::int32_t>;
+
+// A configuration with its partition, the bound on its step and on its peak memory.
+struct Candidate {
+  PlanConfig config;
+  const ScheduleInfo* schedule = nullptr;
+  double step_bound_s = 0;
+  std::int64_t memory_bound_bytes = 0, static_bytes = 0;
+  std::int32_t staleness = 0;
+  std::string key;  // orders equal plans the same way every time
+};
+
+std::string config_key(const PlanConfig& c) {
+  std::string partition;
+  for (const std::int32_t l : c.partition) partition += fmt::format("{},", l);
+  return fmt::format("{}|t{}|p{}|v{}|b{}|{}|sp{}|o{}|d{}|g{}|{}", c.kind, c.tp, c.pp, c.chunks,
+                     c.microbatch_size, to_string(c.recompute), c.sequence_parallel,
+                     c.tp_comm_overlap, c.distributed_optimizer, c.overlap_grad_reduce, partition);
+}
+
+// Seconds of work per optimizer step on the busiest device, and a lower bound on the largest
+// device's peak memory: its stages' static bytes plus, of its stages, the largest peak of
+// in-flight activations (the stages of one device need not peak at once).
+struct Bounds {
+  double step_s = 0;
+  std::int64_t memory_bytes = 0;
+  std::int64_t static_bytes = 0;  // of the largest device: weights, gradients, optimizer state
+};
+
+Bounds bounds(const PlanConfig& c, const std::vector<StageCost>& stages, const ScheduleInfo& info) {
+  const std::vector<std::int32_t>& placement = info.schedule->placement;
+  const std::size_t D = static_cast<std::size_t>(info.schedule->num_devices());
+  std::vector<double> busy(D, 0.0);
+  std::vector<std::int64_t> memory(D, 0), activations(D, 0);
+  const double updates_per_step = c.kind == "pipedream" ? static_cast<double>(c.microbatches()) : 1;
+  const double steps = static_cast<double>(info.schedule->steps) / updates_per_step;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const StageCost& k = stages[s];
+    const auto& n = info.actions[s];
+    const auto d = static_cast<std::size_t>(placement[s]);
+    busy[d] +=
+        (static_cast<double>(n[0]) * k.forward_s + static_cast<double>(n[1]) * k.backward_s +
+         static_cast<double>(n[2]) * k.input_grad_s + static_cast<double>(n[3]) * k.weight_grad_s +
+         static_cast<double>(n[4]) * k.update_s) /
+        steps;
+    memory[d] += k.static_bytes();
+    activations[d] = std::max(activations[d], info.in_flight[s] * k.activation_bytes);
+  }
+  std::int64_t largest_static = 0;
+  for (std::size_t d = 0; d < D; ++d) {
+    largest_static = std::max(largest_static, memory[d]);
+    memory[d] += activations[d];
+  }
+  Bounds b;
+  b.step_s = *std::max_element(busy.begin(), busy.end());
+  // An asynchronous step is measured as a period over a window, not a whole run: allow it a
+  // margin below the busiest device's work so that the bound never prunes a plan it should keep.
+  if (asynchronous_kind(c.kind)) b.step_s *= 0.9;
+  b.memory_bytes = *std::max_element(memory.begin(), memory.end());
+  b.static_bytes = largest_static;
+  return b;
+}
+
+bool better(const PlanResult& a, const std::string& ka, const PlanResult& b,
+            const std::string& kb) {
+  if (a.step_s != b.step_s) return a.step_s < b.step_s;
+  return ka < kb;
+}
+
+// Pareto order over (step, peak memory, staleness): whether x dominates y (no worse in all, better
+// in one).
+bool dominates(double xs, std::int64_t xm, std::int32_t xt, double ys, std::int64_t ym,
+               std::int32_t yt) {
+  return xs <= ys && xm <= ym && xt <= yt && (xs < ys || xm < ym || xt < yt);
+}
+
+// What the search keeps: the top list and the frontier, each plan with its key.
+struct Kept {
+  std::vector<std::pair<PlanResult, std::string>> top, frontier;
+  std::size_t limit = 10;
+
+  void add(const PlanResult& p, const std::string& key) {
+    top.emplace_back(p, key);
+    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+      return better(a.first, a.second, b.first, b.second);
+    });
+    if (top.size() > limit) top.pop_back();
+    for (const auto& [q, qk] : frontier) {
+      if (dominates(q.step_s, q.peak_memory_bytes, q.max_staleness, p.step_s, p.peak_memory_bytes,
+                    p.max_staleness))
+        return;
+      if (q.step_s == p.step_s && q.peak_memory_bytes == p.peak_memory_bytes &&
+          q.max_staleness == p.max_staleness && qk < key)
+        return;
+    }
+    std::erase_if(frontier, [&](const auto& e) {
+      const PlanResult& q = e.first;
+      return dominates(p.step_s, p.peak_memory_bytes, p.max_staleness, q.step_s,
+                       q.peak_memory_bytes, q.max_staleness) ||
+             (q.step_s == p.step_s && q.peak_memory_bytes == p.peak_memory_bytes &&
+              q.max_staleness == p.max_staleness);
+    });
+    frontier.emplace_back(p, key);
+  }
+
+  // Whether a candidate with these bounds can neither enter the top list nor the frontier.
+  bool rules_out(const Candidate& c) const {
+    if (top.size() < limit || !(c.step_bound_s > top.back().first.step_s)) return false;
+    return std::any_of(frontier.begin(), frontier.end(), [&](const auto& e) {
+      const PlanResult& q = e.first;
+      return dominates(q.step_s, q.peak_memory_bytes, q.max_staleness, c.step_bound_s,
+                       c.memory_bound_bytes, c.staleness);
+    });
+  }
+};
+
+}  // namespace
+
+namespace {
+
+// Work per step and memory of a stage with n layers: they depend on the stage only through its
+// kind (first, middle, last), so three tables of L entries serve every partition of a
+// configuration.
+struct PartitionTables {
+  std::int32_t stages = 0, layers = 0;
+  std::array<std::vector<double>, 3> work;
+  std::array<std::vector<std::int64_t>, 3> fixed, activations;
+  std::vector<std::int32_t> in_flight;
+  int kind_of(std::int32_t s) const { return s == 0 ? 0 : (s == stages - 1 ? 2 : 1); }
+};
+
+PartitionTables partition_tables(const PlanConfig& c, const ConfigCosts& costs,
+                                 const std::vector<std::int32_t>& in_flight) {
+  PartitionTables t;
+  t.stages = c.stages();
+  t.layers = static_cast<std::int32_t>(c.model.layers);
+  t.in_flight = in_flight;
+  const double M = static_cast<double>(c.microbatches());
+  const double updates = c.kind == "pipedream" ? M : 1.0;
+  for (std::int32_t s : {0, t.stages / 2, t.stages - 1}) {
+    const int k = t.kind_of(s);
+    if (!t.work[k].empty()) continue;
+    t.work[k].assign(static_cast<std::size_t>(t.layers) + 1, 0.0);
+    t.fixed[k].assign(static_cast<std::size_t>(t.layers) + 1, 0);
+    t.activations[k].assign(static_cast<std::size_t>(t.layers) + 1, 0);
+    for (std::int32_t n = 1; n <= t.layers; ++n) {
+      const StageCost cost = costs.stage_cost(costs.stage(s, 0, n));
+      t.work[k][n] = M * (cost.forward_s + cost.backward_s) + updates * cost.update_s;
+      t.fixed[k][n] = cost.static_bytes();
+      t.activations[k][n] = cost.activation_bytes;
+    }
+  }
+  return t;
+}
+
+// The smallest largest stage's work under a memory limit (<= 0: none), by bisection over the
+// stages' possible work: for a bound T each stage takes at most cap(s, T) layers (work and memory
+// grow with the layers), and the smallest T whose caps add up to the layers is the optimum.
+std::vector<std::int32_t> partition_under(const PartitionTables& t, double limit_bytes) {
+  const std::int32_t S = t.stages, L = t.layers;
+  const auto fits = [&](std::int32_t s, std::int32_t n) {
+    const int k = t.kind_of(s);
+    return limit_bytes <= 0 ||
+           static_cast<double>(t.fixed[k][n] + t.in_flight[static_cast<std::size_t>(s)] *
+                                                   t.activations[k][n]) <= limit_bytes;
+  };
+  const auto cap = [&](std::int32_t s, double T) {
+    const int k = t.kind_of(s);
+    std::int32_t lo = 0, hi = L;
+    while (lo < hi) {
+      const std::int32_t mid = (lo + hi + 1) / 2;
+      if (t.work[k][mid] <= T && fits(s, mid))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return lo;
+  };
+  const auto feasible = [&](double T) {
+    std::int64_t total = 0;
+    for (std::int32_t s = 0; s < S; ++s) {
+      const std::int32_t n = cap(s, T);
+      if (n < 1) return false;
+      total += n;
+    }
+    return total >= L;
+  };
+  std::vector<double> candidates;
+  for (const auto& table : t.work)
+    for (std::size_t n = 1; n < table.size(); ++n) candidates.push_back(table[n]);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  const auto it = std::partition_point(candidates.begin(), candidates.end(),
+                                       [&](double T) { return !feasible(T); });
+  if (it == candidates.end()) return {};
+  // Fill stage by stage, leaving every later stage at least one layer.
+  std::vector<std::int32_t> out;
+  std::int32_t left = L;
+  for (std::int32_t s = 0; s < S; ++s) {
+    const std::int32_t n = std::min(cap(s, *it), left - (S - 1 - s));
+    out.push_back(n);
+    left -= n;
+  }
+  if (left != 0) return {};
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::int32_t> bottleneck_partition(const PlanConfig& c, const ConfigCosts& costs,
+                                               const std::vector<std::int32_t>& in_flight,
+                                               double limit_bytes) {
+  return partition_under(partition_tables(c, costs, in_flight), limit_bytes);
+}
+
+PlanResult evaluate_best_partition(const PlanConfig& config, double memory_limit_bytes,
+                                   const EvaluateOptions& options, SimResult& simulated) {
+  check_config(config);
+  const double limit = memory_limit_bytes > 0
+                           ? memory_limit_bytes
+                           : config.cluster.memory_bytes - kFrameworkReserveBytes;
+  std::vector<std::vector<std::int32_t>> partitions{default_partition(config)};
+  if (config.partition.empty() && config.kind != "interleaved") {
+    const Schedule s =
+        generate_schedule(config.kind, config.pp, static_cast<std::int32_t>(config.microbatches()),
+                          simulated_steps(config), 0);
+    std::vector<std::int32_t> in_flight;
+    for (const auto& st : analyze(s).stages) in_flight.push_back(st.peak_activations);
+    const ConfigCosts costs(config);
+    partitions = {bottleneck_partition(config, costs, in_flight, 0)};
+    const auto limited = bottleneck_partition(config, costs, in_flight, limit);
+    if (!limited.empty() && limited != partitions.front()) partitions.push_back(limited);
+  }
+  std::optional<PlanResult> best;
+  SimResult best_sim;
+  for (const auto& layers : partitions) {
+    PlanConfig c = config;
+    c.partition = layers;
+    SimResult sim;
+    PlanResult p = evaluate(c, options, sim);
+    p.memory_limit_bytes = limit;
+    p.fits = static_cast<double>(p.peak_memory_bytes) <= limit;
+    const bool wins =
+        !best || (p.fits && !best->fits) ||
+        (p.fits == best->fits &&
+         (p.fits ? p.step_s < best->step_s : p.peak_memory_bytes < best->peak_memory_bytes));
+    if (wins) {
+      best = std::move(p);
+      best_sim = std::move(sim);
+    }
+  }
+  simulated = std::move(best_sim);
+  return *best;
+}
+
+SearchResult search(const SearchSpace& space, const SearchOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  check_model(space.model);
+  check_cluster(space.cluster, space.cluster.name);
+  if (space.gpus < 1)
+    throw InputError(fmt::format("--gpus must be at least 1, got {}", space.gpus));
+  if (space.global_batch < 1)
+    throw InputError(fmt::format("--global-batch must be at least 1, got {}", space.global_batch));
+  SearchResult result;
+  result.memory_limit_bytes = options.memory_limit_bytes > 0
+                                  ? options.memory_limit_bytes
+                                  : space.cluster.memory_bytes - kFrameworkReserveBytes;
+  if (!(result.memory_limit_bytes > 0))
+    throw InputError(fmt::format("the memory limit must be positive, got {:.3g} bytes",
+                                 result.memory_limit_bytes));
+  const double limit = result.memory_limit_bytes;
+  const ModelSpec& m = space.model;
+  const auto L = static_cast<std::int32_t>(m.layers);
+
+  // The knobs' ranges.
+  std::vector<std::int32_t> tps = space.tp;
+  if (tps.empty())
+    for (const std::int32_t t :
+         divisors<std::int32_t>(space.cluster.gpus_per_node, space.cluster.gpus_per_node))
+      if (m.heads % t == 0 && m.d_model % t == 0 && m.ffn % t == 0 &&
+          (m.kv_heads % t == 0 || t % m.kv_heads == 0) && space.gpus % t == 0)
+        tps.push_back(t);
+  const std::vector<std::string>& kinds = space.kinds.empty() ? all_kinds() : space.kinds;
+  const std::vector<Recompute> recomputes =
+      space.recompute.empty()
+          ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
+          : space.recompute;
+
+  std::map<ScheduleKey, ScheduleInfo> schedules;
+  const auto schedule_for = [&](const PlanConfig& c) -> const ScheduleInfo& {
+    const ScheduleKey key{c.kind, c.pp, c.microbatches(), c.chunks, simulated_steps(c)};
+    auto [it, inserted] = schedules.try_emplace(key);
+    if (!inserted) return it->second;
+    ScheduleInfo& info = it->second;
+    try {
+      auto s = std::make_shared<Schedule>(
+          generate_schedule(c.kind, c.pp, static_cast<std::int32_t>(c.microbatches()),
+                            simulated_steps(c), c.kind == "interleaved" ? c.chunks : 0));
+      const Analysis a = analyze(*s);
+      for (const auto& st : a.stages) info.in_flight.push_back(st.peak_activations);
+      info.max_staleness = a.max_staleness();
+      info.actions.assign(static_cast<std::size_t>(s->stages), {0, 0, 0, 0, 0});
+      for (const auto& device : s->devices)
+        for (const Action& act : device)
+          ++info.actions[static_cast<std::size_t>(act.stage)][static_cast<std::size_t>(act.kind)];
+      info.schedule = std::move(s);
+    } catch (const InputError& e) {
+      info.error = e.what();
+    }
+    return info;
+  };
+
+  // Enumerate: every combination, its validity, its partitions and their bounds.
+  std::vector<Candidate> candidates;
+  const auto invalid = [&](const std::string& why) {
+    ++result.configurations;
+    ++result.rejected.invalid;
+    if (result.rejected.invalid_example.empty()) result.rejected.invalid_example = why;
+  };
+  std::optional<Candidate> smallest;
+  for (const std::int32_t t : tps) {
+    std::vector<std::int32_t> pps = space.pp;
+    if (pps.empty())
+      pps = space.gpus % t == 0
+                ? divisors<std::int32_t>(static_cast<std::int32_t>(space.gpus / t), L)
+                : std::vector<std::int32_t>{};
+    for (const std::int32_t p : pps) {
+      PlanConfig base;
+      base.model = m;
+      base.cluster = space.cluster;
+      base.gpus = space.gpus;
+      base.global_batch = space.global_batch;
+      base.tp = t;
+      base.pp = p;
+      base.flash_attention = space.flash_attention;
+      if (t < 1 || p < 1 || space.gpus % (static_cast<std::int64_t>(t) * p) != 0) {
+        invalid(fmt::format("--gpus {} is not divisible by --tp {} x --pp {}", space.gpus, t, p));
+        continue;
+      }
+      const std::int64_t d = base.dp();
+      std::vector<std::int64_t> bs = space.microbatch_size;
+      if (bs.empty() && space.global_batch % d == 0)
+        bs = divisors<std::int64_t>(space.global_batch / d, space.global_batch / d);
+      if (bs.empty()) {
+        invalid(fmt::format("--global-batch {} is not divisible by d = {}", space.global_batch, d));
+        continue;
+      }
+      for (const std::int64_t b : bs)
+        for (const std::string& kind : kinds) {
+          std::vector<std::int32_t> vs{1};
+          if (kind == "interleaved") {
+            vs = space.chunks;
+            if (vs.empty() && p > 1)  // one device: interleaving changes nothing
+              for (std::int32_t v = 2; p * v <= L; ++v)
+                if (L % (p * v) == 0) vs.push_back(v);
+            if (vs.empty()) {
+              invalid(
+                  fmt::format("interleaved at p = {}: no chunk count v >= 2 with p x v "
+                              "dividing the {} layers",
+                              p, L));
+              continue;
+            }
+          }
+          for (const std::int32_t v : vs)
+            for (const Recompute rc : recomputes)
+              for (const bool sp : space.sequence_parallel)
+                for (const bool tco : space.tp_comm_overlap)
+                  for (const bool dist : space.distributed_optimizer)
+                    for (const bool ovl : space.overlap_grad_reduce) {
+                      // Switches that change nothing here are left out, not counted twice.
+                      if ((sp && t == 1) || (tco && !sp) || ((dist || ovl) && d == 1)) continue;
+                      PlanConfig c = base;
+                      c.microbatch_size = b;
+                      c.kind = kind;
+                      c.chunks = v;
+                      c.recompute = rc;
+                      c.sequence_parallel = sp;
+                      c.tp_comm_overlap = tco;
+                      c.distributed_optimizer = dist;
+                      c.overlap_grad_reduce = ovl;
+                      c.partition = space.partition;
+                      try {
+                        check_config(c);
+                      } catch (const InputError& e) {
+                        invalid(e.what());
+                        continue;
+                      }
+                      const ScheduleInfo& info = schedule_for(c);
+                      if (!info.error.empty()) {
+                        invalid(info.error);
+                        continue;
+                      }
+                      const ConfigCosts costs(c);
+                      std::vector<std::vector<std::int32_t>> partitions;
+                      if (!space.partition.empty() || kind == "interleaved") {
+                        partitions.push_back(default_partition(c));
+                      } else {
+                        const PartitionTables tables = partition_tables(c, costs, info.in_flight);
+                        partitions.push_back(partition_under(tables, 0));
+                        const auto limited = partition_under(tables, limit);
+                        if (!limited.empty() && limited != partitions.front())
+                          partitions.push_back(limited);
+                      }
+                      for (const auto& layers : partitions) {
+                        ++result.configurations;
+                        Candidate cand;
+                        cand.config = c;
+                        cand.config.partition = layers;
+                        cand.schedule = &info;
+                        cand.staleness = info.max_staleness;
+                        const Bounds bound = bounds(c, costs.stage_costs(layers), info);
+                        cand.step_bound_s = bound.step_s;
+                        cand.memory_bound_bytes = bound.memory_bytes;
+                        cand.static_bytes = bound.static_bytes;
+                        cand.key = config_key(cand.config);
+                        if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
+                          smallest = cand;
+                        if (options.max_staleness >= 0 && cand.staleness > options.max_staleness) {
+                          ++result.rejected.too_stale;
+                          continue;
+                        }
+                        if (static_cast<double>(bound.memory_bytes) > limit) {
+                          ++result.rejected.out_of_memory;
+                          const auto excess = static_cast<std::int64_t>(
+                              static_cast<double>(bound.memory_bytes) - limit);
+                          if (result.rejected.least_excess_bytes < 0 ||
+                              excess < result.rejected.least_excess_bytes)
+                            result.rejected.least_excess_bytes = excess;
+                          continue;
+                        }
+                        candidates.push_back(std::move(cand));
+                      }
+                    }
+        }
+    }
+  }
+
+  // Simulate in the order of the bound, a batch at a time, each batch's survivors in parallel.
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.step_bound_s, a.key) < std::tie(b.step_bound_s, b.key);
+  });
+  result.jobs = options.jobs > 0 ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  Kept kept;
+  kept.limit = std::max<std::size_t>(options.top, 1);
+  const std::size_t batch = 4 * result.jobs;
+  std::int64_t done = 0;
+  for (std::size_t first = 0; first < candidates.size(); first += batch) {
+    if (options.interrupted && options.interrupted->load()) {
+      result.interrupted = true;
+      break;
+    }
+    std::vector<const Candidate*> run;
+    for (std::size_t i = first; i < std::min(candidates.size(), first + batch); ++i) {
+      if (options.prune && kept.rules_out(candidates[i])) {
+        ++result.rejected.pruned;
+        continue;
+      }
+      run.push_back(&candidates[i]);
+    }
+    std::vector<std::optional<PlanResult>> out(run.size());
+    std::vector<std::exception_ptr> errors(run.size());
+    std::atomic<std::size_t> next{0};
+    const auto work = [&] {
+      for (std::size_t i = next++; i < run.size(); i = next++) {
+        try {
+          SimResult sim;
+          PlanResult p = evaluate(run[i]->config, {}, sim, run[i]->schedule->schedule.get());
+          p.schedule.devices.clear();  // the kept plans need no action lists
+          out[i] = std::move(p);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t j = 1; j < std::min(result.jobs, run.size()); ++j) threads.emplace_back(work);
+    work();
+    for (auto& th : threads) th.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (std::size_t i = 0; i < run.size(); ++i) {
+      ++result.simulated;
+      PlanResult& p = *out[i];
+      if (static_cast<double>(p.peak_memory_bytes) > limit) {
+        ++result.rejected.out_of_memory;
+        const auto excess =
+            static_cast<std::int64_t>(static_cast<double>(p.peak_memory_bytes) - limit);
+        if (result.rejected.least_excess_bytes < 0 || excess < result.rejected.least_excess_bytes)
+          result.rejected.least_excess_bytes = excess;
+        continue;
+      }
+      p.fits = true;
+      kept.add(p, run[i]->key);
+      auto& best =
+          asynchronous_kind(p.config.kind) ? result.best_asynchronous : result.best_synchronous;
+      if (!best || better(p, run[i]->key, *best, config_key(best->config))) best = p;
+    }
+    done = static_cast<std::int64_t>(std::min(candidates.size(), first + batch));
+    if (options.progress) {
+      SearchProgress progress;
+      progress.done = done;
+      progress.total = static_cast<std::int64_t>(candidates.size());
+      progress.seconds = elapsed();
+      if (!kept.top.empty()) progress.best_step_s = kept.top.front().first.step_s;
+      options.progress(progress);
+    }
+  }
+  for (auto& [p, key] : kept.top) result.plans.push_back(std::move(p));
+  std::sort(kept.frontier.begin(), kept.frontier.end(), [](const auto& a, const auto& b) {
+    return better(a.first, a.second, b.first, b.second);
+  });
+  for (auto& [p, key] : kept.frontier) result.frontier.push_back(std::move(p));
+
+  // Nothing fit: the configuration with the smallest peak, and what a knob outside the space
+  // would make of it.
+  if (result.plans.empty() && smallest) {
+    result.smallest = smallest->config;
+    result.smallest_peak_bytes = smallest->memory_bound_bytes;
+    result.smallest_static_bytes = smallest->static_bytes;
+    const ScheduleInfo& info = *smallest->schedule;
+    const auto peak_with = [&](const std::string& what, auto change) {
+      PlanConfig c = smallest->config;
+      change(c);
+      try {
+        check_config(c);
+        const ConfigCosts costs(c);
+        result.alternatives.emplace_back(
+            what, bounds(c, costs.stage_costs(c.partition), info).memory_bytes);
+      } catch (const InputError&) {
+      }
+    };
+    if (smallest->config.recompute != Recompute::full)
+      peak_with("--recompute full", [](PlanConfig& c) { c.recompute = Recompute::full; });
+    if (!smallest->config.distributed_optimizer && smallest->config.dp() > 1)
+      peak_with("--distributed-optimizer on",
+                [](PlanConfig& c) { c.distributed_optimizer = true; });
+    if (!smallest->config.sequence_parallel && smallest->config.tp > 1)
+      peak_with("--sequence-parallel on", [](PlanConfig& c) { c.sequence_parallel = true; });
+  }
+  result.seconds = elapsed();
+  return result;
+}
+
+}  // namespace paci::plan

@@ -1,0 +1,110 @@
+// paci plan's search: every configuration of the knobs a user leaves open (tensor and pipeline
+// degrees, micro-batch size, schedule kind and chunks, recomputation, the switches, the layers on
+// each stage), the ones that cannot win pruned by a bound that never prunes a winner, the rest
+// simulated by the discrete-event engine; the fastest that fit in memory and a staleness limit,
+// and the Pareto frontier over step time, memory and staleness. The same answer with any number
+// of threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/evaluate.hpp"
+
+namespace paci::plan {
+
+// What a plan may not count on by default, of a GPU's memory: the CUDA context (about 0.5-1 GiB),
+// NCCL's buffers (about 1-2 GiB on 8 GPUs) and the caching allocator's fragmentation. No single
+// measurement gives it; 4 GiB is the reserve paci states (docs/costmodel.md), --memory-limit
+// replaces it.
+inline constexpr double kFrameworkReserveBytes = 4.0 * 1024 * 1024 * 1024;
+
+// A knob with one value is fixed, with several searched over; empty: its whole range.
+struct SearchSpace {
+  ModelSpec model;
+  ClusterSpec cluster;
+  std::int64_t gpus = 0, global_batch = 0;
+  std::vector<std::int32_t> tp;  // whole range: the divisors of the GPUs per node that fit
+  std::vector<std::int32_t> pp;  // whole range: the divisors of gpus/t up to the layers
+  std::vector<std::int64_t> microbatch_size;  // whole range: the divisors of global batch / d
+  std::vector<std::string> kinds;             // whole range: all eight
+  std::vector<std::int32_t> chunks;  // interleaved; whole range: v >= 2 with p·v dividing L
+  std::vector<Recompute> recompute;  // whole range: none, selective, full
+  std::vector<bool> sequence_parallel{false}, tp_comm_overlap{false}, distributed_optimizer{false},
+      overlap_grad_reduce{false};
+  bool flash_attention = true;
+  // Given: every configuration runs it. Empty: the balanced partition (the slowest stage's work
+  // smallest) and the one that is smallest under the memory limit, where they differ.
+  std::vector<std::int32_t> partition;
+};
+
+struct SearchProgress {
+  std::int64_t done = 0, total = 0;  // candidates decided (simulated or pruned) of all
+  double seconds = 0;
+  std::optional<double> best_step_s;
+};
+
+struct SearchOptions {
+  double memory_limit_bytes = 0;    // 0: the GPU's memory less kFrameworkReserveBytes
+  std::int32_t max_staleness = -1;  // -1: any
+  std::size_t top = 10;
+  std::size_t jobs = 0;  // threads simulating; 0: every core
+  bool prune = true;     // false: simulate every candidate (the exhaustive reference)
+  std::function<void(const SearchProgress&)> progress;  // after every batch
+  const std::atomic<bool>* interrupted = nullptr;       // set: stop, keep what was found
+};
+
+// Why configurations lost.
+struct Rejected {
+  std::int64_t invalid = 0;        // a degree that does not divide, a schedule that cannot be made
+  std::int64_t out_of_memory = 0;  // peak above the memory limit (bounded or simulated)
+  std::int64_t too_stale = 0;      // staleness above --max-staleness
+  std::int64_t pruned = 0;         // its bound could neither make the top list nor the frontier
+  std::int64_t least_excess_bytes = -1;  // of the configurations out of memory, the smallest excess
+  std::string invalid_example;           // one invalid configuration's reason
+};
+
+struct SearchResult {
+  double memory_limit_bytes = 0;
+  std::vector<PlanResult> plans;     // fit and fresh enough, fastest first, at most `top`
+  std::vector<PlanResult> frontier;  // the Pareto-optimal ones over step, peak memory, staleness
+  std::optional<PlanResult> best_synchronous, best_asynchronous;
+  Rejected rejected;
+  std::int64_t configurations = 0;  // every combination of the knobs (and partitions)
+  std::int64_t simulated = 0;
+  double seconds = 0;
+  std::size_t jobs = 1;
+  bool interrupted = false;
+  // Nothing fit: the configuration whose peak (bounded from below) was smallest, and what one
+  // knob outside the searched space would make of it ("with --recompute full: 71.0 GiB").
+  std::optional<PlanConfig> smallest;
+  std::int64_t smallest_peak_bytes = -1;
+  std::int64_t smallest_static_bytes = -1;  // of that peak: weights, gradients, optimizer state
+  std::vector<std::pair<std::string, std::int64_t>> alternatives;
+};
+
+// The whole search. InputError for a space with nothing to search (a fixed knob that does not
+// fit the model, no GPUs).
+SearchResult search(const SearchSpace& space, const SearchOptions& options = {});
+
+// One configuration (every knob given) with its best partition: its own when given, else the
+// balanced one and the one smallest under `memory_limit_bytes` (<= 0: the GPU's memory less
+// kFrameworkReserveBytes), the fastest that fits, or when none does the one with the smaller
+// peak; `fits` and `memory_limit_bytes` are against that limit. A configuration that does not fit
+// is not an error.
+PlanResult evaluate_best_partition(const PlanConfig& config, double memory_limit_bytes,
+                                   const EvaluateOptions& options, SimResult& simulated);
+
+// The contiguous partition of the layers over a non-interleaved configuration's stages that
+// minimises the slowest stage's work per step (M·(F + B) + U), each stage's memory (static bytes
+// plus `in_flight[s]` micro-batches of activations) within `limit_bytes` (<= 0: no limit); empty
+// when no partition fits.
+std::vector<std::int32_t> bottleneck_partition(const PlanConfig& config, const ConfigCosts& costs,
+                                               const std::vector<std::int32_t>& in_flight,
+                                               double limit_bytes);
+
+}  // namespace paci::plan

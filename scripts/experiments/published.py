@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""paci plan against published, measured GPU training runs.
+
+Reads scripts/experiments/published_runs.json (each run's configuration, its measured step time,
+its source and every assumption made where the source is silent), predicts each run with
+`paci plan`, and writes docs/results/published.md and docs/results/published.json: predicted
+against measured step time (and peak memory where published), each row with its source, the
+error per source, and the median and worst error over the rows that set no constant.
+
+    python3 scripts/experiments/published.py [--paci build/cli/paci] [--out docs/results]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def plan_command(paci, run, json_path):
+    m = run["model"]
+    cmd = [paci, "plan", "--quiet", "--json", json_path,
+           "--arch", m["arch"], "--layers", str(m["layers"]), "--d-model", str(m["d_model"]),
+           "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]), "--ffn", str(m["ffn"]),
+           "--vocab", str(m["vocab"]), "--seq-len", str(m["seq_len"]),
+           "--tied-embeddings", "yes" if m["tied_embeddings"] else "no",
+           *(["--cluster", os.path.join(ROOT, run["cluster_file"])] if run.get("cluster_file")
+             else ["--gpu", run["gpu"]]), "--gpus", str(run["gpus"]), "--global-batch", str(run["global_batch"]),
+           "--tp", str(run["tp"]), "--pp", str(run["pp"]), "--microbatch-size", str(run["microbatch_size"]),
+           "--kind", run["kind"], "--recompute", run["recompute"], "--attention", run["attention"]]
+    if run["kind"] == "interleaved":
+        cmd += ["--chunks", str(run["chunks"])]
+    for switch in ("sequence_parallel", "tp_comm_overlap", "distributed_optimizer",
+                   "overlap_grad_reduce"):
+        cmd += ["--" + switch.replace("_", "-"), "on" if run.get(switch) else "off"]
+    # The run's own split of the layers: as given, else as even as they allow (Megatron-LM's and
+    # DeepSpeed's), the remainder on the middle stages, as paci's default partition puts it.
+    cmd += ["--partition", ",".join(str(x) for x in (run.get("partition") or even_split(run)))]
+    return cmd
+
+
+def even_split(run):
+    stages = run["pp"] * (run["chunks"] if run["kind"] == "interleaved" else 1)
+    layers = run["model"]["layers"]
+    split = [layers // stages] * stages
+    rest = layers % stages
+    for s in list(range(1, stages - 1)) + list(range(stages - 1, -1, -1)):
+        if rest == 0:
+            break
+        split[s] += 1
+        rest -= 1
+    return split
+
+
+def short_source(source):
+    return source.split(",")[0] + " " + source.split(",")[1].split()[0] if "," in source else source
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--paci", default=os.path.join(ROOT, "build", "cli", "paci"))
+    ap.add_argument("--runs", default=os.path.join(HERE, "published_runs.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results"))
+    args = ap.parse_args()
+    runs = json.load(open(args.runs))
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs:
+            path = os.path.join(tmp, run["id"] + ".json")
+            cmd = plan_command(args.paci, run, path)
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(f"published: {run['id']}: paci plan failed: {p.stderr.strip()}\n  {' '.join(cmd)}")
+            plan = json.load(open(path))["plans"][0]
+            predicted = plan["step_s"]
+            measured = run["measured_step_s"]
+            r = {"id": run["id"], "source": run["source"], "gpu": run["gpu"], "gpus": run["gpus"],
+                 "tp": run["tp"], "pp": run["pp"], "dp": plan["dp"], "chunks": run["chunks"],
+                 "microbatch_size": run["microbatch_size"], "microbatches": plan["microbatches"],
+                 "kind": run["kind"], "recompute": run["recompute"], "attention": run["attention"],
+                 "measured_step_s": measured, "predicted_step_s": predicted,
+                 "error": predicted / measured - 1.0, "sets_constant": run.get("sets_constant", []),
+                 "predicted_peak_memory_bytes": plan["peak_memory_bytes"], "fits": plan["fits"],
+                 "mfu": plan["mfu"], "command": " ".join(cmd[1:]).replace(path, "R.json"),
+                 "assumptions": run["assumptions"]}
+            if "measured_memory_gb" in run:
+                r["measured_memory_gb"] = run["measured_memory_gb"]
+                r["memory_error"] = plan["peak_memory_bytes"] / 1e9 / run["measured_memory_gb"] - 1.0
+            results.append(r)
+
+    held_out = [r for r in results if not r["sets_constant"]]
+    setting = [r for r in results if r["sets_constant"]]
+    errs = [abs(r["error"]) for r in held_out]
+    summary = {
+        "rows": len(results), "held_out_rows": len(held_out), "setting_rows": len(setting),
+        "sources": sorted({r["source"] for r in results}),
+        "held_out_median_abs_error": statistics.median(errs) if errs else None,
+        "held_out_worst_abs_error": max(errs) if errs else None,
+        "held_out_within_25pct": sum(e <= 0.25 for e in errs),
+        "held_out_signed_median_error": statistics.median(r["error"] for r in held_out) if held_out else None,
+    }
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "published.json"), "w") as f:
+        json.dump({"summary": summary, "rows": results}, f, indent=1)
+        f.write("\n")
+
+    md = ["# paci plan against published training runs", "",
+          "`bash scripts/experiments/published.sh` — every row a measured GPU training run from its "
+          "source, predicted by `paci plan` with the row's configuration (its command is in "
+          "docs/results/published.json). The inputs, every assumption made where a source is "
+          "silent, and how each measured step time was read or derived: "
+          "scripts/experiments/published_runs.json. The GPU presets hold datasheet values and "
+          "microbenchmark measurements only (docs/cluster.md); "
+          + ("no row sets any constant: every row is held out." if not setting else
+             f"{len(setting)} rows set constants (listed apart below); the others are held out."), ""]
+    md.append(f"**Held-out rows: {len(held_out)} from {len({r['source'] for r in held_out})} sources; "
+              f"median |error| {100 * summary['held_out_median_abs_error']:.1f}%, worst "
+              f"{100 * summary['held_out_worst_abs_error']:.1f}%, "
+              f"{summary['held_out_within_25pct']} of {len(held_out)} within 25%; median signed error "
+              f"{100 * summary['held_out_signed_median_error']:+.1f}% (positive: paci predicts slower).**")
+    md.append("")
+    md.append("| source | rows | GPU | pipeline stages | median abs error | worst abs error | median signed error |")
+    md.append("|---|---|---|---|---|---|---|")
+    for source in summary["sources"]:
+        rs = [r for r in held_out if r["source"] == source]
+        if not rs:
+            continue
+        e = [abs(r["error"]) for r in rs]
+        md.append(f"| {source} | {len(rs)} | {', '.join(sorted({r['gpu'] for r in rs}))} | "
+                  f"{min(r['pp'] for r in rs)}-{max(r['pp'] for r in rs)} | {100 * statistics.median(e):.1f}% | "
+                  f"{100 * max(e):.1f}% | {100 * statistics.median(r['error'] for r in rs):+.1f}% |")
+    md.append("")
+    for title, group in (("Held-out rows", held_out), ("Rows that set a constant", setting)):
+        if not group:
+            continue
+        md += [f"## {title}", "",
+               "| run | GPU x n | t / p / d / v | b x M | schedule | recompute, attention | measured step (s) | predicted (s) | error | peak memory predicted (measured) |",
+               "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in group:
+            mem = f"{r['predicted_peak_memory_bytes'] / 1e9:.1f} GB"
+            if "measured_memory_gb" in r:
+                mem += f" ({r['measured_memory_gb']:.0f} GB, {100 * r['memory_error']:+.0f}%)"
+            if not r["fits"]:
+                mem += ", does not fit"
+            md.append(f"| {r['id']} | {r['gpu']} x {r['gpus']} | {r['tp']} / {r['pp']} / {r['dp']} / {r['chunks']} | "
+                      f"{r['microbatch_size']} x {r['microbatches']} | {r['kind']} | {r['recompute']}, {r['attention']} | "
+                      f"{r['measured_step_s']:.3f} | {r['predicted_step_s']:.3f} | {100 * r['error']:+.1f}% | {mem} |")
+        md.append("")
+    md += ["## Sources", ""]
+    for source in summary["sources"]:
+        md.append(f"- {source}")
+    md.append("")
+    with open(os.path.join(args.out, "published.md"), "w") as f:
+        f.write("\n".join(md))
+    print(md[4] if len(md) > 4 else "", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+// paci plan's cost model and evaluation: the primitives (GEMM by shape, memory-bound kernels, ring
+// collectives) behave as their formulas say; a configuration's files replay to its step; the
+// knobs move time and memory the way they must (recomputation trades memory for time, the
+// distributed optimizer shards the optimizer state, overlap hides gradient reduction, PACI has no
+// flush); bad configurations are refused in one line.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "plan/costs.hpp"
+#include "plan/evaluate.hpp"
+#include "plan/report.hpp"
+#include "schedules/formats.hpp"
+#include "sim/engine.hpp"
+
+namespace paci::plan {
+namespace {
+
+using ::testing::HasSubstr;
+
+PlanConfig llama70b_on_h100() {
+  PlanConfig c;
+  c.model = model_preset("llama3-70b");
+  c.cluster = cluster_preset("h100-80gb");
+  c.gpus = 64;
+  c.global_batch = 512;
+  c.tp = 8;
+  c.pp = 4;
+  c.microbatch_size = 1;
+  c.kind = "1f1b";
+  c.recompute = Recompute::selective;
+  return c;
+}
+
+TEST(PlanPrimitives, GemmRunsNearItsMeasuredEfficiencyWhenLargeAndFarBelowWhenSmall) {
+  const ClusterSpec c = cluster_preset("a100-80gb");
+  const double big = gemm_s(c, 8192, 8192, 8192);
+  const double big_rate = 2.0 * 8192.0 * 8192.0 * 8192.0 / big;
+  EXPECT_NEAR(big_rate / (c.peak_flops * c.gemm_efficiency), 1.0, 0.01);
+  // A skinny GEMM moves more bytes than its FLOPs can hide, and one too small to fill the SMs
+  // runs a partial wave: both far below the large GEMM's rate.
+  const double skinny = gemm_s(c, 8, 8192, 8192);
+  EXPECT_LT(2.0 * 8 * 8192.0 * 8192.0 / skinny, 0.1 * big_rate);
+  const double tiny = gemm_s(c, 256, 256, 256);
+  EXPECT_LT(2.0 * 256 * 256 * 256.0 / tiny, 0.1 * big_rate);
+  EXPECT_GE(tiny, c.kernel_launch_s);
+  EXPECT_EQ(gemm_s(c, 0, 10, 10), 0.0);
+}
+
+TEST(PlanPrimitives, CollectivesFollowTheRingFormulas) {
+  const ClusterSpec c = cluster_preset("a100-80gb");
+  for (const double bytes : {1e5, 1e7, 1e9}) {
+    // A reduce-scatter moves half an all-reduce's bytes.
+    EXPECT_NEAR(collective_s(c, Collective::all_reduce, bytes, 8, 8),
+                2 * collective_s(c, Collective::reduce_scatter, bytes, 8, 8), 1e-12);
+    EXPECT_EQ(collective_s(c, Collective::all_reduce, bytes, 1, 1), 0.0);
+    // Across nodes a GPU's share of the network is far below NVLink.
+    EXPECT_GT(collective_s(c, Collective::all_reduce, bytes, 16, 1),
+              collective_s(c, Collective::all_reduce, bytes, 8, 8));
+  }
+  // Large inside a node: 2(n-1)/n x bytes at the measured curve's top bus bandwidth.
+  const double top = c.nvlink.allreduce_busbw_by_bytes.back().second;
+  const double huge = 64e9;
+  EXPECT_NEAR(collective_s(c, Collective::all_reduce, huge, 8, 8), 1.75 * huge / top, 1e-9);
+  // Across nodes, one GPU per node: the network's bandwidth x efficiency, plus latency per hop.
+  const double net = c.network.bandwidth_bytes_per_s * c.network.efficiency;
+  EXPECT_NEAR(collective_s(c, Collective::all_reduce, huge, 4, 1),
+              1.5 * huge / net + 6 * c.network.latency_s, 1e-6);
+  // Monotone in size.
+  double last = 0;
+  for (double bytes = 1e3; bytes < 1e11; bytes *= 3) {
+    const double t = collective_s(c, Collective::all_gather, bytes, 8, 8);
+    EXPECT_GE(t, last) << bytes;
+    last = t;
+  }
+}
+
+TEST(PlanEvaluate, FilesReplayToTheStepAndMemoryMatchesTheSimulator) {
+  const PlanConfig c = llama70b_on_h100();
+  SimResult sim;
+  const PlanResult p = evaluate(c, {true}, sim);
+  EXPECT_EQ(p.dp, 2);
+  EXPECT_EQ(p.microbatches, 256);
+  EXPECT_GT(p.step_s, 0);
+  EXPECT_EQ(p.max_staleness, 0);
+  // What -o writes, read back, simulates to the same makespan.
+  const std::string dir = ::testing::TempDir() + "plan_files";
+  write_plan_files(p, dir);
+  const Schedule s = read_schedule(dir + "/schedule.json");
+  const CostModel costs = read_cost_model(dir + "/costmodel.json");
+  const SimResult again = simulate(s, costs, {false, nullptr});
+  EXPECT_DOUBLE_EQ(again.critical_path.length_s, p.step_s);
+  EXPECT_EQ(*std::max_element(again.device_peak_memory_bytes.begin(),
+                              again.device_peak_memory_bytes.end()),
+            p.peak_memory_bytes);
+  // Tokens and FLOPs per second follow from the step.
+  EXPECT_NEAR(p.tokens_per_s, 512.0 * 8192 / p.step_s, 1e-6 * p.tokens_per_s);
+  EXPECT_NEAR(p.mfu, p.model_tflops_per_gpu * 1e12 / c.cluster.peak_flops, 1e-12);
+  // The trace holds the collectives inside the actions and is well formed.
+  const Timeline t = plan_timeline(p, sim);
+  EXPECT_GT(t.phases.size(), 0u);
+}
+
+TEST(PlanEvaluate, RecomputationTradesMemoryForTime) {
+  PlanConfig c = llama70b_on_h100();
+  c.recompute = Recompute::none;
+  const PlanResult none = evaluate(c);
+  c.recompute = Recompute::selective;
+  const PlanResult selective = evaluate(c);
+  c.recompute = Recompute::full;
+  const PlanResult full = evaluate(c);
+  EXPECT_GT(none.peak_memory_bytes, full.peak_memory_bytes);
+  EXPECT_GE(none.peak_memory_bytes, selective.peak_memory_bytes);
+  EXPECT_LT(none.step_s, full.step_s);
+  EXPECT_LE(none.step_s, selective.step_s);
+  EXPECT_LT(selective.step_s, full.step_s);
+}
+
+TEST(PlanEvaluate, DistributedOptimizerShardsTheOptimizerStateOverTheReplicas) {
+  PlanConfig c = llama70b_on_h100();
+  c.gpus = 256;  // d = 8
+  c.global_batch = 512;
+  const PlanResult plain = evaluate(c);
+  c.distributed_optimizer = true;
+  const PlanResult sharded = evaluate(c);
+  for (std::size_t s = 0; s < plain.costs.stages.size(); ++s) {
+    const StageCost& a = plain.costs.stages[s];
+    const StageCost& b = sharded.costs.stages[s];
+    EXPECT_EQ(a.weight_bytes, b.weight_bytes);
+    EXPECT_NEAR(static_cast<double>(b.optimizer_bytes), a.optimizer_bytes / 8.0, 1.0);
+  }
+  EXPECT_LT(sharded.peak_memory_bytes, plain.peak_memory_bytes);
+}
+
+TEST(PlanEvaluate, OverlappedGradientReductionHidesPartOfTheUpdate) {
+  PlanConfig c = llama70b_on_h100();
+  c.gpus = 256;
+  const PlanResult exposed = evaluate(c);
+  c.overlap_grad_reduce = true;
+  const PlanResult overlapped = evaluate(c);
+  for (std::size_t s = 0; s < exposed.stages.size(); ++s) {
+    EXPECT_GT(exposed.stages[s].reduce_s, 0);
+    EXPECT_DOUBLE_EQ(exposed.stages[s].exposed_reduce_s, exposed.stages[s].reduce_s);
+    EXPECT_LT(overlapped.stages[s].exposed_reduce_s, exposed.stages[s].reduce_s);
+    EXPECT_GT(overlapped.stages[s].exposed_reduce_s, 0);  // the last bucket
+  }
+  EXPECT_LT(overlapped.step_s, exposed.step_s);
+}
+
+TEST(PlanEvaluate, PaciRunsWithoutTheFlushOfOneFOneB) {
+  PlanConfig c = llama70b_on_h100();
+  c.global_batch = 16;  // M = 8 micro-batches for 4 stages: a large bubble for 1F1B
+  const PlanResult flushed = evaluate(c);
+  c.kind = "paci";
+  const PlanResult paci = evaluate(c);
+  EXPECT_LT(paci.step_s, flushed.step_s);
+  EXPECT_LT(paci.bubble_ratio, flushed.bubble_ratio);
+  EXPECT_EQ(paci.max_staleness, 1);
+  EXPECT_GT(flushed.bubble_ratio, 0.2);
+}
+
+TEST(PlanEvaluate, TensorParallelCollectivesGrowWithTheDegree) {
+  PlanConfig c = llama70b_on_h100();
+  c.tp = 1;
+  c.pp = 8;
+  c.recompute = Recompute::full;
+  const PlanResult t1 = evaluate(c);
+  EXPECT_EQ(t1.stages[1].pieces.forward_comm_s, 0.0);
+  c.tp = 8;
+  const PlanResult t8 = evaluate(c);
+  EXPECT_GT(t8.stages[1].pieces.forward_comm_s, 0.0);
+  // Eight-way tensor parallelism divides a layer's GEMM work by about eight.
+  EXPECT_NEAR(t1.stages[1].pieces.weight_grad_s / t8.stages[1].pieces.weight_grad_s, 8.0, 1.0);
+}
+
+TEST(PlanEvaluate, RefusesImpossibleConfigurationsInOneLine) {
+  const auto refused = [](PlanConfig c, const std::string& fragment) {
+    try {
+      evaluate(c);
+      ADD_FAILURE() << "accepted: " << fragment;
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fragment));
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  };
+  PlanConfig c = llama70b_on_h100();
+  c.gpus = 60;
+  refused(c, "--gpus 60 is not divisible by --tp 8 x --pp 4 = 32");
+  c = llama70b_on_h100();
+  c.tp = 3;
+  c.gpus = 96;
+  refused(c, "--tp 3 does not divide the model's attention heads (64)");
+  c = llama70b_on_h100();
+  c.global_batch = 511;
+  refused(c, "--global-batch 511 is not divisible by d x b = 2 x 1");
+  c = llama70b_on_h100();
+  c.pp = 64;
+  c.tp = 1;
+  c.kind = "interleaved";
+  c.chunks = 2;
+  refused(c, "80 layers are too few for --pp 64 x --chunks 2 = 128 stages");
+  c = llama70b_on_h100();
+  c.chunks = 2;
+  refused(c, "--chunks 2 is interleaved's");
+  c = llama70b_on_h100();
+  c.partition = {20, 20, 20};
+  refused(c, "--partition lists 3 stages, the pipeline has 4");
+  c = llama70b_on_h100();
+  c.kind = "2bw";
+  c.global_batch = 4;
+  refused(c, "2bw needs at least as many micro-batches per step as stages");
+}
+
+TEST(PlanEvaluate, ATooLargeConfigurationIsNotAnErrorButDoesNotFit) {
+  PlanConfig c = llama70b_on_h100();
+  c.tp = 1;
+  c.pp = 2;
+  c.gpus = 64;
+  c.recompute = Recompute::none;
+  const PlanResult p = evaluate(c);
+  EXPECT_FALSE(p.fits);
+  EXPECT_GT(static_cast<double>(p.peak_memory_bytes), c.cluster.memory_bytes);
+  EXPECT_THAT(plan_text(p), HasSubstr("DOES NOT FIT"));
+  EXPECT_FALSE(plan_json(p)["fits"].get<bool>());
+}
+
+}  // namespace
+}  // namespace paci::plan

@@ -1,0 +1,166 @@
+// paci plan's search: pruning by the bound never changes the answer (against simulating every
+// candidate, on spaces small enough to enumerate), neither do the threads; the constraints hold;
+// the bottleneck partition is the best of all contiguous partitions (against brute force); a space
+// where nothing fits says what would.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "plan/report.hpp"
+#include "plan/search.hpp"
+#include "schedules/analysis.hpp"
+#include "schedules/generators.hpp"
+
+namespace paci::plan {
+namespace {
+
+using ::testing::HasSubstr;
+
+SearchSpace small_space(const std::string& model, const std::string& gpu, std::int64_t gpus,
+                        std::int64_t batch) {
+  SearchSpace s;
+  s.model = model_preset(model);
+  s.cluster = cluster_preset(gpu);
+  s.gpus = gpus;
+  s.global_batch = batch;
+  return s;
+}
+
+std::vector<std::string> summary(const std::vector<PlanResult>& plans) {
+  std::vector<std::string> out;
+  for (const PlanResult& p : plans) {
+    std::string partition;
+    for (const auto l : p.config.partition) partition += std::to_string(l) + ",";
+    out.push_back(p.config.kind + " t" + std::to_string(p.config.tp) + " p" +
+                  std::to_string(p.config.pp) + " b" + std::to_string(p.config.microbatch_size) +
+                  " v" + std::to_string(p.config.chunks) + " " +
+                  std::string(to_string(p.config.recompute)) + " " + partition + " " +
+                  std::to_string(p.step_s) + " " + std::to_string(p.peak_memory_bytes));
+  }
+  return out;
+}
+
+TEST(PlanSearch, PruningNeverChangesTheAnswer) {
+  struct Case {
+    SearchSpace space;
+    std::int32_t max_staleness;
+  };
+  std::vector<Case> cases;
+  cases.push_back({small_space("gpt3-1.3b", "a100-80gb", 16, 32), -1});
+  cases.push_back({small_space("llama3-8b", "h100-80gb", 8, 16), -1});
+  cases.push_back({small_space("gpt2-medium", "a100-40gb", 8, 64), 0});
+  cases.back().space.recompute = {Recompute::none};
+  for (const Case& c : cases) {
+    SearchOptions exhaustive;
+    exhaustive.prune = false;
+    exhaustive.jobs = 1;
+    exhaustive.max_staleness = c.max_staleness;
+    SearchOptions pruned = exhaustive;
+    pruned.prune = true;
+    const SearchResult a = search(c.space, exhaustive), b = search(c.space, pruned);
+    ASSERT_FALSE(a.plans.empty()) << c.space.model.name;
+    EXPECT_EQ(a.configurations, b.configurations);
+    EXPECT_EQ(a.rejected.pruned, 0);
+    EXPECT_GT(b.rejected.pruned, 0) << c.space.model.name << ": the bound pruned nothing";
+    EXPECT_LT(b.simulated, a.simulated);
+    EXPECT_EQ(summary(a.plans), summary(b.plans)) << c.space.model.name;
+    EXPECT_EQ(summary(a.frontier), summary(b.frontier)) << c.space.model.name;
+    // The threads change nothing either.
+    pruned.jobs = 3;
+    const SearchResult t = search(c.space, pruned);
+    EXPECT_EQ(summary(t.plans), summary(b.plans));
+    EXPECT_EQ(summary(t.frontier), summary(b.frontier));
+  }
+}
+
+TEST(PlanSearch, KeepsToTheConstraintsAndReportsTheFrontier) {
+  SearchSpace s = small_space("gpt3-1.3b", "a100-80gb", 16, 32);
+  SearchOptions o;
+  o.max_staleness = 0;
+  o.memory_limit_bytes = 30.0 * (1 << 30);
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.plans.empty());
+  for (const PlanResult& p : r.plans) {
+    EXPECT_EQ(p.max_staleness, 0) << p.config.kind;
+    EXPECT_LE(static_cast<double>(p.peak_memory_bytes), o.memory_limit_bytes);
+    EXPECT_TRUE(p.fits);
+  }
+  for (std::size_t i = 1; i < r.plans.size(); ++i)
+    EXPECT_LE(r.plans[i - 1].step_s, r.plans[i].step_s);
+  // No frontier plan dominates another; the fastest plan is on it.
+  for (const PlanResult& a : r.frontier)
+    for (const PlanResult& b : r.frontier)
+      EXPECT_FALSE(a.step_s <= b.step_s && a.peak_memory_bytes <= b.peak_memory_bytes &&
+                   (a.step_s < b.step_s || a.peak_memory_bytes < b.peak_memory_bytes));
+  EXPECT_DOUBLE_EQ(r.frontier.front().step_s, r.plans.front().step_s);
+  EXPECT_GT(r.rejected.too_stale, 0);
+  // With staleness allowed, an asynchronous plan competes and the comparison is spelled out.
+  o.max_staleness = -1;
+  const SearchResult any = search(s, o);
+  ASSERT_TRUE(any.best_synchronous && any.best_asynchronous);
+  EXPECT_THAT(search_text(any, s), HasSubstr("best synchronous"));
+  const auto j = search_document(any, s, -1);
+  EXPECT_EQ(j["format"], "paci.plan/1");
+  EXPECT_EQ(j["search"]["configurations"].get<std::int64_t>(), any.configurations);
+  EXPECT_EQ(j["plans"].size(), any.plans.size());
+}
+
+TEST(PlanSearch, SaysWhatWouldFitWhenNothingDoes) {
+  SearchSpace s = small_space("llama3-70b", "a100-40gb", 8, 8);
+  s.recompute = {Recompute::none};
+  const SearchResult r = search(s, {});
+  EXPECT_TRUE(r.plans.empty());
+  ASSERT_TRUE(r.smallest);
+  EXPECT_GT(static_cast<double>(r.smallest_peak_bytes), r.memory_limit_bytes);
+  const std::string line = nothing_fits(r);
+  EXPECT_THAT(line, HasSubstr("no configuration fits in"));
+  EXPECT_THAT(line, HasSubstr("with --recompute full"));
+}
+
+TEST(PlanSearch, TheBottleneckPartitionIsTheBestContiguousOne) {
+  PlanConfig c;
+  c.model = model_preset("gpt3-350m");
+  c.cluster = cluster_preset("a100-80gb");
+  c.gpus = 4;
+  c.global_batch = 16;
+  c.pp = 4;
+  c.kind = "1f1b";
+  c.microbatch_size = 1;
+  const ConfigCosts costs(c);
+  const Schedule s = generate_schedule("1f1b", 4, 16, 1);
+  std::vector<std::int32_t> in_flight;
+  for (const auto& st : analyze(s).stages) in_flight.push_back(st.peak_activations);
+  const double M = 16;
+  const auto worst = [&](const std::vector<std::int32_t>& layers) {
+    double w = 0;
+    std::int32_t first = 0;
+    for (std::int32_t i = 0; i < 4; ++i) {
+      const StageCost k = costs.stage_cost(costs.stage(i, first, layers[i]));
+      first += layers[i];
+      w = std::max(w, M * (k.forward_s + k.backward_s) + k.update_s);
+    }
+    return w;
+  };
+  // Every composition of the 24 layers into 4 stages of at least one.
+  double best = 1e300;
+  for (std::int32_t a = 1; a <= 21; ++a)
+    for (std::int32_t b = 1; a + b <= 22; ++b)
+      for (std::int32_t d = 1; a + b + d <= 23; ++d)
+        best = std::min(best, worst({a, b, d, 24 - a - b - d}));
+  const auto found = bottleneck_partition(c, costs, in_flight, 0);
+  ASSERT_EQ(found.size(), 4u);
+  EXPECT_EQ(found[0] + found[1] + found[2] + found[3], 24);
+  EXPECT_DOUBLE_EQ(worst(found), best);
+  // A memory limit between the smallest and the largest stage's need moves layers off stage 0
+  // (which holds 4 micro-batches in flight under 1F1B).
+  const StageCost one = costs.stage_cost(costs.stage(0, 0, found[0]));
+  const double need = static_cast<double>(one.static_bytes() + in_flight[0] * one.activation_bytes);
+  const auto limited = bottleneck_partition(c, costs, in_flight, need - 1);
+  ASSERT_EQ(limited.size(), 4u);
+  EXPECT_LT(limited[0], found[0]);
+  EXPECT_TRUE(bottleneck_partition(c, costs, in_flight, 1.0).empty());
+}
+
+}  // namespace
+}  // namespace paci::plan
