@@ -1,4 +1,4 @@
-// Simulator throughput. Targets (issue 3): P=64, M=64, N=256 (2.1 million actions) in under 2 s
+// Simulator throughput. Targets: P=64, M=64, N=256 (2.1 million actions) in under 2 s
 // single-threaded and under 1 GB; a sweep of 1,000 configurations (P <= 16, M <= 64, N=8) in
 // seconds. Counters: events per second and peak resident memory.
 #include <benchmark/benchmark.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 12): the training speed a user actually gets under each OpenBLAS kernel setting.
+# Benchmark: the training speed a user actually gets under each OpenBLAS kernel setting.
 # One measurement (paci train, 1 stage, 1 thread, the default GPT on KJV) repeated round-robin
 # over: (a) the environment as is, (b) a simulated fallback to Prescott, which paci corrects,
 # (c) Prescott forced by the user (the speed without the fix), (d) Haswell forced by the user.

@@ -143,9 +143,6 @@ int report_failure(const std::string& command, std::exception_ptr error, bool pr
   } catch (const InputError& e) {
     if (print) std::cerr << fmt::format("paci {}: error: {}\n", command, e.what());
     return 2;
-  } catch (const model::InputError& e) {
-    if (print) std::cerr << fmt::format("paci {}: error: {}\n", command, e.what());
-    return 2;
   } catch (const std::exception& e) {
     if (print) std::cerr << fmt::format("paci {}: failed: {}\n", command, e.what());
     return 1;

@@ -8,18 +8,20 @@
 #include <algorithm>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include "cli/cli.hpp"
 #include "cli/common.hpp"
 #include "cli/load.hpp"
-#include "cli/machine.hpp"
 #include "cli/train_setup.hpp"
 #include "exec/calibrate.hpp"
 #include "exec/drift.hpp"
 #include "exec/executor.hpp"
+#include "exec/machine.hpp"
 #include "exec/rank_plan.hpp"
 #include "fidelity/calibration.hpp"
 #include "fidelity/drift_report.hpp"
+#include "fidelity/layer_calibration.hpp"
 #include "sim/cost_model.hpp"
 #ifdef PACI_HAVE_MPI
 #include "cli/mpi_launch.hpp"
@@ -46,7 +48,7 @@ std::string describe(const exec::Calibration& c, const TrainSetup& t) {
       "per "
       "stage; each stage alone: medians of {} repeats x {} rounds; slowdown with 2.. "
       "stages computing at once: {}{}",
-      host, machine_line(), t.exec.config.layers, t.exec.config.d_model, t.exec.config.heads,
+      host, exec::machine_line(), t.exec.config.layers, t.exec.config.d_model, t.exec.config.heads,
       t.exec.seq_len, t.exec.config.vocab, t.exec.batch, partition, t.exec.threads_per_device,
       c.repeats, c.rounds, sharing.empty() ? "-" : sharing,
       c.stable ? "" : "; " + fidelity::settling_note(c));
@@ -75,7 +77,7 @@ int write_calibration(const TrainSetup& t, const TrainFlags& f, const exec::Cali
   check_cost_model(model);
   if (!details_path.empty()) {
     ordered_json details = fidelity::calibration_json(c);
-    details["machine"] = machine_json();
+    details["machine"] = exec::machine_json();
     if (links) details["process_links"] = fidelity::process_links_json(links->pairs, links->nodes);
     write_output(details_path, details.dump(2) + "\n");
   }
@@ -127,7 +129,7 @@ int watch_drift(const TrainSetup& t, const TrainFlags& f, const exec::Calibratio
                    "drift on {}: {} stage(s) alone, one F, B, U each in turn, for {:.0f} s{}, a "
                    "load probe (every stage computing at once, {:.2f} s) every 5 s against the "
                    "calibration taken first ({} rounds{})\n",
-                   machine_line(), stages, d.seconds,
+                   exec::machine_line(), stages, d.seconds,
                    d.after_runs ? fmt::format(", right after {} training runs of {}", d.after_runs,
                                               t.schedule.kind)
                                 : ", in a process that has not trained",
@@ -135,7 +137,7 @@ int watch_drift(const TrainSetup& t, const TrainFlags& f, const exec::Calibratio
             << fidelity::drift_table(watch, windows, stages);
   if (!details_path.empty()) {
     ordered_json j = fidelity::drift_json(watch, windows, stages, d.window_s);
-    j["machine"] = machine_json();
+    j["machine"] = exec::machine_json();
     j["after_runs"] = d.after_runs;
     j["kind"] = t.schedule.kind;
     write_output(details_path, j.dump(1) + "\n");
@@ -173,6 +175,11 @@ int run_calibrate(const std::vector<std::string>& args) {
   add("after-runs", po::value(&drift.after_runs)->default_value(0),
       "--drift: first train the schedule (--kind, -m, -n) this many times, as a process that has "
       "just trained");
+  bool per_layer = false;
+  add("per-layer", po::bool_switch(&per_layer),
+      "instead of a cost model: time one layer, the embedding and the head for the threads a "
+      "stage gets on 1, 2 and 4 stage threads, with their sharing and link (paci.layers/1), for "
+      "paci plan --cluster FILE to cost any partition of the model");
   add_train_options(options, f);
   po::variables_map vm;
   const exec::LaunchInfo launch = launch_info();
@@ -209,6 +216,29 @@ int run_calibrate(const std::vector<std::string>& args) {
     if (given(vm, "output")) throw UsageError("--drift prints its windows; -o does not apply");
     return watch_drift(setup(), f, o, drift, details_path);
   }
+  if (per_layer) {
+    if (launch.world_size > 1)
+      throw InputError("--per-layer times the stage threads of one process: run it without mpirun");
+    for (const char* flag : {"stages", "partition", "threads", "kind", "chunks", "links-only"})
+      if (given(vm, flag))
+        throw UsageError(fmt::format(
+            "--per-layer times single-layer stages on every thread count itself: --{} does not "
+            "apply",
+            flag));
+    const TrainSetup t = setup();
+    const auto cores = static_cast<std::int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+    const plan::LayerCalibration c = fidelity::calibrate_layers(
+        t.exec, o, cores, 4,
+        fmt::format("{}: {}", exec::machine_line(), "paci calibrate --per-layer"));
+    write_output(output, plan::write_layer_calibration(c));
+    if (!f.quiet && output != "-")
+      std::cerr << fmt::format(
+          "paci calibrate: wrote {} (a layer {:.1f} ms F + {:.1f} ms B alone "
+          "with {} thread(s))\n",
+          output, 1e3 * c.threads.back().layer.forward_s, 1e3 * c.threads.back().layer.backward_s,
+          c.threads.back().threads_per_stage);
+    return 0;
+  }
   if (launch.world_size == 1)
     return write_calibration(setup(), f, o, output, details_path, nullptr);
 #ifdef PACI_HAVE_MPI
@@ -243,7 +273,7 @@ int run_calibrate(const std::vector<std::string>& args) {
         write_output(details_path.empty() ? output : details_path, text);
         if (!f.quiet) std::cerr << fidelity::process_links_summary(links.pairs);
       } else {
-        unbind_from_cores("calibrate");
+        exec::unbind_from_cores("calibrate");
         write_calibration(t, f, o, output, details_path, &links);
       }
     }

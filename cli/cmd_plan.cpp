@@ -15,6 +15,7 @@
 #include "cli/common.hpp"
 #include "cli/load.hpp"
 #include "plan/cluster.hpp"
+#include "plan/cpu.hpp"
 #include "plan/emit.hpp"
 #include "plan/evaluate.hpp"
 #include "plan/model.hpp"
@@ -78,7 +79,7 @@ std::vector<bool> switch_values(const po::variables_map& vm, const char* name) {
   return out;
 }
 
-plan::SearchSpace space_from(const po::variables_map& vm) {
+plan::SearchSpace space_from(const po::variables_map& vm, const std::string& cluster_text) {
   plan::ModelOverrides o;
   const auto number = [&](const char* flag, std::optional<std::int64_t>& field) {
     if (vm.count(flag)) field = vm[flag].as<std::int64_t>();
@@ -103,7 +104,9 @@ plan::SearchSpace space_from(const po::variables_map& vm) {
   if (vm.count("gpu") && vm.count("cluster"))
     throw UsageError("--gpu and --cluster cannot be combined (a cluster file names its GPU)");
   if (vm.count("cluster"))
-    s.cluster = plan::read_cluster(vm["cluster"].as<std::string>());
+    s.cluster = plan::parse_cluster(cluster_text, vm["cluster"].as<std::string>() == "-"
+                                                      ? "<stdin>"
+                                                      : vm["cluster"].as<std::string>());
   else if (vm.count("gpu"))
     s.cluster = plan::cluster_preset(vm["gpu"].as<std::string>());
   else
@@ -132,33 +135,6 @@ plan::SearchSpace space_from(const po::variables_map& vm) {
   return s;
 }
 
-// Every knob one value: the configuration they give (chunks default 2 for interleaved).
-std::optional<plan::PlanConfig> single(const plan::SearchSpace& s) {
-  const auto one = [](const auto& list) { return list.size() == 1; };
-  if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
-        one(s.sequence_parallel) && one(s.tp_comm_overlap) && one(s.distributed_optimizer) &&
-        one(s.overlap_grad_reduce) && s.chunks.size() <= 1))
-    return std::nullopt;
-  plan::PlanConfig c;
-  c.model = s.model;
-  c.cluster = s.cluster;
-  c.gpus = s.gpus;
-  c.global_batch = s.global_batch;
-  c.tp = s.tp[0];
-  c.pp = s.pp[0];
-  c.microbatch_size = s.microbatch_size[0];
-  c.kind = s.kinds[0];
-  c.chunks = !s.chunks.empty() ? s.chunks[0] : (c.kind == "interleaved" ? 2 : 1);
-  c.recompute = s.recompute[0];
-  c.sequence_parallel = s.sequence_parallel[0];
-  c.tp_comm_overlap = s.tp_comm_overlap[0];
-  c.distributed_optimizer = s.distributed_optimizer[0];
-  c.overlap_grad_reduce = s.overlap_grad_reduce[0];
-  c.flash_attention = s.flash_attention;
-  c.partition = s.partition;
-  return c;
-}
-
 // The best plan's files in DIR (and its trace at --trace).
 void write_files(const po::variables_map& vm, const plan::PlanResult& best, const SimResult& sim,
                  const ordered_json& document, const std::vector<plan::PlanResult>& frontier) {
@@ -176,6 +152,70 @@ void write_files(const po::variables_map& vm, const plan::PlanResult& best, cons
   write_file_atomic(dir + "/frontier.csv", plan::frontier_csv(frontier));
   const std::string note = plan::plot_frontier(dir + "/frontier.csv", dir + "/frontier.svg");
   if (!note.empty() && !vm["quiet"].as<bool>()) std::cerr << "paci plan: note: " << note << '\n';
+}
+
+// paci plan --cluster FILE with a per-layer calibration: the CPU executor's plans.
+int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
+             plan::SearchOptions o) {
+  for (const char* flag : {"gpu",
+                           "gpus",
+                           "tp",
+                           "microbatch-size",
+                           "recompute",
+                           "sequence-parallel",
+                           "tp-comm-overlap",
+                           "distributed-optimizer",
+                           "overlap-grad-reduce",
+                           "attention",
+                           "emit",
+                           "jobs",
+                           "preset",
+                           "layers",
+                           "d-model",
+                           "heads",
+                           "kv-heads",
+                           "ffn",
+                           "vocab",
+                           "seq-len",
+                           "arch",
+                           "tied-embeddings"})
+    if (given(vm, flag))
+      throw UsageError(fmt::format(
+          "--{} does not apply to a CPU plan (--cluster {} is a per-layer calibration: its model "
+          "and this machine are fixed)",
+          flag, vm["cluster"].as<std::string>()));
+  plan::CpuSpace space;
+  space.calibration = cal;
+  const std::int64_t global_batch =
+      vm.count("global-batch") ? vm["global-batch"].as<std::int64_t>() : 8 * cal.batch;
+  if (global_batch < 1 || global_batch % cal.batch != 0)
+    throw UsageError(fmt::format(
+        "--global-batch {} must be a multiple of the calibrated micro-batch, {} sequences",
+        global_batch, cal.batch));
+  space.microbatches = global_batch / cal.batch;
+  space.pp = numbers<std::int32_t>(vm, "pp", 1 << 10);
+  space.chunks = numbers<std::int32_t>(vm, "chunks", 1 << 10);
+  space.partition = numbers<std::int32_t>(vm, "partition", 1 << 20);
+  if (vm.count("kind")) space.kinds = split(vm["kind"].as<std::string>());
+  if (!(o.memory_limit_bytes > 0)) o.memory_limit_bytes = plan::machine_memory_bytes();
+  const plan::SearchResult r = plan::search_cpu(space, o);
+  plan::SearchSpace shown;
+  shown.model = plan::cpu_model(cal);
+  shown.cluster = plan::cpu_cluster(cal, o.memory_limit_bytes);
+  shown.gpus = cal.cores;
+  shown.global_batch = global_batch;
+  const ordered_json document = plan::search_document(r, shown, o.max_staleness);
+  if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
+  const bool quiet = vm["quiet"].as<bool>();
+  if (!quiet) std::cout << plan::search_text(r, shown);
+  if (r.plans.empty()) throw InputError(plan::nothing_fits(r));
+  if (!quiet) std::cout << "run the best: " << plan::train_command(r.plans.front(), 20) << "\n";
+  if (vm.count("trace") || vm.count("output")) {
+    SimResult sim;
+    const plan::PlanResult best = plan::evaluate_cpu(cal, r.plans.front().config, {true}, sim);
+    write_files(vm, best, sim, document, r.frontier);
+  }
+  return r.interrupted ? 130 : 0;
 }
 
 }  // namespace
@@ -198,7 +238,9 @@ int run_plan(const std::vector<std::string>& args) {
   po::options_description cluster("cluster");
   auto add_cluster = cluster.add_options();
   add_cluster("gpu", po::value<std::string>(), "a100-40gb | a100-80gb | h100-80gb | h200");
-  add_cluster("cluster", po::value<std::string>(), "your own cluster (docs/cluster.md)");
+  add_cluster("cluster", po::value<std::string>(),
+              "your own cluster (docs/cluster.md), or this CPU: a paci calibrate --per-layer file "
+              "(plans paci train's runs on 1, 2 or 4 stage threads)");
   add_cluster("gpus", po::value<std::int64_t>(), "GPUs in all");
   add_cluster("global-batch", po::value<std::int64_t>(), "sequences per optimizer step");
   po::options_description knobs(
@@ -254,9 +296,15 @@ int run_plan(const std::vector<std::string>& args) {
                      "[--max-staleness S] [--json R] [--trace T] [-o DIR] [--emit megatron]",
                      all, {}, args, vm))
     return 0;
-  const plan::SearchSpace space = space_from(vm);
+  std::string cluster_text;
+  if (vm.count("cluster")) cluster_text = read_input(vm["cluster"].as<std::string>());
+  const bool cpu = plan::is_layer_calibration(cluster_text);
+  const plan::SearchSpace space = cpu ? plan::SearchSpace{} : space_from(vm, cluster_text);
   const bool quiet = vm["quiet"].as<bool>();
   double limit = 0;
+  if (vm["jobs"].as<std::size_t>() > 1024)
+    throw UsageError(
+        fmt::format("--jobs must be 0 (every core) to 1024, got {}", vm["jobs"].as<std::size_t>()));
   if (vm.count("memory-limit")) {
     limit = vm["memory-limit"].as<double>() * 1024 * 1024 * 1024;
     if (!(limit > 0) || !std::isfinite(limit))
@@ -266,11 +314,23 @@ int run_plan(const std::vector<std::string>& args) {
       vm.count("max-staleness") ? vm["max-staleness"].as<std::int32_t>() : -1;
   if (vm.count("max-staleness") && max_staleness < 0)
     throw UsageError("--max-staleness must be 0 or more");
+  if (cpu) {
+    plan::SearchOptions o;
+    o.memory_limit_bytes = limit;
+    o.max_staleness = max_staleness;
+    o.top = vm["top"].as<std::size_t>();
+    o.interrupted = &interrupted;
+    const auto previous = std::signal(SIGINT, on_interrupt);
+    const int rc = plan_cpu(
+        vm, plan::parse_layer_calibration(cluster_text, vm["cluster"].as<std::string>()), o);
+    std::signal(SIGINT, previous);
+    return rc;
+  }
   std::optional<plan::Emitter> emitter;
   if (vm.count("emit")) emitter = plan::parse_emitter(vm["emit"].as<std::string>());
   const bool files = vm.count("trace") || vm.count("output");
 
-  if (const auto config = single(space)) {
+  if (const auto config = plan::single_configuration(space)) {
     SimResult sim;
     const plan::PlanResult p = plan::evaluate_best_partition(*config, limit, {files}, sim);
     if (max_staleness >= 0 && p.max_staleness > max_staleness)

@@ -6,11 +6,12 @@
 #include <optional>
 
 #include "cli/common.hpp"
-#include "cli/compare_rows.hpp"
 #include "cli/cost_flags.hpp"
 #include "cli/load.hpp"
 #include "schedules/formats.hpp"
 #include "schedules/generators.hpp"
+#include "schedules/validate.hpp"
+#include "sim/compare_rows.hpp"
 #include "sim/engine.hpp"
 #include "sim/replay.hpp"
 #include "traces/chrome_trace.hpp"

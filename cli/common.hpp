@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "base/errors.hpp"
+
 namespace paci::cli {
 
 namespace po = boost::program_options;
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using paci::UsageError;  // base/errors.hpp: an InputError the flags caused
 
 struct Command {
   std::string name;

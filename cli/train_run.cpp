@@ -8,90 +8,14 @@
 #include <stdexcept>
 
 #include "cli/load.hpp"
-#include "cli/train_cut.hpp"
 #include "exec/stage_runtime.hpp"
+#include "exec/train_save.hpp"
 #include "model/checkpoint_llmc.hpp"
 #include "model/layout.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/report_timeline.hpp"
 
 namespace paci::cli {
-
-namespace {
-
-model::StateMetadata state_metadata(const TrainSetup& t, std::size_t steps_done) {
-  model::StateMetadata m;
-  m.config = t.exec.config;
-  m.step = steps_done;
-  m.next_microbatch = t.first_microbatch + (steps_done - t.first_step) *
-                                               static_cast<std::size_t>(t.schedule.microbatches);
-  m.data_seed = t.data_seed;
-  m.data_order = std::string(model::to_string(t.data_order));
-  m.lr_schedule = t.exec.lr;
-  m.lr_schedule.total_steps = t.total_steps;
-  m.adamw = t.exec.adamw;
-  m.extra["kind"] = t.schedule.kind;
-  m.extra["microbatches"] = t.schedule.microbatches;
-  m.extra["batch"] = t.exec.batch;
-  m.extra["seq_len"] = t.exec.seq_len;
-  return m;
-}
-
-}  // namespace
-
-// --save-every K: every stage copies its weights and AdamW state right after its update of each
-// K-th step, and the stage completing a step's set writes the checkpoint (save_state: a temporary
-// file, fsync, rename, so the last complete one stays until the new one is whole). The schedule's
-// steps are cuts (make_train_setup checked): when a stage updates for step k nothing of a later
-// step has run on it and nothing of step k is left, so the copies form the state of the run after
-// step k. One set of buffers (the weights and both moments once more), allocated here, not
-// during the run, is enough: a stage's update of step k + 1 needs a forward of step k + 1 on every
-// stage, which each runs after its own update of step k (a cut), and so, on the writer's thread,
-// after the write of step k has returned.
-class TrainOutputs::PeriodicSaver {
- public:
-  PeriodicSaver(const TrainSetup& t, const TrainFlags& f)
-      : t_(t), path_(f.save_path), every_(static_cast<std::size_t>(f.save_every)) {
-    for (const model::StageRange& range : t.exec.ranges) {
-      const std::size_t n = model::ParamLayout(t.exec.config, range).size();
-      slot_.stages.push_back(
-          {range, 0, std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)});
-    }
-  }
-
-  void after_update(const exec::StageRuntime& rt, std::size_t steps_done) {
-    // The last step is written by --save at the end of the run.
-    if (steps_done % every_ != 0 || steps_done == t_.last_step) return;
-    Slot& slot = slot_;
-    rt.copy_state_to(slot.stages.at(static_cast<std::size_t>(rt.stage())));
-    {
-      std::lock_guard lock(mutex_);
-      if (slot.filled > 0 && slot.step != steps_done)
-        throw std::logic_error(
-            fmt::format("--save-every: stage {} saves step {} while step {} "
-                        "is incomplete",
-                        rt.stage(), steps_done, slot.step));
-      slot.step = steps_done;
-      if (++slot.filled < slot.stages.size()) return;
-      slot.filled = 0;
-    }
-    std::vector<model::StageStateView> views;
-    for (const model::StageState& s : slot.stages) views.push_back(s.view());
-    model::save_state(path_, state_metadata(t_, steps_done), views);
-  }
-
- private:
-  struct Slot {
-    std::vector<model::StageState> stages;  // one per stage, in stage order
-    std::size_t step = 0;
-    std::size_t filled = 0;  // stages that have copied their state for `step`
-  };
-  const TrainSetup& t_;
-  std::string path_;
-  std::size_t every_;
-  Slot slot_;
-  std::mutex mutex_;
-};
 
 TrainOutputs::TrainOutputs(TrainSetup& t, const TrainFlags& f, bool writer)
     : t_(t),
@@ -124,25 +48,7 @@ void TrainOutputs::install_step_hook() {
     add_metric(j);
     progress_.update(static_cast<std::int64_t>(step), s.loss, tokens, s.time_s);
   };
-  const bool from_file = !t_.schedule_file.empty();
-  if (f_.save_every > 0 && (step_cut_violation(t_.schedule) || from_file)) {
-    // Micro-batches are in flight at every step's end, or the schedule is a file's, which
-    // --resume cannot regenerate: save consistent cuts (exec/cut.hpp), a file's carrying it.
-    t_.exec.cut_every = f_.save_every;
-    t_.exec.on_cut = [this, from_file](const exec::CutImage& image, std::size_t steps_done) {
-      model::StateMetadata m = state_metadata(t_, steps_done);
-      m.next_microbatch = t_.first_microbatch;  // the data of the cut's schedule's micro-batch 0
-      save_cut(f_.save_path, std::move(m),
-               {t_.first_step, t_.schedule.steps, t_.exec.snapshot_every,
-                from_file ? &t_.schedule : nullptr, t_.schedule_file},
-               image);
-    };
-  } else if (f_.save_every > 0) {
-    saver_ = std::make_unique<PeriodicSaver>(t_, f_);
-    t_.exec.after_update = [this](const exec::StageRuntime& rt, std::size_t steps_done) {
-      saver_->after_update(rt, steps_done);
-    };
-  }
+  saver_ = exec::install_periodic_saves(t_, f_);
 }
 
 void TrainOutputs::abandon() {
@@ -176,7 +82,8 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
                      {"vocab", t_.exec.config.vocab},     {"batch", t_.exec.batch}};
     head["partition"] = ordered_json::array();
     for (const auto& r : t_.exec.ranges) head["partition"].push_back(r.num_layers);
-    head["blas"] = blas_json(model::blas_identity());  // the CPU BLAS and kernel this run used
+    head["blas"] =
+        exec::blas_json(model::blas_identity());  // the CPU BLAS and kernel this run used
     for (auto& [key, value] : backend_keys.items()) head[key] = value;
     head["first_step"] = t_.first_step;
     head["loss"] = result.step_losses;
@@ -184,7 +91,7 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
     for (const auto& [step, loss] : val_losses_)
       head["val_loss"].push_back({{"step", step}, {"val_loss", loss}});
     head["wall_s"] = result.wall_s;
-    if (result.message_buffers_preallocated > 0)  // the GPU pipeline's (issue 16)
+    if (result.message_buffers_preallocated > 0)  // the GPU pipeline's
       head["message_buffers"] = {{"preallocated", result.message_buffers_preallocated},
                                  {"grown", result.message_buffers_grown},
                                  {"peak_in_use", result.peak_messages_in_flight}};
@@ -196,9 +103,9 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
 }
 
 void TrainOutputs::save_checkpoint(const std::vector<model::StageStateView>& views) const {
-  model::save_state(f_.save_path,
-                    state_metadata(t_, t_.first_step + static_cast<std::size_t>(t_.schedule.steps)),
-                    views);
+  model::save_state(
+      f_.save_path,
+      exec::state_metadata(t_, t_.first_step + static_cast<std::size_t>(t_.schedule.steps)), views);
 }
 
 void TrainOutputs::export_whole_model(const std::vector<float>& params) const {

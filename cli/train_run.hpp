@@ -20,10 +20,10 @@
 #include <utility>
 #include <vector>
 
-#include "cli/blas_info.hpp"
 #include "cli/common.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_setup.hpp"
+#include "exec/machine.hpp"
 #include "model/checkpoint_state.hpp"
 #include "traces/report.hpp"
 
@@ -59,13 +59,12 @@ class TrainOutputs {
   void export_whole_model(const std::vector<float>& params) const;
   void add_metric(const ordered_json& j);
 
-  class PeriodicSaver;
-
   TrainSetup& t_;
   const TrainFlags& f_;
-  std::unique_ptr<PeriodicSaver> saver_;  // --save-every
+  std::shared_ptr<void> saver_;  // --save-every's, while the run lasts
   std::mutex mutex_;
-  std::string lines_ = metrics_head_line(t_);  // the run and its BLAS first; t_ is set by now
+  std::string lines_ =
+      exec::metrics_head_line(t_, PACI_VERSION);  // the run and its BLAS first; t_ is set by now
   Progress progress_;
   double tokens_per_step_ = 0.0;
   std::vector<std::pair<std::size_t, double>> val_losses_;

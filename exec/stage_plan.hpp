@@ -93,7 +93,7 @@ std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& ana
 // timing: an activation from stage s to s + 1 is in flight between F(s, m) and F(s + 1, m), while
 // stage s holds m's activations, and a gradient from s + 1 to s between B/I(s + 1, m) and
 // B/I(s, m), while stage s holds them too; so twice the analysed peak activations of every stage
-// but the last. Sizes the GPU pipeline's message buffers before a run (issue 16).
+// but the last. Sizes the GPU pipeline's message buffers before a run.
 std::int64_t message_bound(const Schedule& schedule, const Analysis& analysis);
 
 // What a run measured, whatever backend ran it.

@@ -160,7 +160,7 @@ void StageRuntime::save_image(std::span<std::byte> out) const {
 void StageRuntime::load_image(std::span<const std::byte> in, const std::string& what) {
   model::ImageReader reader(in, what);
   if (in.size() != image_bytes())
-    throw model::InputError(
+    throw InputError(
         fmt::format("{}: image of {} bytes, this stage's runtime has {} (another schedule, shape "
                     "or partition?)",
                     what, in.size(), image_bytes()));
@@ -216,11 +216,11 @@ void StageRuntime::check_image(std::span<const Action> before_cut, const std::st
     }
   }
   if (!(book == book_))
-    throw model::InputError(fmt::format(
+    throw InputError(fmt::format(
         "{}: its weight versions are not those of the schedule's actions before the cut", what));
   std::sort(held.begin(), held.end());
   if (held != activations_.held())
-    throw model::InputError(fmt::format(
+    throw InputError(fmt::format(
         "{}: its activations are not those of the micro-batches in flight at the cut", what));
   std::vector<std::int64_t> kept;
   for (std::size_t i = 0; i < w_stash_mb_.size(); ++i) {
@@ -230,13 +230,13 @@ void StageRuntime::check_image(std::span<const Action> before_cut, const std::st
     for (const auto& [mb, v] : read_at_i)
       read_there = read_there || (mb == w_stash_mb_[i] && v == w_stash_version_[i]);
     if (!read_there)
-      throw model::InputError(
+      throw InputError(
           fmt::format("{}: an input gradient awaiting its W that the cut does not have", what));
   }
   std::sort(kept.begin(), kept.end());
   std::sort(awaiting_w.begin(), awaiting_w.end());
   if (kept != awaiting_w)
-    throw model::InputError(
+    throw InputError(
         fmt::format("{}: its input gradients awaiting W are not those in flight at the cut", what));
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "base/errors.hpp"
+
 namespace paci::model {
 
 // what(): "file:line: check failed: expression: explanation" (for bug reports); explanation():
@@ -24,12 +26,10 @@ class ModelError : public std::runtime_error {
   std::string explanation_;
 };
 
-// Bad input from the user's side — a missing or malformed data, model or checkpoint file, an
-// impossible request — with one line naming the file and the problem. The CLI exits 2 on it
-// (ModelError, a broken internal invariant, exits 1).
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// Bad input from the user's side (a missing or malformed data, model or checkpoint file, an
+// impossible request): paci's one InputError (base/errors.hpp); ModelError, a broken internal
+// invariant, exits 1.
+using paci::InputError;
 
 [[noreturn]] inline void fail_check(const char* file, int line, const char* expression,
                                     const std::string& message) {

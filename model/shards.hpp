@@ -1,6 +1,6 @@
 // llm.c token shards (.bin): a header of 256 little-endian int32 — [0] magic 20240520, [1] version
 // 1, [2] token count — then that many little-endian uint16 tokens, nothing after. Reading checks
-// every field and throws paci::model::InputError with one line naming the file; writing is atomic.
+// every field and throws InputError with one line naming the file; writing is atomic.
 #pragma once
 
 #include <cstddef>

@@ -20,7 +20,7 @@ inline constexpr std::size_t kByteVocab = 256;  // V of the byte-level tokenizer
 
 std::vector<Token> encode_bytes(std::string_view text);
 
-// Throws paci::model::InputError naming the first token >= 256 and its position ("not a byte-level
+// Throws InputError naming the first token >= 256 and its position ("not a byte-level
 // token"), e.g. for a shard written by a GPT-2 BPE tokenizer.
 std::string decode_bytes(std::span<const Token> tokens);
 

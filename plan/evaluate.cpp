@@ -59,6 +59,32 @@ std::int32_t simulated_steps(const PlanConfig& c) {
   return 2 * fill_steps + 2;
 }
 
+void check_pipeline(const PlanConfig& c) {
+  const ModelSpec& m = c.model;
+  if (c.chunks > 1 && c.kind != "interleaved")
+    throw InputError(fmt::format("--chunks {} is interleaved's; {} runs one stage per device",
+                                 c.chunks, c.kind));
+  if (m.layers < c.stages())
+    throw InputError(fmt::format("{} layers are too few for --pp {} x --chunks {} = {} stages",
+                                 m.layers, c.pp, c.chunks, c.stages()));
+  if (!c.partition.empty()) {
+    if (static_cast<std::int32_t>(c.partition.size()) != c.stages())
+      throw InputError(fmt::format("--partition lists {} stages, the pipeline has {}",
+                                   c.partition.size(), c.stages()));
+    std::int64_t sum = 0;
+    for (const std::int32_t layers : c.partition) {
+      if (layers < 1) throw InputError("--partition: every stage needs at least one layer");
+      sum += layers;
+    }
+    if (sum != m.layers)
+      throw InputError(
+          fmt::format("--partition adds up to {} layers, the model has {}", sum, m.layers));
+  }
+  if (c.microbatches() > (std::int64_t{1} << 20))
+    throw InputError(fmt::format("{} micro-batches per step are more than paci simulates (2^20)",
+                                 c.microbatches()));
+}
+
 void check_config(const PlanConfig& c) {
   check_model(c.model);
   check_cluster(c.cluster, c.cluster.name);
@@ -97,28 +123,7 @@ void check_config(const PlanConfig& c) {
     throw InputError(
         "--tp-comm-overlap overlaps the sequence-parallel collectives: it needs "
         "--sequence-parallel");
-  if (c.chunks > 1 && c.kind != "interleaved")
-    throw InputError(fmt::format("--chunks {} is interleaved's; {} runs one stage per device",
-                                 c.chunks, c.kind));
-  if (m.layers < c.stages())
-    throw InputError(fmt::format("{} layers are too few for --pp {} x --chunks {} = {} stages",
-                                 m.layers, c.pp, c.chunks, c.stages()));
-  if (!c.partition.empty()) {
-    if (static_cast<std::int32_t>(c.partition.size()) != c.stages())
-      throw InputError(fmt::format("--partition lists {} stages, the pipeline has {}",
-                                   c.partition.size(), c.stages()));
-    std::int64_t sum = 0;
-    for (const std::int32_t layers : c.partition) {
-      if (layers < 1) throw InputError("--partition: every stage needs at least one layer");
-      sum += layers;
-    }
-    if (sum != m.layers)
-      throw InputError(
-          fmt::format("--partition adds up to {} layers, the model has {}", sum, m.layers));
-  }
-  if (c.microbatches() > (std::int64_t{1} << 20))
-    throw InputError(fmt::format("{} micro-batches per step are more than paci simulates (2^20)",
-                                 c.microbatches()));
+  check_pipeline(c);
 }
 
 ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement_of(c)) {
@@ -282,7 +287,6 @@ PlanResult evaluate(const PlanConfig& config, const EvaluateOptions& options, Si
                     const Schedule* schedule) {
   check_config(config);
   const PlanConfig& c = config;
-  const ClusterSpec& gpu = c.cluster;
   const ModelSpec& m = c.model;
   PlanResult r;
   r.config = c;
@@ -300,7 +304,15 @@ PlanResult evaluate(const PlanConfig& config, const EvaluateOptions& options, Si
   SimOptions so;
   so.record_timeline = options.record_timeline;
   sim = simulate(r.schedule, r.costs, so);
+  measure(r, sim);
+  return r;
+}
 
+void measure(PlanResult& r, const SimResult& sim) {
+  const PlanConfig& c = r.config;
+  const ClusterSpec& gpu = c.cluster;
+  const ModelSpec& m = c.model;
+  const auto M = static_cast<std::int32_t>(r.microbatches);
   // The step: the makespan of one flushed step; for an asynchronous schedule the time between
   // stage 0's updates in the middle half of the run, times the updates per global step.
   const auto& list0 = r.schedule.devices[static_cast<std::size_t>(r.schedule.placement[0])];
@@ -330,13 +342,12 @@ PlanResult evaluate(const PlanConfig& config, const EvaluateOptions& options, Si
   r.model_flops_per_step =
       tokens * (6.0 * (L * static_cast<double>(counts.per_layer) + head_params) + 12.0 * L * s * h);
   r.model_tflops_per_gpu = r.model_flops_per_step / r.step_s / static_cast<double>(c.gpus) / 1e12;
-  r.mfu = r.model_tflops_per_gpu * 1e12 / gpu.peak_flops;
+  r.mfu = gpu.peak_flops > 0 ? r.model_tflops_per_gpu * 1e12 / gpu.peak_flops : 0.0;
   r.memory_per_device = sim.device_peak_memory_bytes;
   r.peak_memory_bytes = *std::max_element(r.memory_per_device.begin(), r.memory_per_device.end());
   r.memory_limit_bytes = gpu.memory_bytes;
   r.fits = static_cast<double>(r.peak_memory_bytes) <= r.memory_limit_bytes;
-  r.max_staleness = analyze(r.schedule).max_staleness();
-  return r;
+  r.max_staleness = analyze(r.schedule).max_lag();
 }
 
 }  // namespace paci::plan

@@ -46,6 +46,10 @@ struct PlanConfig {
 // kv heads or the MLP; a global batch not divisible by d·b; fewer layers than p·v stages; a
 // bad partition; chunks with a kind other than interleaved; a kind the generators refuse.
 void check_config(const PlanConfig& config);
+// Of those, the pipeline's alone: chunks only for interleaved, layers for p·v stages, the
+// partition (one entry per model stage, each at least one layer, summing to the layers), at most
+// 2^20 micro-batches.
+void check_pipeline(const PlanConfig& config);
 
 // One model stage of the evaluated configuration.
 struct StagePlan {
@@ -75,13 +79,21 @@ struct PlanResult {
   double memory_limit_bytes =
       0;              // what `fits` compares with: the GPU's memory, or a search's limit
   bool fits = false;  // peak_memory_bytes <= memory_limit_bytes
-  std::int32_t max_staleness = 0;  // the schedule's analysed maximum
+  // The schedule's analysed staleness: the most weight versions between a micro-batch's forward
+  // and the weights its backward reads or the update that applies its gradient (Analysis::max_lag:
+  // 0 for the flushed schedules, PACI and 2BW 1, PipeDream p - 1).
+  std::int32_t max_staleness = 0;
   std::int32_t simulated_steps = 0;
 };
 
 struct EvaluateOptions {
   bool record_timeline = false;  // keep the simulated timeline (for a Chrome trace)
 };
+
+// From a simulation of r.schedule under r.costs (r.config, r.microbatches and r.simulated_steps
+// set): the step, bubble, tokens/s, model FLOPs, MFU (0 without a peak), memory per device (fits
+// against the cluster's memory) and staleness.
+void measure(PlanResult& r, const SimResult& simulated);
 
 // Model stage -> pipeline device: stage k on device k mod p (interleaved), else the identity.
 std::vector<std::int32_t> placement_of(const PlanConfig& config);

@@ -234,14 +234,17 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   }
   const bool changed = o.layers || o.d_model || o.heads || o.kv_heads || o.ffn || o.vocab ||
                        o.arch || o.tied_embeddings;
+  // A preset without grouped-query attention keeps it when --heads changes; an MLP of 4h keeps
+  // its ratio when --d-model changes.
+  const bool full_attention = m.kv_heads == m.heads, mlp_4h = m.ffn == 4 * m.d_model;
   if (o.arch) m.arch = *o.arch;
   if (o.layers) m.layers = *o.layers;
   if (o.d_model) m.d_model = *o.d_model;
   if (o.heads) m.heads = *o.heads;
   if (o.seq_len) m.seq_len = *o.seq_len;
   if (o.vocab) m.vocab = *o.vocab;
-  m.kv_heads = o.kv_heads.value_or(preset ? m.kv_heads : m.heads);
-  m.ffn = o.ffn.value_or(preset ? m.ffn : 4 * m.d_model);
+  m.kv_heads = o.kv_heads.value_or(preset && !full_attention ? m.kv_heads : m.heads);
+  m.ffn = o.ffn.value_or(preset && !mlp_4h ? m.ffn : 4 * m.d_model);
   if (o.tied_embeddings) m.tied_embeddings = *o.tied_embeddings;
   if (preset && changed) m.name += " (modified)";
   check_model(m);

@@ -1,8 +1,10 @@
 // search_document, search_text, nothing_fits, frontier_csv.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
+#include "plan/cpu.hpp"
 #include "plan/report.hpp"
 
 namespace paci::plan {
@@ -14,6 +16,10 @@ double gib(double bytes) {
 }
 
 std::string knobs(const PlanConfig& c) {
+  if (c.cluster.name == kCpuClusterName)  // one thread per stage: its partition matters
+    return fmt::format("{} p={}{} M={} layers {}", c.kind, c.pp,
+                       c.kind == "interleaved" ? fmt::format(" v={}", c.chunks) : "",
+                       c.microbatches(), fmt::join(c.partition, ","));
   std::string switches;
   if (c.sequence_parallel) switches += " sp";
   if (c.tp_comm_overlap) switches += " tp-overlap";
@@ -95,36 +101,47 @@ std::string nothing_fits(const SearchResult& r) {
   if (!r.smallest)
     return fmt::format("no configuration to simulate: all {} were invalid ({})", r.configurations,
                        r.rejected.invalid_example);
+  const bool cpu = r.smallest->cluster.name == kCpuClusterName;
   std::string line = fmt::format(
-      "no configuration fits in {:.1f} GiB per GPU{}: the smallest peak found needs {:.1f} GiB "
-      "({})",
-      gib(r.memory_limit_bytes), r.rejected.too_stale > 0 ? " and the staleness limit" : "",
+      "no configuration fits in {:.1f} GiB{}{}: the smallest peak found needs {:.1f} GiB ({})",
+      gib(r.memory_limit_bytes), cpu ? "" : " per GPU",
+      r.rejected.too_stale > 0 ? " and the staleness limit" : "",
       gib(static_cast<double>(r.smallest_peak_bytes)), knobs(*r.smallest));
   for (const auto& [what, bytes] : r.alternatives)
     line += fmt::format("; with {}: {:.1f} GiB", what, gib(static_cast<double>(bytes)));
   if (static_cast<double>(r.smallest_static_bytes) > r.memory_limit_bytes)
     line += fmt::format(
-        "; its weights, gradients and optimizer state alone need {:.1f} GiB: it takes more GPUs "
-        "(or larger ones)",
-        gib(static_cast<double>(r.smallest_static_bytes)));
+        "; its weights, gradients and optimizer state alone need {:.1f} GiB: it takes {}",
+        gib(static_cast<double>(r.smallest_static_bytes)),
+        cpu ? "more memory (--memory-limit)" : "more GPUs (or larger ones)");
   return line;
 }
 
 std::string search_text(const SearchResult& r, const SearchSpace& space) {
-  std::string out = fmt::format(
-      "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
-      "searched {} configurations in {:.2f} s ({:.0f} a second, {} thread{}): {} simulated, {} "
-      "pruned by their bound{}\n",
-      space.model.name, static_cast<double>(parameter_counts(space.model).total) / 1e9, space.gpus,
-      space.cluster.name, space.global_batch, space.model.seq_len, r.configurations, r.seconds,
-      r.seconds > 0 ? static_cast<double>(r.configurations) / r.seconds : 0.0, r.jobs,
-      r.jobs == 1 ? "" : "s", r.simulated, r.rejected.pruned,
-      r.interrupted ? " (INTERRUPTED: the best so far)" : "");
-  out += fmt::format("memory limit {:.1f} GiB per GPU{}\n", gib(r.memory_limit_bytes),
-                     r.memory_limit_bytes == space.cluster.memory_bytes - kFrameworkReserveBytes
-                         ? fmt::format(" (the GPU's {:.1f} GiB less a {:.0f} GiB reserve)",
-                                       gib(space.cluster.memory_bytes), gib(kFrameworkReserveBytes))
-                         : "");
+  const bool cpu = space.cluster.name == kCpuClusterName;
+  std::string out =
+      cpu ? fmt::format(
+                "{} on this machine's CPU executor ({} cores), global batch {} x {} tokens\n"
+                "simulated {} configurations in {:.2f} s from the per-layer calibration{}\n",
+                space.model.name, space.gpus, space.global_batch, space.model.seq_len, r.simulated,
+                r.seconds, r.interrupted ? " (INTERRUPTED: the best so far)" : "")
+          : fmt::format(
+                "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
+                "searched {} configurations in {:.2f} s ({:.0f} a second, {} thread{}): {} "
+                "simulated, {} "
+                "pruned by their bound{}\n",
+                space.model.name, static_cast<double>(parameter_counts(space.model).total) / 1e9,
+                space.gpus, space.cluster.name, space.global_batch, space.model.seq_len,
+                r.configurations, r.seconds,
+                r.seconds > 0 ? static_cast<double>(r.configurations) / r.seconds : 0.0, r.jobs,
+                r.jobs == 1 ? "" : "s", r.simulated, r.rejected.pruned,
+                r.interrupted ? " (INTERRUPTED: the best so far)" : "");
+  out += fmt::format(
+      "memory limit {:.1f} GiB {}{}\n", gib(r.memory_limit_bytes), cpu ? "for the run" : "per GPU",
+      !cpu && r.memory_limit_bytes == space.cluster.memory_bytes - kFrameworkReserveBytes
+          ? fmt::format(" (the GPU's {:.1f} GiB less a {:.0f} GiB reserve)",
+                        gib(space.cluster.memory_bytes), gib(kFrameworkReserveBytes))
+          : "");
   if (!r.plans.empty()) {
     out += fmt::format("top {}:\n", r.plans.size()) + plans_table(r.plans);
     out += fmt::format("Pareto frontier over step time, peak memory and staleness ({} plans):\n",
@@ -165,14 +182,15 @@ std::string frontier_csv(const std::vector<PlanResult>& frontier) {
   std::string out =
       "kind,tp,pp,dp,chunks,microbatch_size,microbatches,recompute,sequence_parallel,"
       "tp_comm_overlap,distributed_optimizer,overlap_grad_reduce,step_s,tokens_per_s,mfu,"
-      "bubble_ratio,peak_memory_bytes,max_staleness\n";
+      "bubble_ratio,peak_memory_bytes,max_staleness,partition\n";
   for (const PlanResult& p : frontier) {
     const PlanConfig& c = p.config;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{}\n",
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{}\n",
                        c.kind, c.tp, c.pp, c.dp(), c.chunks, c.microbatch_size, c.microbatches(),
                        to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap,
                        c.distributed_optimizer, c.overlap_grad_reduce, p.step_s, p.tokens_per_s,
-                       p.mfu, p.bubble_ratio, p.peak_memory_bytes, p.max_staleness);
+                       p.mfu, p.bubble_ratio, p.peak_memory_bytes, p.max_staleness,
+                       fmt::join(c.partition, " "));
   }
   return out;
 }

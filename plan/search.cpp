@@ -21,19 +21,23 @@
 
 namespace paci::plan {
 
-namespace {
-
 const std::vector<std::string>& all_kinds() {
   static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream", "2bw",
                                                  "paci",  "zb-h1", "zb-h2",     "interleaved"};
   return kinds;
 }
 
+namespace {
+
 template <typename T>
 std::vector<T> divisors(T n, T at_most) {
   std::vector<T> out;
-  for (T k = 1; k <= n && k <= at_most; ++k)
-    if (n % k == 0) out.push_back(k);
+  for (T k = 1; k <= n / k; ++k)
+    if (n % k == 0) {
+      if (k <= at_most) out.push_back(k);
+      if (n / k != k && n / k <= at_most) out.push_back(n / k);
+    }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -152,9 +156,24 @@ struct Kept {
     frontier.emplace_back(p, key);
   }
 
-  // Whether a candidate with these bounds can neither enter the top list nor the frontier.
-  bool rules_out(const Candidate& c) const {
+  // The top list and the frontier, each fastest first, into `result`.
+  void move_into(SearchResult& result) {
+    result.plans.clear();
+    result.frontier.clear();
+    for (auto& [p, key] : top) result.plans.push_back(std::move(p));
+    std::sort(frontier.begin(), frontier.end(), [](const auto& a, const auto& b) {
+      return better(a.first, a.second, b.first, b.second);
+    });
+    for (auto& [p, key] : frontier) result.frontier.push_back(std::move(p));
+  }
+
+  // Whether a candidate with these bounds can neither enter the top list nor the frontier, nor
+  // be the best of its class (synchronous or asynchronous) so far in `result`.
+  bool rules_out(const Candidate& c, const SearchResult& result) const {
     if (top.size() < limit || !(c.step_bound_s > top.back().first.step_s)) return false;
+    const auto& best =
+        asynchronous_kind(c.config.kind) ? result.best_asynchronous : result.best_synchronous;
+    if (!best || !(c.step_bound_s > best->step_s)) return false;
     return std::any_of(frontier.begin(), frontier.end(), [&](const auto& e) {
       const PlanResult& q = e.first;
       return dominates(q.step_s, q.peak_memory_bytes, q.max_staleness, c.step_bound_s,
@@ -262,6 +281,45 @@ std::vector<std::int32_t> bottleneck_partition(const PlanConfig& c, const Config
   return partition_under(partition_tables(c, costs, in_flight), limit_bytes);
 }
 
+std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
+  const auto one = [](const auto& list) { return list.size() == 1; };
+  if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
+        one(s.sequence_parallel) && one(s.tp_comm_overlap) && one(s.distributed_optimizer) &&
+        one(s.overlap_grad_reduce) && s.chunks.size() <= 1))
+    return std::nullopt;
+  PlanConfig c;
+  c.model = s.model;
+  c.cluster = s.cluster;
+  c.gpus = s.gpus;
+  c.global_batch = s.global_batch;
+  c.tp = s.tp[0];
+  c.pp = s.pp[0];
+  c.microbatch_size = s.microbatch_size[0];
+  c.kind = s.kinds[0];
+  c.chunks = !s.chunks.empty() ? s.chunks[0] : (c.kind == "interleaved" ? 2 : 1);
+  c.recompute = s.recompute[0];
+  c.sequence_parallel = s.sequence_parallel[0];
+  c.tp_comm_overlap = s.tp_comm_overlap[0];
+  c.distributed_optimizer = s.distributed_optimizer[0];
+  c.overlap_grad_reduce = s.overlap_grad_reduce[0];
+  c.flash_attention = s.flash_attention;
+  c.partition = s.partition;
+  return c;
+}
+
+void rank_plans(const std::vector<PlanResult>& plans, std::size_t top, SearchResult& result) {
+  Kept kept;
+  kept.limit = std::max<std::size_t>(top, 1);
+  for (const PlanResult& p : plans) {
+    const std::string key = config_key(p.config);
+    kept.add(p, key);
+    auto& best =
+        asynchronous_kind(p.config.kind) ? result.best_asynchronous : result.best_synchronous;
+    if (!best || better(p, key, *best, config_key(best->config))) best = p;
+  }
+  kept.move_into(result);
+}
+
 PlanResult evaluate_best_partition(const PlanConfig& config, double memory_limit_bytes,
                                    const EvaluateOptions& options, SimResult& simulated) {
   check_config(config);
@@ -349,7 +407,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                             simulated_steps(c), c.kind == "interleaved" ? c.chunks : 0));
       const Analysis a = analyze(*s);
       for (const auto& st : a.stages) info.in_flight.push_back(st.peak_activations);
-      info.max_staleness = a.max_staleness();
+      info.max_staleness = a.max_lag();
       info.actions.assign(static_cast<std::size_t>(s->stages), {0, 0, 0, 0, 0});
       for (const auto& device : s->devices)
         for (const Action& act : device)
@@ -371,10 +429,13 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
   std::optional<Candidate> smallest;
   for (const std::int32_t t : tps) {
     std::vector<std::int32_t> pps = space.pp;
-    if (pps.empty())
-      pps = space.gpus % t == 0
-                ? divisors<std::int32_t>(static_cast<std::int32_t>(space.gpus / t), L)
-                : std::vector<std::int32_t>{};
+    if (pps.empty()) {
+      if (space.gpus % t != 0) {
+        invalid(fmt::format("--gpus {} is not divisible by --tp {}", space.gpus, t));
+        continue;
+      }
+      pps = divisors<std::int32_t>(static_cast<std::int32_t>(space.gpus / t), L);
+    }
     for (const std::int32_t p : pps) {
       PlanConfig base;
       base.model = m;
@@ -471,12 +532,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                           continue;
                         }
                         if (static_cast<double>(bound.memory_bytes) > limit) {
-                          ++result.rejected.out_of_memory;
-                          const auto excess = static_cast<std::int64_t>(
-                              static_cast<double>(bound.memory_bytes) - limit);
-                          if (result.rejected.least_excess_bytes < 0 ||
-                              excess < result.rejected.least_excess_bytes)
-                            result.rejected.least_excess_bytes = excess;
+                          result.rejected.add_out_of_memory(static_cast<std::int64_t>(
+                              static_cast<double>(bound.memory_bytes) - limit));
                           continue;
                         }
                         candidates.push_back(std::move(cand));
@@ -502,7 +559,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
     }
     std::vector<const Candidate*> run;
     for (std::size_t i = first; i < std::min(candidates.size(), first + batch); ++i) {
-      if (options.prune && kept.rules_out(candidates[i])) {
+      if (options.prune && kept.rules_out(candidates[i], result)) {
         ++result.rejected.pruned;
         continue;
       }
@@ -533,11 +590,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
       ++result.simulated;
       PlanResult& p = *out[i];
       if (static_cast<double>(p.peak_memory_bytes) > limit) {
-        ++result.rejected.out_of_memory;
-        const auto excess =
-            static_cast<std::int64_t>(static_cast<double>(p.peak_memory_bytes) - limit);
-        if (result.rejected.least_excess_bytes < 0 || excess < result.rejected.least_excess_bytes)
-          result.rejected.least_excess_bytes = excess;
+        result.rejected.add_out_of_memory(
+            static_cast<std::int64_t>(static_cast<double>(p.peak_memory_bytes) - limit));
         continue;
       }
       p.fits = true;
@@ -556,11 +610,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
       options.progress(progress);
     }
   }
-  for (auto& [p, key] : kept.top) result.plans.push_back(std::move(p));
-  std::sort(kept.frontier.begin(), kept.frontier.end(), [](const auto& a, const auto& b) {
-    return better(a.first, a.second, b.first, b.second);
-  });
-  for (auto& [p, key] : kept.frontier) result.frontier.push_back(std::move(p));
+  kept.move_into(result);
 
   // Nothing fit: the configuration with the smallest peak, and what a knob outside the space
   // would make of it.

@@ -66,6 +66,12 @@ struct Rejected {
   std::int64_t pruned = 0;         // its bound could neither make the top list nor the frontier
   std::int64_t least_excess_bytes = -1;  // of the configurations out of memory, the smallest excess
   std::string invalid_example;           // one invalid configuration's reason
+
+  // One more out of memory, by `excess` bytes.
+  void add_out_of_memory(std::int64_t excess) {
+    ++out_of_memory;
+    if (least_excess_bytes < 0 || excess < least_excess_bytes) least_excess_bytes = excess;
+  }
 };
 
 struct SearchResult {
@@ -87,9 +93,20 @@ struct SearchResult {
   std::vector<std::pair<std::string, std::int64_t>> alternatives;
 };
 
+// The eight kinds a search covers when --kind is not given.
+const std::vector<std::string>& all_kinds();
+
 // The whole search. InputError for a space with nothing to search (a fixed knob that does not
 // fit the model, no GPUs).
 SearchResult search(const SearchSpace& space, const SearchOptions& options = {});
+
+// Every knob given one value: the configuration they give (chunks 2 for interleaved unless
+// given); nullopt when any knob is searched.
+std::optional<PlanConfig> single_configuration(const SearchSpace& space);
+
+// The top `top` of `plans` (each fits and is fresh enough), the frontier over them and the best
+// synchronous and asynchronous one, into `result`, ties broken by configuration as search() does.
+void rank_plans(const std::vector<PlanResult>& plans, std::size_t top, SearchResult& result);
 
 // One configuration (every knob given) with its best partition: its own when given, else the
 // balanced one and the one smallest under `memory_limit_bytes` (<= 0: the GPU's memory less

@@ -20,6 +20,12 @@ std::int32_t Analysis::max_staleness() const {
   return m;
 }
 
+std::int32_t Analysis::max_update_delay() const {
+  std::int32_t m = 0;
+  for (const auto& st : stages) m = std::max(m, st.max_update_delay);
+  return m;
+}
+
 StageVersionTracker::StageVersionTracker(std::int32_t stage, std::int32_t device,
                                          WeightPolicy policy)
     : stash_(policy != WeightPolicy::current) {

@@ -5,6 +5,7 @@
 //   update_delay(s,m) = versions created at s between F(s,m) and the U that applies m's gradient
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -43,6 +44,10 @@ struct Analysis {
 
   const VersionRecord& version(std::int32_t stage, std::int32_t microbatch) const;
   std::int32_t max_staleness() const;
+  std::int32_t max_update_delay() const;
+  // How far behind a gradient can be, as one number: the larger of the two maxima (0 exactly for
+  // the flushed schedules; PACI 1, 2BW 1, PipeDream P - 1).
+  std::int32_t max_lag() const { return std::max(max_staleness(), max_update_delay()); }
   std::int64_t total_microbatches = 0;
 };
 

@@ -9,12 +9,9 @@
 #include <string_view>
 #include <vector>
 
-namespace paci {
+#include "base/errors.hpp"
 
-// Errors in user input (files, flags, impossible configurations). The CLI maps them to exit 2.
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace paci {
 
 // F forward, B full backward, I input-gradient half, W weight-gradient half, U optimizer step.
 enum class ActionKind : std::uint8_t { F = 0, B = 1, I = 2, W = 3, U = 4 };

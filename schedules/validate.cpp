@@ -10,6 +10,7 @@
 
 #include "schedules/analysis.hpp"
 #include "schedules/dependencies.hpp"
+#include "schedules/formats.hpp"
 #include "schedules/index.hpp"
 
 namespace paci {
@@ -188,6 +189,20 @@ ValidationSummary validate(const Schedule& s) {
   summary.dependency_edges = check_deadlock(s, index, rules);
   check_weight_policy(s);
   return summary;
+}
+
+Schedule load_valid_schedule(const std::string& path) {
+  Schedule schedule = read_schedule(path);
+  const std::string source = path == "-" ? "<stdin>" : path;
+  try {
+    validate(schedule);
+  } catch (const ScheduleError& e) {
+    throw InputError(fmt::format("{}: invalid schedule: {}\n{}", source, e.what(),
+                                 render_grid(schedule, e.marked)));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: invalid schedule: {}", source, e.what()));
+  }
+  return schedule;
 }
 
 }  // namespace paci

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "schedules/ir.hpp"
 
@@ -17,5 +18,10 @@ struct ValidationSummary {
 // Throws ScheduleError (index.hpp) naming the first problem and marking the actions involved; a
 // deadlock's message starts with "deadlock" and marks every action on the cycle.
 ValidationSummary validate(const Schedule& schedule);
+
+// read_schedule + validate: an InputError whose first line names the file ("<stdin>" for "-")
+// and the problem, followed for a deadlock or a missing action by the per-device grid with the
+// offending actions marked.
+Schedule load_valid_schedule(const std::string& path);
 
 }  // namespace paci

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The demo, end to end on a fresh Debian machine (about 3 minutes on 2 cores):
-#  1. install dependencies, build;
+# The demo, end to end on a fresh Debian machine (about 3 minutes on 2 cores once built; the first
+# install and build take 5-10 minutes more):
+#  1. install dependencies, build (saying what it does and how far the build is);
 #  2. generate the five schedules (P=4, M=4, N=4), validate them, print their static analysis
 #     side by side;
 #  3. compare them in the simulator (uniform costs; then GPT-2 Medium on 8 stages, and PACI beside
-#     the zero-bubble schedules and interleaved 1F1B there);
+#     the zero-bubble schedules and interleaved 1F1B there); plan Llama 3 70B on 64 H100s with
+#     paci plan (the fastest configuration that fits, staleness at most 1);
 #  4. prepare the KJV corpus, train the default GPT with PACI on 4 stages for 50 steps, and check
 #     that the versions the executor recorded equal paci analyze's; then the same run as one
 #     process per stage under mpirun (MPI between them): the same losses, bit for bit;
@@ -14,10 +16,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P="${P:-4}" M="${M:-4}" N="${N:-4}"
-bash scripts/setup.sh >/dev/null
-bash scripts/build.sh --target paci >/dev/null
-paci=build/cli/paci
 mkdir -p out/demo
+echo "== installing what paci needs (scripts/setup.sh: Debian packages; minutes the first time," \
+  "seconds after; log: out/demo/setup.log)"
+start=$SECONDS
+if ! bash scripts/setup.sh >out/demo/setup.log 2>&1; then
+  tail -n 20 out/demo/setup.log
+  exit 1
+fi
+echo "   done in $((SECONDS - start)) s"
+echo "== building paci into build/ (about 5 minutes on 2 cores the first time; log: out/demo/build.log)"
+start=$SECONDS
+# The build's progress on one line: CMake's percentage and the file it is at.
+if ! bash scripts/build.sh --target paci 2>&1 | tee out/demo/build.log |
+  sed -u -n 's/^\[ *\([0-9]*%\)\].* \([^ ]*\)$/\1 \2/p' |
+  while read -r line; do printf '\r   %-74.74s' "$line"; done; then
+  echo
+  tail -n 30 out/demo/build.log
+  exit 1
+fi
+printf '\r   done in %s s%-60s\n' "$((SECONDS - start))" ""
+paci=build/cli/paci
 files=()
 for kind in gpipe 1f1b pipedream 2bw paci; do
   "$paci" schedule --kind "$kind" --stages "$P" --microbatches "$M" --steps "$N" -o "out/demo/$kind.json"
@@ -39,6 +58,11 @@ echo
 echo "== PACI beside Zero Bubble (zb-h1, zb-h2) and interleaved 1F1B: GPT-2 Medium, 8 devices, M=8"
 RESULTS=out/demo/zero_bubble.md bash scripts/experiments/zero_bubble.sh >/dev/null
 awk '/^\| schedule/ { p = 1 } p && /^$/ { exit } p' out/demo/zero_bubble.md
+echo
+echo "== paci plan: Llama 3 70B on 64 H100s, global batch 512 — the fastest configuration that fits"
+echo "   in 76 GiB per GPU with staleness at most 1 (its files, trace and frontier plot: out/demo/plan/)"
+"$paci" plan --preset llama3-70b --gpu h100-80gb --gpus 64 --global-batch 512 --max-staleness 1 \
+  --top 5 -o out/demo/plan
 echo
 echo "== training: the default GPT on the KJV Bible, PACI on 4 stages, M=4, 50 steps"
 bash scripts/prepare_data.sh

@@ -63,7 +63,7 @@ if [ -n "$driver_cuda" ] && [ -n "$nvcc_version" ] &&
   [ "$(printf '%s\n%s\n' "$nvcc_version" "$driver_cuda" | sort -V | head -1)" != "$nvcc_version" ]; then
   fail "the driver ($gpu_driver) supports CUDA $driver_cuda, older than the toolkit's CUDA $nvcc_version: update the driver or use a toolkit <= $driver_cuda"
 fi
-# Every kernel loaded when a context starts (issue 16: lazy loading mid-run can wait behind NCCL).
+# Every kernel loaded when a context starts (lazy loading mid-run can wait behind NCCL).
 export CUDA_MODULE_LOADING=EAGER
 cmake_extra=()
 if ! timeout 180 bash scripts/setup.sh >>"$log" 2>&1; then

@@ -143,7 +143,7 @@ int run_train_processes(TrainSetup& t, const TrainFlags& f, const exec::LaunchIn
 int run_train_gpu(TrainSetup& t, const TrainFlags& f, const exec::LaunchInfo& launch) {
   // Before the first CUDA call: load every kernel when the context is created. With CUDA 12+'s
   // lazy loading, the first launch of a backward, AdamW or cuBLAS kernel mid-run loads its module
-  // and can wait behind NCCL transfers that wait on other processes (issue 16). A user's own
+  // and can wait behind NCCL transfers that wait on other processes. A user's own
   // setting is kept.
   ::setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   if (launch.world_size > 1) {

@@ -9,7 +9,7 @@
 // A watchdog thread polls every communicator for NCCL's asynchronous errors and for a run that
 // makes no progress for `timeout`; either aborts every communicator (which also ends transfers
 // a CUDA call is blocked behind) and the next wait() throws the reason.
-// Built only where NCCL is found (target paci_exec_nccl); compiled, never run yet (docs/cuda.md).
+// Built only where NCCL is found (target paci_exec_nccl).
 #pragma once
 
 #include <atomic>
@@ -83,7 +83,7 @@ class NcclLinks final : public RemoteLinks {
   std::atomic<double> last_progress_s_{0.0};
   std::atomic<bool> stop_{false};
   // Every enqueue on the communicators runs under it, and the aborts (the watchdog's, or this
-  // process's after a failure) take it: no communicator is freed under a send (issue 16).
+  // process's after a failure) take it: no communicator is freed under a send.
   CommGuard guard_;
   std::thread watchdog_;
 };

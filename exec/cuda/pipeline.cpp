@@ -83,7 +83,7 @@ class GpuPipeline::Run {
     }
     width_ = width;
     // Every message buffer the run can need, allocated now: a cudaMalloc mid-run can wait behind
-    // NCCL transfers that wait on other processes (issue 16). message_bound() holds under any
+    // NCCL transfers that wait on other processes. message_bound() holds under any
     // timing; free_buffer() grows the pool only when every free buffer is still being read on
     // the GPU (counted: message_buffers_grown).
     preallocated_ = message_bound(schedule_, p.analysis_);

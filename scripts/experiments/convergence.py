@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The convergence study (issue 7): the default GPT on the default corpus (KJV) trained with every
+"""The convergence study: the default GPT on the default corpus (KJV) trained with every
 schedule at P=4 and M in {P/2, P-1, 2P}, the same token budget, seeds and hyperparameters (the
 peak learning rate scaled with the square root of the batch, as the PACI paper does), and the
 time each schedule needs to reach a target loss in the paper's setting (GPT-2 Medium on 8 stages)

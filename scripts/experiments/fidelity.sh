@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Simulator fidelity on this machine (issues 12, 13, 14): at P=2 and P=4 (M=4, N=8, the default
+# Simulator fidelity on this machine: at P=2 and P=4 (M=4, N=8, the default
 # GPT), every schedule — gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2 and interleaved (2 chunks,
 # with its own calibration of the model's P·v stages; at P=4 the 4-layer default model has too few
 # layers, and fidelity says so) — run REPEATS times round-robin with a calibration round before

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 4's convergence gate: the default small GPT (4 layers, 4 heads, d_model 128, seq 128,
+"""The convergence gate: the default small GPT (4 layers, 4 heads, d_model 128, seq 128,
 micro-batch 16, bytes) on the KJV corpus, one device, 3,000 steps. Writes docs/results/gate.md,
 gate.svg (matplotlib) and gate_curves.json (the plotted curves) from the run's metrics
 (out/gate/metrics.jsonl). Run via scripts/experiments/gate.sh;
@@ -98,7 +98,7 @@ with open(os.path.join(out, "gate_curves.json"), "w") as f:
     f.write("\n")
 plot(train_curve, val_curve, os.path.join(out, "gate.svg"))
 command, wall = args.command, args.wall
-md = ["# Convergence gate (issue 4)", "",
+md = ["# Convergence gate", "",
       f"Command: `{command}` — {wall} of wall-clock on the 2-core development machine.", "",
       "Target: validation loss ≤ 1.65 nats/byte within 15 minutes (a uniform byte model is 5.55).",
       "", "| step | tokens | elapsed | validation loss |", "|---|---|---|---|"]

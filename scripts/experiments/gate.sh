@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4's convergence gate: trains the default GPT on one device for 3,000 steps (about 6
+# The convergence gate: trains the default GPT on one device for 3,000 steps (about 6
 # minutes on 2 cores) and writes docs/results/gate.{md,svg}.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

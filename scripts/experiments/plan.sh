@@ -7,8 +7,8 @@
 #   - GPT-3 175B on 1,024 A100 80GB (global batch 768 of 2048), beside Megatron-LM's configuration
 #     MegaScale measured on that many GPUs (t=8, p=8, v=6, 11.9 s per step) and paci's prediction
 #     for it.
-# Writes out/plan/*.json and docs/results/plan.md (and plan_headline.md for the README); a minute
-# or two on 2 cores.
+# Writes out/plan/*.json and docs/results/plan.md (and plan_headline.md for the README), keeping
+# the section scripts/experiments/plan_cpu.sh writes there; a minute or two on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ -z "${SUMMARY_ONLY:-}" ]; then
@@ -105,7 +105,14 @@ lines += ["## GPT-3 175B: Megatron-LM's configuration against paci's pick", "",
           "and overlapped gradient reduction assumed — MegaScale does not state them):", "",
           HEAD, row(meg), "",
           f"paci's best synchronous pick for GPT-3 175B (above): {knobs(best)}, {best['step_s']:.3f} s.", ""]
-open("docs/results/plan.md", "w").write("\n".join(lines) + "\n")
+# Keep the section scripts/experiments/plan_cpu.sh wrote (the CPU plans trained here).
+import os
+cpu = ""
+if os.path.exists("docs/results/plan.md"):
+    old = open("docs/results/plan.md").read()
+    if "<!-- plan_cpu:" in old:
+        cpu = "\n<!-- plan_cpu:" + old.split("<!-- plan_cpu:", 1)[1]
+open("docs/results/plan.md", "w").write("\n".join(lines) + "\n" + cpu)
 open("docs/results/plan_headline.md", "w").write("; ".join(head) + ".\n")
 print("\n".join(lines))
 PY

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PACI against the zero-bubble family in the paper's setting (issue 14): GPT-2 Medium on 8
+# PACI against the zero-bubble family in the paper's setting: GPT-2 Medium on 8
 # devices, the analytic cost model (4e14 FLOP/s, 2e12 B/s per device, bf16), M = 8, 16, 32 and
 # N = 4 steps, simulated: throughput, our bubble, the Zero Bubble paper's bubble, and peak memory
 # per device for 1f1b, interleaved (2 chunks: a cost model of 16 stages, each device keeping the

@@ -167,6 +167,44 @@ TEST(CliTrain, CalibrateWritesACostModelThatSimulates) {
   EXPECT_EQ(r.status, 0) << r.err;
 }
 
+// The per-layer calibration, then paci plan on it: plans ranked, the best one's files replay, the
+// constraints and the flags that do not apply.
+TEST(CliTrain, PerLayerCalibrationPlansRunsOfThisMachine) {
+  const std::string layers = temp_path("layers.json"), plans = temp_path("plans.json");
+  const std::string dir = temp_path("cpu_plan");
+  auto r = run_paci("calibrate --per-layer --repeats 2 --max-rounds 2" + std::string(kTiny) +
+                    data_flags() + "-o " + layers);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto c = nlohmann::json::parse(slurp(layers));
+  EXPECT_EQ(c["format"], "paci.layers/1");
+  EXPECT_EQ(c["model"]["layers"], 4);
+  EXPECT_GT(c["threads"][0]["layer"]["forward_s"].get<double>(), 0.0);
+  r = run_paci("plan --cluster " + layers + " --top 3 --json " + plans + " -o " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("run the best: paci train --kind "));
+  const auto j = nlohmann::json::parse(slurp(plans));
+  ASSERT_EQ(j["plans"].size(), 3u);
+  EXPECT_EQ(j["search"]["pruned"], 0);
+  EXPECT_EQ(j["search"]["simulated"].get<int>() + j["rejected"]["invalid"].get<int>(),
+            j["search"]["configurations"].get<int>());
+  EXPECT_LE(j["plans"][0]["step_s"].get<double>(), j["plans"][1]["step_s"].get<double>());
+  r = run_paci("simulate " + dir + "/schedule.json --cost " + dir + "/costmodel.json --json " +
+               temp_path("replayed.json"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  // Fixed to synchronous schedules on two stage threads: no plan is stale.
+  r = run_paci("plan --cluster " + layers + " --pp 2 --max-staleness 0 --json " + plans);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const auto& p : nlohmann::json::parse(slurp(plans))["plans"]) {
+    EXPECT_EQ(p["max_staleness"], 0);
+    EXPECT_EQ(p["pp"], 2);
+  }
+  testing::expect_refused("plan --cluster " + layers + " --gpus 8", "does not apply to a CPU plan");
+  testing::expect_refused("plan --cluster " + layers + " --global-batch 3",
+                          "multiple of the calibrated micro-batch");
+  testing::expect_refused("calibrate --per-layer -p 2" + std::string(kTiny) + data_flags(),
+                          "--stages does not apply");
+}
+
 TEST(CliTrain, BadInputIsOneLineExitTwo) {
   const std::string shape = " --heads 2 --d-model 32 --batch 2 ";
   const std::string base = "train -k 1f1b -m 2 -n 1 --quiet" + shape;
@@ -201,7 +239,7 @@ TEST(CliTrain, BadInputIsOneLineExitTwo) {
   // Shape and optimizer mistakes read as the user's, without the model library's file and line.
   for (const auto& [args, fragment] :
        {std::pair<std::string, std::string>{" --heads 3", "not a multiple of heads 3"},
-        {" --lr -1", "learning rates must be non-negative"}}) {
+        {" --lr -1", "--lr must be a finite number >= 0, got -1"}}) {
     const auto r = run_paci("train -k 1f1b -n 1 --quiet --seq-len 16" + data_flags() + args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr(fragment)) << args;

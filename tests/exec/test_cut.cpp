@@ -243,7 +243,7 @@ std::shared_ptr<CutImage> last_cut(const Schedule& s, std::int32_t every) {
 }
 
 // An executor of `s` under `c` resuming at `image` is refused with a line holding `what`
-// (paci::InputError or model::InputError, both std::runtime_error).
+// (an InputError).
 void expect_refused(const Schedule& s, ExecConfig c, std::shared_ptr<CutImage> image,
                     const std::string& what) {
   c.resume_from = std::move(image);

@@ -32,8 +32,6 @@ bool accepts(Read&& read) {
     return true;
   } catch (const InputError&) {
     return false;
-  } catch (const model::InputError&) {
-    return false;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "finding: the reader threw something other than InputError: %s\n",
                  e.what());

@@ -307,6 +307,34 @@ TEST(PlanModel, FlashAttentionKeepsSoftmaxStatisticsInsteadOfTheMatrices) {
   }
 }
 
+TEST(PlanModel, ShapeFlagsOverrideAPresetAndKeepItsRatios) {
+  ModelOverrides o;
+  o.heads = 16;
+  o.d_model = 1024;
+  const ModelSpec gpt = resolve_model(std::string("gpt2-small"), o);
+  EXPECT_EQ(gpt.name, "gpt2-small (modified)");
+  EXPECT_EQ(gpt.kv_heads, 16);   // no grouped-query attention before, none after
+  EXPECT_EQ(gpt.ffn, 4 * 1024);  // the MLP stays 4h
+  EXPECT_EQ(gpt.layers, 12);     // what no flag changed stays the preset's
+  ModelOverrides wider;
+  wider.d_model = 10240;
+  const ModelSpec llama = resolve_model(std::string("llama3-70b"), wider);
+  EXPECT_EQ(llama.kv_heads, 8);  // grouped-query attention kept
+  EXPECT_EQ(llama.ffn, 28672);   // SwiGLU's own width kept
+  EXPECT_EQ(resolve_model(std::string("llama3-70b"), {}), model_preset("llama3-70b"));
+  ModelOverrides shape;
+  shape.layers = 4;
+  shape.d_model = 256;
+  shape.heads = 8;
+  EXPECT_THAT(input_error([&] { resolve_model(std::nullopt, shape); }),
+              HasSubstr("--seq-len is missing"));
+  shape.seq_len = 512;
+  const ModelSpec custom = resolve_model(std::nullopt, shape);
+  EXPECT_EQ(custom.ffn, 1024);
+  EXPECT_EQ(custom.kv_heads, 8);
+  EXPECT_TRUE(custom.tied_embeddings);
+}
+
 TEST(PlanModel, BadShapesAreRefusedWithTheirReason) {
   const ModelSpec good = model_preset("gpt2-small");
   const auto bad = [&](const std::function<void(ModelSpec&)>& edit) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 
 #include "plan/report.hpp"
 #include "plan/search.hpp"
@@ -51,6 +52,14 @@ TEST(PlanSearch, PruningNeverChangesTheAnswer) {
   cases.push_back({small_space("llama3-8b", "h100-80gb", 8, 16), -1});
   cases.push_back({small_space("gpt2-medium", "a100-40gb", 8, 64), 0});
   cases.back().space.recompute = {Recompute::none};
+  // Few micro-batches per stage (the asynchronous step's window is short) and a staleness limit
+  // that keeps PACI and 2BW but not PipeDream.
+  cases.push_back({small_space("gpt3-2.7b", "a100-40gb", 32, 32), 1});
+  cases.push_back({small_space("llama2-7b", "h100-80gb", 16, 16), -1});
+  cases.back().space.microbatch_size = {1, 2};
+  const auto best = [](const std::optional<PlanResult>& p) {
+    return p ? summary({*p}) : std::vector<std::string>{};
+  };
   for (const Case& c : cases) {
     SearchOptions exhaustive;
     exhaustive.prune = false;
@@ -66,6 +75,8 @@ TEST(PlanSearch, PruningNeverChangesTheAnswer) {
     EXPECT_LT(b.simulated, a.simulated);
     EXPECT_EQ(summary(a.plans), summary(b.plans)) << c.space.model.name;
     EXPECT_EQ(summary(a.frontier), summary(b.frontier)) << c.space.model.name;
+    EXPECT_EQ(best(a.best_synchronous), best(b.best_synchronous)) << c.space.model.name;
+    EXPECT_EQ(best(a.best_asynchronous), best(b.best_asynchronous)) << c.space.model.name;
     // The threads change nothing either.
     pruned.jobs = 3;
     const SearchResult t = search(c.space, pruned);

@@ -1,6 +1,7 @@
-// machine_json / machine_line: cores from the C++ runtime, the CPU model from /proc/cpuinfo (or
-// "unknown CPU"), the BLAS from model::blas_identity(); unbind_from_cores (sched_setaffinity).
-#include "cli/machine.hpp"
+// machine_json / machine_line, blas_json, metrics_head_line: cores from the C++ runtime, the CPU
+// model from /proc/cpuinfo (or "unknown CPU"), the BLAS from model::blas_identity();
+// unbind_from_cores (sched_setaffinity).
+#include "exec/machine.hpp"
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -11,7 +12,7 @@
 
 #include "model/blas_kernel.hpp"
 
-namespace paci::cli {
+namespace paci::exec {
 
 namespace {
 
@@ -52,4 +53,27 @@ void unbind_from_cores(const std::string& command) {
                  "overstated (mpirun --bind-to none avoids it)\n";
 }
 
-}  // namespace paci::cli
+ordered_json blas_json(const model::BlasIdentity& identity) {
+  ordered_json j;
+  j["library"] = identity.library;
+  j["kernel"] = identity.kernel;
+  j["chosen_by"] = std::string(model::to_string(identity.chosen_by));
+  j["cpu"] = identity.cpu ? std::string(model::to_string(*identity.cpu)) : "not x86";
+  if (!identity.requested.empty()) j["requested"] = identity.requested;
+  if (!identity.openblas_choice.empty()) j["openblas_choice"] = identity.openblas_choice;
+  return j;
+}
+
+std::string metrics_head_line(const TrainSetup& t, const std::string& version) {
+  ordered_json j;
+  j["run"] = {{"paci", version},
+              {"kind", t.schedule.kind},
+              {"stages", t.schedule.stages},
+              {"microbatches", t.schedule.microbatches},
+              {"first_step", t.first_step},
+              {"last_step", t.last_step}};
+  j["blas"] = blas_json(model::blas_identity());
+  return j.dump() + "\n";
+}
+
+}  // namespace paci::exec

@@ -1,6 +1,6 @@
 // Cut checkpoints: extra.cut and the blobs "stage.S" (runtime image), "message.I" (floats) and
 // "losses" (floats, one per micro-batch of the cut's schedule).
-#include "cli/train_cut.hpp"
+#include "exec/train_cut.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,7 +14,7 @@
 #include "schedules/index.hpp"
 #include "schedules/validate.hpp"
 
-namespace paci::cli {
+namespace paci::exec {
 
 namespace {
 
@@ -26,8 +26,8 @@ std::span<const std::byte> bytes_of(std::span<const float> floats) {
 
 std::vector<float> floats_of(const model::StateBlob& blob, const std::string& source) {
   if (blob.bytes.size() % sizeof(float) != 0)
-    throw model::InputError(fmt::format("{}: blob {} of {} bytes does not hold floats", source,
-                                        blob.name, blob.bytes.size()));
+    throw InputError(fmt::format("{}: blob {} of {} bytes does not hold floats", source, blob.name,
+                                 blob.bytes.size()));
   std::vector<float> out(blob.bytes.size() / sizeof(float));
   if (!out.empty()) std::memcpy(out.data(), blob.bytes.data(), blob.bytes.size());
   return out;
@@ -36,7 +36,7 @@ std::vector<float> floats_of(const model::StateBlob& blob, const std::string& so
 const json& cut_json(const model::TrainingState& state) {
   const json& cut = state.metadata.extra.at("cut");
   const auto bad = [&](const std::string& what) {
-    return model::InputError(fmt::format("{}: bad metadata: extra.cut.{}", state.source, what));
+    return InputError(fmt::format("{}: bad metadata: extra.cut.{}", state.source, what));
   };
   if (!cut.is_object()) throw bad("is not an object");
   for (const char* key : {"base_step", "steps", "val_every", "updates", "messages"})
@@ -105,7 +105,7 @@ std::optional<Schedule> cut_schedule(const model::TrainingState& state) {
   try {
     validate(s);
   } catch (const ScheduleError& e) {
-    throw model::InputError(fmt::format("{}: invalid schedule: {}", source, e.what()));
+    throw InputError(fmt::format("{}: invalid schedule: {}", source, e.what()));
   }
   return s;
 }
@@ -124,7 +124,7 @@ std::shared_ptr<const exec::CutImage> load_cut(model::TrainingState&& state,
   const json& cut = cut_json(state);
   const std::uint64_t updates = cut["updates"].get<std::uint64_t>();
   const auto refuse = [&](const std::string& why) {
-    return model::InputError(fmt::format(
+    return InputError(fmt::format(
         "{}: its cut (after update {} of a schedule starting at step {}) {}; resume with the "
         "flags of the run that saved it",
         state.source, updates, cut["base_step"].get<std::uint64_t>(), why));
@@ -168,4 +168,4 @@ std::shared_ptr<const exec::CutImage> load_cut(model::TrainingState&& state,
   return image;
 }
 
-}  // namespace paci::cli
+}  // namespace paci::exec

@@ -16,7 +16,7 @@
 #include "model/checkpoint_state.hpp"
 #include "schedules/ir.hpp"
 
-namespace paci::cli {
+namespace paci::exec {
 
 // Where a cut's schedule starts and what sizes its stages' runtimes, besides the schedule.
 struct CutContext {
@@ -54,4 +54,4 @@ std::shared_ptr<const exec::CutImage> load_cut(model::TrainingState&& state,
                                                const std::vector<model::StageRange>& ranges,
                                                std::int32_t snapshot_every);
 
-}  // namespace paci::cli
+}  // namespace paci::exec

@@ -1,16 +1,16 @@
 // simulate_row and the CSV/grid helpers behind compare and sweep.
-#include "cli/compare_rows.hpp"
+#include "sim/compare_rows.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 
-#include "cli/common.hpp"
+#include "base/errors.hpp"
 #include "schedules/generators.hpp"
 #include "sim/engine.hpp"
 
-namespace paci::cli {
+namespace paci {
 
 CompareRow simulate_row(const std::string& kind, std::int32_t P, std::int32_t M, std::int32_t N,
                         const CostModel& costs, std::int32_t chunks) {
@@ -111,4 +111,4 @@ std::string csv_row(const CompareRow& r) {
                      r.max_update_delay, r.speedup_vs_1f1b);
 }
 
-}  // namespace paci::cli
+}  // namespace paci

@@ -1,4 +1,5 @@
-// One row of `paci compare` / `paci sweep`: a generated schedule simulated under a cost model.
+// One row of `paci compare` / `paci sweep`: a generated schedule simulated under a cost model, and
+// the lists and grids of those commands' flags.
 #pragma once
 
 #include <string>
@@ -6,7 +7,7 @@
 
 #include "sim/cost_model.hpp"
 
-namespace paci::cli {
+namespace paci {
 
 struct CompareRow {
   std::string kind;
@@ -37,4 +38,4 @@ std::vector<std::int32_t> parse_grid(const std::string& text, const std::string&
 std::string csv_header();
 std::string csv_row(const CompareRow& row);
 
-}  // namespace paci::cli
+}  // namespace paci

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# paci plan's speed: runs build/bench/bench_plan (one configuration evaluated in-process, 9
+# repetitions; the whole default search for Llama 3 70B on 1,024 H100s and for GPT-3 175B on 1,024
+# A100s, 3 repetitions each, on one thread and on every core) and writes
+# docs/results/bench_plan.md (min / median / max, the configurations searched, simulated and
+# pruned, the machine) and bench_plan_headline.md (one line for the tables). The goal, 10,000
+# configurations a second on one core, is reported against, not asserted: a benchmark reports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh --target bench_plan >/dev/null
+out=out/bench_plan
+mkdir -p "$out" docs/results
+build/bench/bench_plan --benchmark_format=json --benchmark_out="$out/bench_plan.json" \
+  --benchmark_out_format=json >/dev/null
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
+python3 - "$out/bench_plan.json" "$(nproc) cores, ${cpu:-unknown CPU}" <<'PY'
+import json, statistics, sys
+runs = json.load(open(sys.argv[1]))["benchmarks"]
+machine = sys.argv[2]
+def reps(name):
+    return [b for b in runs if b["run_name"].endswith(name) and b.get("run_type") == "iteration"]
+GOAL = 10000
+lines = ["# paci plan's speed", "",
+         f"`bash bench/bench_plan.sh` on {machine}. Each search is the whole default space "
+         "(every knob over its range: tensor degree, pipeline degree, micro-batch size, all eight "
+         "kinds, chunks, recomputation, the partitions), configurations per second = "
+         "configurations considered / wall time; min / median / max over the repetitions.", "",
+         "| benchmark | configurations | simulated | pruned | configurations / s (min / median / max) | goal (one core) |",
+         "|---|---|---|---|---|---|"]
+head = []
+for name, title in (("llama3_70b_1024_h100_one_core", "Llama 3 70B, 1,024 H100s, one thread"),
+                    ("gpt3_175b_1024_a100_one_core", "GPT-3 175B, 1,024 A100s, one thread"),
+                    ("llama3_70b_1024_h100_every_core", "Llama 3 70B, 1,024 H100s, every core")):
+    r = reps(name)
+    if not r:
+        continue
+    rate = sorted(b["configurations_per_s"] for b in r)
+    med = statistics.median(rate)
+    goal = "" if "every" in name else (f"{med / GOAL:.2f}x of {GOAL:,}" )
+    lines.append(f"| {title} | {int(r[0]['configurations']):,} | {int(r[0]['simulated']):,} | "
+                 f"{int(r[0]['pruned']):,} | {rate[0]:,.0f} / {med:,.0f} / {rate[-1]:,.0f} | {goal} |")
+    if "one_core" in name:
+        head.append(f"{title.split(',')[0]}: {med:,.0f} configurations/s on one core "
+                    f"({rate[0]:,.0f}-{rate[-1]:,.0f})")
+for name, title in (("gpt3_175b_p8_m64_1f1b", "one configuration, GPT-3 175B, p=8, M=64, 1F1B"),
+                    ("gpt3_175b_p8_m64_paci", "one configuration, GPT-3 175B, p=8, M=64, PACI")):
+    r = reps(name)
+    if not r:
+        continue
+    ms = sorted(b["real_time"] for b in r)  # milliseconds
+    lines.append(f"| {title} | 1 | 1 | 0 | {ms[0]:.3f} / {statistics.median(ms):.3f} / "
+                 f"{ms[-1]:.3f} ms each | |")
+lines += ["", f"Goal: {GOAL:,} configurations a second on one core (about 60x Calculon's "
+          "116-170 a second per core)."]
+open("docs/results/bench_plan.md", "w").write("\n".join(lines) + "\n")
+open("docs/results/bench_plan_headline.md", "w").write(
+    "; ".join(head) + f" (goal {GOAL:,}; {machine}; [bench_plan.md](bench_plan.md))\n")
+print("\n".join(lines))
+PY

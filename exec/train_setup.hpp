@@ -1,0 +1,72 @@
+// paci train's options resolved into what a run needs: the schedule (generated, a file, or the
+// one a cut checkpoint carries), the model's shape (options, an llm.c model file, or a training
+// state to resume), the data, the optimizer and LR schedule, and the executor's configuration.
+// Every bad combination is an InputError (UsageError where the options alone are wrong) with one
+// line naming it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "exec/executor.hpp"
+#include "model/checkpoint_state.hpp"
+#include "model/data.hpp"
+
+namespace paci::exec {
+
+struct TrainOptions {
+  std::string kind = "paci", schedule_path, partition;
+  std::int32_t stages = 1, microbatches = 1, steps = 1, stop_after = 0, chunks = 0, save_every = 0;
+  std::size_t layers = 4, heads = 4, d_model = 128, seq_len = 128, vocab = 256, batch = 16;
+  double lr = 1e-3, min_lr = -1, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8,
+         clip = 0.0;
+  std::int64_t warmup_steps = -1;
+  std::string lr_decay = "cosine";
+  std::uint64_t seed = 1;
+  std::size_t threads = 0;
+  std::string device = "cpu", precision = "fp32";
+  std::string data = "data/kjv_train.bin", val_data = "data/kjv_val.bin", data_order = "shuffled";
+  std::int32_t val_every = 0;
+  std::size_t val_microbatches = 16;
+  std::string init_path, save_path, resume_path, export_path, metrics_path, report_path, trace_path,
+      fail_at, kill_at;
+  bool quiet = false, sequential = false;
+  // The flags the user gave (names without "--"): a checkpoint's shape yields only to those, and
+  // some combinations are refused only when given.
+  std::set<std::string> given;
+  bool was_given(const std::string& flag) const { return given.count(flag) > 0; }
+};
+
+struct TrainSetup {
+  Schedule schedule;  // what this run executes (the remaining steps when resuming)
+  // The schedule file this run executes (--schedule, or the copy a cut of such a run carries);
+  // empty for --kind. Periodic saves of such a run are cuts carrying the schedule.
+  std::string schedule_file;
+  ExecConfig exec;
+  std::size_t first_step = 0;        // optimizer steps done before this run's schedule starts
+  std::size_t start_step = 0;        // where this run takes over: first_step, or a cut's step
+  std::size_t first_microbatch = 0;  // global index of this run's first micro-batch (resume)
+  std::size_t last_step = 0;         // steps done after it: first_step + schedule.steps
+  std::size_t total_steps = 0;       // --steps: the length of the whole training (LR schedule)
+  std::shared_ptr<model::TokenData> train, val;  // val may be empty
+  std::uint64_t data_seed = 0;
+  model::DataOrder data_order = model::DataOrder::shuffled;
+  // Where the starting weights come from (exec.init_stage applies them on the CPU; the GPU
+  // backend reads them from here): a training state to resume, or an llm.c model file.
+  std::shared_ptr<const model::TrainingState> resume_state;
+  std::string init_path;
+  std::vector<std::string> notes;  // for the user, once on stderr (unless --quiet)
+};
+
+TrainSetup make_train_setup(const TrainOptions& options);
+
+// One process per device: what every process of a launch must agree on, whatever the transport —
+// the schedule and each setting that shapes a message or the data (sizes, precision, the
+// partition, seeds, the data position), decides the collective calls after the run (validation,
+// --save, --export-llmc) or the numbers (optimizer, LR schedule).
+std::uint64_t run_fingerprint(const TrainSetup& t, const TrainOptions& options);
+
+}  // namespace paci::exec
