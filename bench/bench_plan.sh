@@ -7,18 +7,20 @@
 # configurations a second on one core, is reported against, not asserted: a benchmark reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh --target bench_plan >/dev/null
+[ -n "${SUMMARY_ONLY:-}" ] || bash scripts/build.sh --target bench_plan >/dev/null
 out=out/bench_plan
 mkdir -p "$out" docs/results
+if [ -z "${SUMMARY_ONLY:-}" ]; then
 build/bench/bench_plan --benchmark_format=json --benchmark_out="$out/bench_plan.json" \
   --benchmark_out_format=json >/dev/null
+fi
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
 python3 - "$out/bench_plan.json" "$(nproc) cores, ${cpu:-unknown CPU}" <<'PY'
 import json, statistics, sys
 runs = json.load(open(sys.argv[1]))["benchmarks"]
 machine = sys.argv[2]
-def reps(name):
-    return [b for b in runs if b["run_name"].endswith(name) and b.get("run_type") == "iteration"]
+def reps(name):  # run_name: "BM_Search/<name>/iterations:1/repeats:3"
+    return [b for b in runs if f"/{name}/" in b["run_name"] + "/" and b.get("run_type") == "iteration"]
 GOAL = 10000
 lines = ["# paci plan's speed", "",
          f"`bash bench/bench_plan.sh` on {machine}. Each search is the whole default space "
