@@ -93,7 +93,7 @@ for name, title in cases:
                               f"{100 * sync[0]['bubble_ratio']:.1f}%, peak memory "
                               f"{best['peak_memory_bytes'] / GiB:.1f} against "
                               f"{sync[0]['peak_memory_bytes'] / GiB:.1f} GiB.", ""]
-                    head.append(f"{title.split(',')[0]}: {knobs(best)} ({best['step_s']:.3f} s; "
+                    head.append(f"{title.split(' x ')[0]}: {knobs(best)} ({best['step_s']:.3f} s; "
                                 f"{gain:.2f}x the best synchronous plan, {knobs(sync[0])})")
 meg = json.load(open(f"{out}/gpt3_175b_megatron.json"))["plans"][0]
 best = json.load(open(f"{out}/gpt3_175b_s0.json"))["plans"][0]
