@@ -33,7 +33,7 @@ const std::vector<Command>& commands() {
        run_fidelity},
       {"costmodel", "analytic cost model of a GPT split into stages, for paci simulate",
        run_costmodel},
-      {"plan", "a training run on a GPU cluster (model, GPU, t x p x d, schedule), simulated",
+      {"plan", "the fastest training configuration on a GPU cluster (or this CPU), searched",
        run_plan},
       {"data", "tokenize text into llm.c token shards, inspect shards", run_data},
   };
@@ -42,6 +42,36 @@ const std::vector<Command>& commands() {
 
 bool given(const po::variables_map& vm, const char* name) {
   return vm.count(name) && !vm[name].defaulted();
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    out.push_back(text.substr(pos, comma - pos));
+    if (comma == text.size()) return out;
+    pos = comma + 1;
+  }
+}
+
+std::vector<long long> parse_count_list(const std::string& text, const std::string& flag,
+                                        long long at_most) {
+  std::vector<long long> out;
+  for (const std::string& item : split_commas(text)) {
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 1 || value > at_most)
+      throw UsageError(fmt::format("--{} '{}': '{}' is not a whole number from 1 to {}", flag, text,
+                                   item, at_most));
+    out.push_back(value);
+  }
+  return out;
 }
 
 void check_chunks_flag(std::int32_t chunks) {

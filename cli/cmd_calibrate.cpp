@@ -32,28 +32,6 @@ namespace paci::cli {
 
 namespace {
 
-std::string describe(const exec::Calibration& c, const TrainSetup& t) {
-  char host[256] = "this machine";
-  gethostname(host, sizeof host - 1);
-  std::string partition;
-  for (const auto& r : t.exec.ranges)
-    partition += (partition.empty() ? "" : ",") + std::to_string(r.num_layers);
-  if (t.schedule.num_devices() < t.schedule.stages)  // interleaved: say where each stage runs
-    partition += fmt::format(" on devices {}", fmt::join(t.schedule.placement, ","));
-  std::string sharing;
-  for (std::size_t k = 1; k < c.slowdown_by_count.size(); ++k)
-    sharing += fmt::format("{}{:.3f}", k == 1 ? "" : ",", c.slowdown_by_count[k]);
-  return fmt::format(
-      "calibrated on {} ({}): gpt L={} d={} heads={} T={} V={} B={}, partition {}, {} thread(s) "
-      "per "
-      "stage; each stage alone: medians of {} repeats x {} rounds; slowdown with 2.. "
-      "stages computing at once: {}{}",
-      host, exec::machine_line(), t.exec.config.layers, t.exec.config.d_model, t.exec.config.heads,
-      t.exec.seq_len, t.exec.config.vocab, t.exec.batch, partition, t.exec.threads_per_device,
-      c.repeats, c.rounds, sharing.empty() ? "-" : sharing,
-      c.stable ? "" : "; " + fidelity::settling_note(c));
-}
-
 // The links between the processes of a launch, as process 0 gathered them.
 struct MeasuredLinks {
   std::vector<exec::PairLinkMeasurement> pairs;
@@ -65,22 +43,11 @@ struct MeasuredLinks {
 int write_calibration(const TrainSetup& t, const TrainFlags& f, const exec::CalibrationOptions& o,
                       const std::string& output, const std::string& details_path,
                       const MeasuredLinks* links) {
-  exec::CalibrationOptions options = o;
-  options.devices = static_cast<std::size_t>(t.schedule.num_devices());
-  const exec::Calibration c = exec::calibrate(t.exec, options);
-  CostModel model = fidelity::cost_model_from_calibration(c, describe(c, t), t.schedule.placement);
-  if (links) {
-    fidelity::apply_process_links(model, links->pairs, links->nodes);
-    model.description +=
-        fmt::format("; links between the {} processes measured over MPI", links->nodes.size());
-  }
-  check_cost_model(model);
-  if (!details_path.empty()) {
-    ordered_json details = fidelity::calibration_json(c);
-    details["machine"] = exec::machine_json();
-    if (links) details["process_links"] = fidelity::process_links_json(links->pairs, links->nodes);
-    write_output(details_path, details.dump(2) + "\n");
-  }
+  const fidelity::CalibratedModel m = fidelity::calibrate_setup(
+      t, o, links ? &links->pairs : nullptr, links ? &links->nodes : nullptr);
+  const exec::Calibration& c = m.calibration;
+  const CostModel& model = m.model;
+  if (!details_path.empty()) write_output(details_path, m.details.dump(2) + "\n");
   write_output(output, write_cost_model(model));
   if (!f.quiet && output != "-")
     std::cerr << fmt::format("paci calibrate: wrote {} ({} stages)\n{}{}", output,
@@ -101,29 +68,14 @@ struct DriftFlags {
 // windows (every sample in --details).
 int watch_drift(const TrainSetup& t, const TrainFlags& f, const exec::CalibrationOptions& o,
                 const DriftFlags& d, const std::string& details_path) {
-  exec::CalibrationOptions options = o;
-  options.devices = static_cast<std::size_t>(t.schedule.num_devices());
-  exec::Calibrator calibrator(t.exec, options);
-  while (!calibrator.settled() && calibrator.rounds() < options.max_rounds) calibrator.round();
   const bool progress = !f.quiet && isatty(STDERR_FILENO);
-  for (std::size_t r = 0; r < d.after_runs; ++r) {
-    if (progress)
-      std::cerr << fmt::format("\rcalibrate: training run {}/{} of {} before the watch", r + 1,
-                               d.after_runs, t.schedule.kind)
-                << std::flush;
-    exec::Executor(t.schedule, t.exec).run();
-  }
-  // The load probe: every stage at once for a few of the slowest stage's F, B, U; every 5 s.
-  const double probe_window_s = std::max(0.3, 4 * calibrator.longest_stage_s());
-  const exec::DriftWatch watch =
-      exec::watch_drift(calibrator, d.seconds, 5.0, probe_window_s, [&](double done) {
-        if (progress)
-          std::cerr << fmt::format("\rcalibrate: watching the drift, {:.0f}/{:.0f} s        ", done,
-                                   d.seconds)
-                    << std::flush;
+  const fidelity::DriftRun run =
+      fidelity::watch_after_training(t, o, d.seconds, d.after_runs, [&](const std::string& what) {
+        if (progress) std::cerr << fmt::format("\rcalibrate: {:<56}", what) << std::flush;
       });
+  const exec::DriftWatch& watch = run.watch;
   if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r";
-  const std::size_t stages = calibrator.stage_count();
+  const std::size_t stages = run.stages;
   const auto windows = exec::drift_windows(watch, stages, d.window_s);
   std::cout << fmt::format(
                    "drift on {}: {} stage(s) alone, one F, B, U each in turn, for {:.0f} s{}, a "
@@ -133,7 +85,7 @@ int watch_drift(const TrainSetup& t, const TrainFlags& f, const exec::Calibratio
                    d.after_runs ? fmt::format(", right after {} training runs of {}", d.after_runs,
                                               t.schedule.kind)
                                 : ", in a process that has not trained",
-                   probe_window_s, calibrator.rounds(), calibrator.settled() ? "" : ", not settled")
+                   run.probe_window_s, run.rounds, run.settled ? "" : ", not settled")
             << fidelity::drift_table(watch, windows, stages);
   if (!details_path.empty()) {
     ordered_json j = fidelity::drift_json(watch, windows, stages, d.window_s);

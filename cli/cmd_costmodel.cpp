@@ -12,59 +12,6 @@
 
 namespace paci::cli {
 
-namespace {
-
-struct Preset {
-  const char* name;
-  GptShape shape;  // layers, d_model, heads, seq_len, vocab, microbatch_size, dtype_bytes
-};
-
-const std::vector<Preset>& presets() {
-  static const std::vector<Preset> table = {
-      {"tiny", {4, 128, 4, 128, 256, 16, 4}},
-      {"gpt2-small", {12, 768, 12, 1024, 50257, 1, 2}},
-      {"gpt2-medium", {24, 1024, 16, 1024, 50257, 1, 2}},
-      {"gpt2-large", {36, 1280, 20, 1024, 50257, 1, 2}},
-      {"gpt2-xl", {48, 1600, 25, 1024, 50257, 1, 2}},
-  };
-  return table;
-}
-
-GptShape preset_shape(const std::string& name) {
-  std::string names;
-  for (const auto& p : presets()) {
-    if (p.name == name) return p.shape;
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
-  }
-  throw InputError(fmt::format("unknown --preset '{}' (expected {})", name, names));
-}
-
-std::int32_t dtype_bytes(const std::string& dtype) {
-  if (dtype == "fp32") return 4;
-  if (dtype == "bf16" || dtype == "fp16") return 2;
-  throw InputError(fmt::format("unknown --dtype '{}' (expected fp32, bf16 or fp16)", dtype));
-}
-
-// "3,3,2,2" -> {3, 3, 2, 2}
-std::vector<std::int32_t> parse_partition(const std::string& text) {
-  std::vector<std::int32_t> out;
-  std::size_t pos = 0;
-  while (true) {
-    const std::size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string_view item = std::string_view(text).substr(pos, comma - pos);
-    std::int32_t value = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size())
-      throw InputError(fmt::format(
-          "--partition '{}': '{}' is not a layer count (expected e.g. 3,3,2,2)", text, item));
-    out.push_back(value);
-    if (comma == text.size()) return out;
-    pos = comma + 1;
-  }
-}
-
-}  // namespace
-
 int run_costmodel(const std::vector<std::string>& args) {
   std::string preset, dtype, partition, output = "-";
   std::int32_t stages = 0;
@@ -104,7 +51,7 @@ int run_costmodel(const std::vector<std::string>& args) {
 
   GptShape shape;
   if (!preset.empty()) {
-    shape = preset_shape(preset);
+    shape = gpt_shape_preset(preset);
   } else {
     std::string missing;
     for (const char* flag : {"layers", "d-model", "heads", "seq-len", "vocab"})
@@ -126,7 +73,8 @@ int run_costmodel(const std::vector<std::string>& args) {
   if (!dtype.empty()) shape.dtype_bytes = dtype_bytes(dtype);
 
   const std::vector<std::int32_t> layers =
-      partition.empty() ? std::vector<std::int32_t>{} : parse_partition(partition);
+      partition.empty() ? std::vector<std::int32_t>{}
+                        : parse_counts<std::int32_t>(partition, "partition", 1 << 20);
   write_output(output, write_cost_model(gpt_cost_model(shape, device, stages, layers)));
   return 0;
 }

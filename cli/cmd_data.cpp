@@ -83,18 +83,10 @@ void print_info(const std::string& path) {
   if (bytes) {
     std::cout << fmt::format("  first {} tokens: \"{}\"\n", head.size(),
                              model::escape_bytes(model::decode_bytes(head)));
-    std::array<std::size_t, model::kByteVocab> counts{};
-    for (const Token t : tokens) ++counts[t];
-    std::array<std::size_t, model::kByteVocab> order{};
-    for (std::size_t b = 0; b < order.size(); ++b) order[b] = b;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return counts[a] > counts[b]; });
     std::string top;
-    for (std::size_t k = 0; k < 5 && counts[order[k]] > 0; ++k)
-      top += fmt::format(
-          "{}\"{}\" {:.1f}%", k == 0 ? "" : ", ",
-          model::escape_bytes(std::string(1, static_cast<char>(order[k]))),
-          100.0 * static_cast<double>(counts[order[k]]) / static_cast<double>(tokens.size()));
+    for (const auto& [byte, share] : model::most_frequent_bytes(tokens, 5))
+      top += fmt::format("{}\"{}\" {:.1f}%", top.empty() ? "" : ", ",
+                         model::escape_bytes(std::string(1, static_cast<char>(byte))), 100 * share);
     if (!top.empty()) std::cout << "  most frequent bytes: " << top << '\n';
   } else {
     std::cout << fmt::format("  first {} tokens: {}\n", head.size(), fmt::join(head, " "));

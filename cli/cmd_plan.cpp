@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "cli/common.hpp"
 #include "cli/load.hpp"
@@ -34,44 +35,18 @@ extern "C" void on_interrupt(int) {
   interrupted = true;
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t pos = 0;
-  while (true) {
-    const std::size_t comma = std::min(text.find(',', pos), text.size());
-    out.push_back(text.substr(pos, comma - pos));
-    if (comma == text.size()) return out;
-    pos = comma + 1;
-  }
-}
-
-// "1,2,8" -> {1, 2, 8}: whole numbers in [1, at_most].
+// "1,2,8" -> {1, 2, 8}: whole numbers in [1, at_most]; empty when the flag is absent.
 template <typename T>
 std::vector<T> numbers(const po::variables_map& vm, const char* flag, long long at_most) {
-  std::vector<T> out;
-  if (!vm.count(flag)) return out;
-  const std::string text = vm[flag].as<std::string>();
-  for (const std::string& item : split(text)) {
-    std::size_t used = 0;
-    long long value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value < 1 || value > at_most)
-      throw UsageError(fmt::format("--{} '{}': '{}' is not a whole number from 1 to {}", flag, text,
-                                   item, at_most));
-    out.push_back(static_cast<T>(value));
-  }
-  return out;
+  if (!vm.count(flag)) return {};
+  return parse_counts<T>(vm[flag].as<std::string>(), flag, at_most);
 }
 
 // A switch: absent off; bare on; on, off, or both (on,off: searched).
 std::vector<bool> switch_values(const po::variables_map& vm, const char* name) {
   if (!vm.count(name)) return {false};
   std::vector<bool> out;
-  for (const std::string& v : split(vm[name].as<std::string>())) {
+  for (const std::string& v : split_commas(vm[name].as<std::string>())) {
     if (v != "on" && v != "off")
       throw UsageError(fmt::format("--{} takes on, off or on,off, got '{}'", name, v));
     if (std::find(out.begin(), out.end(), v == "on") == out.end()) out.push_back(v == "on");
@@ -119,9 +94,9 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   s.pp = numbers<std::int32_t>(vm, "pp", 1 << 20);
   s.microbatch_size = numbers<std::int64_t>(vm, "microbatch-size", 1 << 30);
   s.chunks = numbers<std::int32_t>(vm, "chunks", 1 << 20);
-  if (vm.count("kind")) s.kinds = split(vm["kind"].as<std::string>());
+  if (vm.count("kind")) s.kinds = split_commas(vm["kind"].as<std::string>());
   if (vm.count("recompute"))
-    for (const std::string& r : split(vm["recompute"].as<std::string>()))
+    for (const std::string& r : split_commas(vm["recompute"].as<std::string>()))
       s.recompute.push_back(plan::parse_recompute(r));
   s.sequence_parallel = switch_values(vm, "sequence-parallel");
   s.tp_comm_overlap = switch_values(vm, "tp-comm-overlap");
@@ -141,45 +116,20 @@ void write_files(const po::variables_map& vm, const plan::PlanResult& best, cons
   const Timeline timeline = plan::plan_timeline(best, sim);
   if (vm.count("trace")) write_chrome_trace(timeline, vm["trace"].as<std::string>());
   if (!vm.count("output")) return;
-  const std::string dir = vm["output"].as<std::string>();
-  plan::write_plan_files(best, dir);
-  write_file_atomic(dir + "/plan.json", document.dump(2) + "\n");
-  write_chrome_trace(timeline, dir + "/trace.json");
-  write_schedule_file(best.schedule, dir + "/schedule.csv", ScheduleFormat::csv);
-  ordered_json f = ordered_json::array();
-  for (const plan::PlanResult& p : frontier) f.push_back(plan::plan_json(p));
-  write_file_atomic(dir + "/frontier.json", f.dump(2) + "\n");
-  write_file_atomic(dir + "/frontier.csv", plan::frontier_csv(frontier));
-  const std::string note = plan::plot_frontier(dir + "/frontier.csv", dir + "/frontier.svg");
+  const std::string note =
+      plan::write_plan_outputs(best, timeline, document, frontier, vm["output"].as<std::string>());
   if (!note.empty() && !vm["quiet"].as<bool>()) std::cerr << "paci plan: note: " << note << '\n';
 }
 
 // paci plan --cluster FILE with a per-layer calibration: the CPU executor's plans.
 int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
              plan::SearchOptions o) {
-  for (const char* flag : {"gpu",
-                           "gpus",
-                           "tp",
-                           "microbatch-size",
-                           "recompute",
-                           "sequence-parallel",
-                           "tp-comm-overlap",
-                           "distributed-optimizer",
-                           "overlap-grad-reduce",
-                           "attention",
-                           "emit",
-                           "jobs",
-                           "preset",
-                           "layers",
-                           "d-model",
-                           "heads",
-                           "kv-heads",
-                           "ffn",
-                           "vocab",
-                           "seq-len",
-                           "arch",
-                           "tied-embeddings"})
-    if (given(vm, flag))
+  std::istringstream cluster_flags(
+      "gpu gpus tp microbatch-size recompute sequence-parallel tp-comm-overlap "
+      "distributed-optimizer overlap-grad-reduce attention emit jobs preset layers d-model heads "
+      "kv-heads ffn vocab seq-len arch tied-embeddings");
+  for (std::string flag; cluster_flags >> flag;)
+    if (given(vm, flag.c_str()))
       throw UsageError(fmt::format(
           "--{} does not apply to a CPU plan (--cluster {} is a per-layer calibration: its model "
           "and this machine are fixed)",
@@ -196,14 +146,10 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
   space.pp = numbers<std::int32_t>(vm, "pp", 1 << 10);
   space.chunks = numbers<std::int32_t>(vm, "chunks", 1 << 10);
   space.partition = numbers<std::int32_t>(vm, "partition", 1 << 20);
-  if (vm.count("kind")) space.kinds = split(vm["kind"].as<std::string>());
+  if (vm.count("kind")) space.kinds = split_commas(vm["kind"].as<std::string>());
   if (!(o.memory_limit_bytes > 0)) o.memory_limit_bytes = plan::machine_memory_bytes();
   const plan::SearchResult r = plan::search_cpu(space, o);
-  plan::SearchSpace shown;
-  shown.model = plan::cpu_model(cal);
-  shown.cluster = plan::cpu_cluster(cal, o.memory_limit_bytes);
-  shown.gpus = cal.cores;
-  shown.global_batch = global_batch;
+  const plan::SearchSpace shown = plan::cpu_search_space(cal, o.memory_limit_bytes, global_batch);
   const ordered_json document = plan::search_document(r, shown, o.max_staleness);
   if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
   const bool quiet = vm["quiet"].as<bool>();

@@ -14,6 +14,7 @@
 #include "sim/compare_rows.hpp"
 #include "sim/engine.hpp"
 #include "sim/replay.hpp"
+#include "sim/report_json.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/metrics.hpp"
 #include "traces/report.hpp"
@@ -70,20 +71,6 @@ void print_simulation(const std::string& path, const Schedule& s, const std::str
   }
 }
 
-ordered_json critical_path_json(const CriticalPath& cp) {
-  constexpr std::size_t kMaxListed = 1000;
-  ordered_json j;
-  j["length_s"] = cp.length_s;
-  j["compute_s"] = cp.compute_s;
-  j["communication_s"] = cp.communication_s;
-  j["actions"] = cp.actions.size();
-  j["path"] = ordered_json::array();
-  for (std::size_t i = 0; i < cp.actions.size() && i < kMaxListed; ++i)
-    j["path"].push_back(to_string(cp.actions[i]));
-  j["path_truncated"] = cp.actions.size() > kMaxListed;
-  return j;
-}
-
 // A measured report, parsed, with its name for messages.
 nlohmann::json read_report(const std::string& path) {
   const std::string text = read_input(path);
@@ -95,29 +82,6 @@ nlohmann::json read_report(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw_json_error(text, source, e);
   }
-}
-
-ordered_json replay_json(const std::string& path, double tolerance_s, const ReplayComparison& c) {
-  ordered_json j;
-  j["report"] = path;
-  j["tolerance_s"] = tolerance_s;
-  j["measured_makespan_s"] = c.measured_makespan_s;
-  j["replayed_makespan_s"] = c.replayed_makespan_s;
-  j["makespan_error"] = c.makespan_error();
-  j["measured_bubble_ratio"] = c.measured_bubble;
-  j["replayed_bubble_ratio"] = c.replayed_bubble;
-  j["max_start_error_s"] = c.max_start_error_s;
-  j["max_start_error_action"] = to_string(c.worst_action);
-  j["actions"] = c.actions;
-  j["actions_off"] = c.off;
-  j["largest_differences"] = ordered_json::array();
-  for (const ReplayMismatch& m : c.largest)
-    j["largest_differences"].push_back({{"action", to_string(m.action)},
-                                        {"device", m.device},
-                                        {"measured_start_s", m.measured_start_s},
-                                        {"replayed_start_s", m.replayed_start_s},
-                                        {"why", m.why}});
-  return j;
 }
 
 void print_replay(const std::string& path, double tolerance_s, const ReplayComparison& c) {
@@ -230,85 +194,6 @@ int run_simulate(const std::vector<std::string>& args) {
   }
   return 0;
 }
-
-namespace {
-
-// compare and sweep run interleaved with Megatron's usual two chunks per device.
-constexpr std::int32_t kInterleavedChunks = 2;
-
-// The cost model of `v` chunks per device from one whose stages all cost the same (uniform
-// flags): each chunk does a v-th of a stage's work and holds a v-th of its memory; messages keep
-// their size. Nothing when the stages differ (a GPT's first and last stages do more): their
-// chunks' costs are not a v-th of anything.
-std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v) {
-  const auto work = [](const StageCost& c) {
-    return std::tie(c.forward_s, c.backward_s, c.input_grad_s, c.weight_grad_s, c.update_s,
-                    c.activation_bytes, c.weight_bytes, c.gradient_bytes, c.optimizer_bytes);
-  };
-  for (const StageCost& c : costs.stages)
-    if (work(c) != work(costs.stages.front())) return std::nullopt;
-  CostModel out = costs;
-  const std::size_t P = costs.stages.size();
-  out.stages.clear();
-  for (std::size_t k = 0; k < P * static_cast<std::size_t>(v); ++k) {
-    StageCost c = costs.stages[k % P];
-    for (double* t : {&c.forward_s, &c.backward_s, &c.input_grad_s, &c.weight_grad_s, &c.update_s})
-      *t /= v;
-    for (std::int64_t* b :
-         {&c.activation_bytes, &c.weight_bytes, &c.gradient_bytes, &c.optimizer_bytes})
-      *b /= v;
-    c.activation_message_bytes = costs.stages.front().activation_message_bytes;
-    c.gradient_message_bytes = costs.stages.back().gradient_message_bytes;
-    out.stages.push_back(c);
-  }
-  out.stages.front().gradient_message_bytes = 0;   // the first stage sends no gradient
-  out.stages.back().activation_message_bytes = 0;  // the last no activation
-  return out;
-}
-
-// chunk_costs: interleaved's own cost model (its P·v stages), when the user gave one.
-std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std::int32_t P,
-                                     std::int32_t M, std::int32_t N, const CostModel& costs,
-                                     std::vector<std::string>* skipped,
-                                     const CostModel* chunk_costs = nullptr) {
-  const CompareRow baseline = simulate_row("1f1b", P, M, N, costs);
-  std::vector<CompareRow> rows;
-  for (const auto& kind : kinds) {
-    if (kind == "2bw" && M < P) {
-      if (skipped) skipped->push_back(fmt::format("2bw needs M >= P (M={}, P={})", M, P));
-      continue;
-    }
-    std::optional<CostModel> chunks;
-    if (kind == "interleaved") {
-      if (M % P != 0) {
-        if (skipped)
-          skipped->push_back(fmt::format(
-              "interleaved needs M to be a multiple of P (Megatron's constraint; M={}, P={})", M,
-              P));
-        continue;
-      }
-      chunks =
-          chunk_costs ? std::optional(*chunk_costs) : chunk_cost_model(costs, kInterleavedChunks);
-      if (!chunks) {
-        if (skipped)
-          skipped->push_back(fmt::format(
-              "interleaved splits each device's layers into {} chunks, whose costs a cost model "
-              "with unequal stages does not give (give them with --interleaved-cost, or use "
-              "uniform costs)",
-              kInterleavedChunks));
-        continue;
-      }
-    }
-    const std::int32_t v = chunks ? static_cast<std::int32_t>(chunks->stages.size()) / P : 1;
-    CompareRow row =
-        kind == "1f1b" ? baseline : simulate_row(kind, P, M, N, chunks ? *chunks : costs, v);
-    row.speedup_vs_1f1b = row.makespan_s > 0 ? baseline.makespan_s / row.makespan_s : 0.0;
-    rows.push_back(row);
-  }
-  return rows;
-}
-
-}  // namespace
 
 int run_compare(const std::vector<std::string>& args) {
   std::int32_t P = 0, M = 0, N = 1;

@@ -14,6 +14,7 @@
 #include "exec/rank_plan.hpp"
 #include "exec/rank_results.hpp"
 #include "exec/remote.hpp"
+#include "exec/trainer.hpp"
 #ifdef PACI_HAVE_MPI
 #include "cli/mpi_launch.hpp"
 #include "exec/mpi/mpi_links.hpp"
@@ -22,75 +23,6 @@
 namespace paci::cli {
 
 namespace {
-
-exec::ExecConfig cpu_config(const TrainSetup& t, exec::HostLinks* remote) {
-  exec::ExecConfig c = t.exec;
-  c.remote = remote;
-  return c;
-}
-
-// The CPU backend as train_run.hpp's Trainer; with `remote`, one process of a multi-process
-// launch (every method is then collective: all processes call them in the same order).
-class CpuTrainer {
- public:
-  CpuTrainer(const TrainSetup& t, const TrainFlags&, exec::HostLinks* remote = nullptr)
-      : t_(t), remote_(remote), ex_(t.schedule, cpu_config(t, remote)) {}
-
-  exec::ExecResult run() {
-    exec::ExecResult local = ex_.run();
-    return remote_ ? exec::gather_result(*remote_, t_.schedule, local) : local;
-  }
-  std::size_t snapshots() const { return ex_.stage(ex_.first_local_stage()).snapshots(); }
-  double validate(std::optional<std::size_t> snapshot, const exec::DataFn& val,
-                  std::uint64_t count) {
-    std::vector<std::span<const float>> params(static_cast<std::size_t>(t_.schedule.stages));
-    for (std::int32_t s = 0; s < t_.schedule.stages; ++s)
-      if (ex_.runs(s))
-        params[static_cast<std::size_t>(s)] = snapshot
-                                                  ? ex_.stage(s).snapshot(*snapshot)
-                                                  : std::span<const float>(ex_.stage(s).params());
-    return ex_.evaluate(params, val, 0, count);
-  }
-  RunSummary summary(const exec::ExecResult& r) const { return ex_.summary(r); }
-  std::vector<model::StageStateView> state_views() {
-    std::vector<model::StageStateView> views;
-    for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
-      if (!ex_.runs(s)) continue;
-      const exec::StageRuntime& rt = ex_.stage(s);
-      views.push_back({rt.layout().range(), rt.optimizer().steps(), rt.params(),
-                       rt.optimizer().first_moment(), rt.optimizer().second_moment()});
-    }
-    if (!remote_) return views;
-    gathered_ = exec::gather_stage_states(*remote_, t_.schedule, views);  // on the writer
-    views.clear();
-    for (const auto& g : gathered_) views.push_back(g.view());
-    return views;
-  }
-  std::vector<float> whole_params() {
-    std::vector<float> params;
-    if (remote_) {  // every stage's weights come with the gathered states
-      for (const model::StageStateView& v : state_views())
-        params.insert(params.end(), v.weights.begin(), v.weights.end());
-      return params;
-    }
-    for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
-      const auto p = ex_.stage(s).params();
-      params.insert(params.end(), p.begin(), p.end());
-    }
-    return params;
-  }
-  void describe(ordered_json& keys) const {
-    keys["device"] = "cpu";
-    keys["threads_per_device"] = t_.exec.threads_per_device;
-    if (remote_) keys["processes"] = t_.schedule.num_devices();
-  }
-
- private:
-  const TrainSetup& t_;
-  exec::HostLinks* remote_;
-  exec::Executor ex_;
-  std::vector<model::StageState> gathered_;  // state_views() storage, one process per device
-};
 
 // One process per device on CPUs: MPI first (so that the processes can agree on their setup),
 // the links, then the same run and outputs as one process, the writer being the process running
@@ -124,7 +56,7 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
   try {
     links.emplace(t.schedule, run_fingerprint(t, f), timeout);
     const bool writer = session.rank() == exec::last_stage_device(t.schedule);
-    return train_with<CpuTrainer>(t, f, writer, static_cast<exec::HostLinks*>(&*links));
+    return train_with<exec::CpuTrainer>(t, f, writer, static_cast<exec::HostLinks*>(&*links));
   } catch (...) {
     end_launch("train", links ? &*links : nullptr);
   }
@@ -156,7 +88,7 @@ int run_train(const std::vector<std::string>& args) {
   if (!f.quiet && launch.rank == 0)
     for (const auto& note : t.notes) std::cerr << "paci train: note: " << note << '\n';
   if (f.device == "cuda") return run_train_gpu(t, f, launch);
-  return train_with<CpuTrainer>(t, f, true);
+  return train_with<exec::CpuTrainer>(t, f, true);
 }
 
 }  // namespace paci::cli

@@ -33,6 +33,19 @@ bool parse_options(const std::string& command, const std::string& usage,
                    const std::vector<std::string>& args, po::variables_map& vm);
 // Whether the user gave option `name` (not just its default).
 bool given(const po::variables_map& vm, const char* name);
+
+// "a,b,c" -> {"a", "b", "c"} (empty items kept).
+std::vector<std::string> split_commas(const std::string& text);
+// "1,2,8" -> {1, 2, 8}: whole numbers in [1, at_most]; UsageError naming --flag and the item
+// otherwise.
+std::vector<long long> parse_count_list(const std::string& text, const std::string& flag,
+                                        long long at_most);
+template <typename T>
+std::vector<T> parse_counts(const std::string& text, const std::string& flag, long long at_most) {
+  std::vector<T> out;
+  for (const long long v : parse_count_list(text, flag, at_most)) out.push_back(static_cast<T>(v));
+  return out;
+}
 // The notifier of every --chunks option: a given value must be at least 1 (absent, the
 // generator's default applies); UsageError otherwise.
 void check_chunks_flag(std::int32_t chunks);

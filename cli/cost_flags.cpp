@@ -53,10 +53,7 @@ namespace {
 // --host-slowdown's list: numbers > 0, comma-separated.
 std::vector<double> parse_slowdowns(const std::string& text) {
   std::vector<double> out;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
+  for (const std::string& item : split_commas(text)) {
     std::size_t used = 0;
     double x = 0;
     try {
@@ -68,7 +65,6 @@ std::vector<double> parse_slowdowns(const std::string& text) {
       throw UsageError(fmt::format(
           "--host-slowdown must list numbers > 0 such as 1,1.3,2 (got '{}' in '{}')", item, text));
     out.push_back(x);
-    begin = end + 1;
   }
   return out;
 }

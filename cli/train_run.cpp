@@ -9,6 +9,7 @@
 
 #include "cli/load.hpp"
 #include "exec/stage_runtime.hpp"
+#include "exec/train_report.hpp"
 #include "exec/train_save.hpp"
 #include "model/checkpoint_llmc.hpp"
 #include "model/layout.hpp"
@@ -76,28 +77,7 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
   }
   if (!f_.metrics_path.empty()) write_output(f_.metrics_path, lines_);
   if (!f_.report_path.empty()) {
-    ordered_json head = run_report_head(t_.schedule, run);
-    head["model"] = {{"layers", t_.exec.config.layers},   {"heads", t_.exec.config.heads},
-                     {"d_model", t_.exec.config.d_model}, {"seq_len", t_.exec.seq_len},
-                     {"vocab", t_.exec.config.vocab},     {"batch", t_.exec.batch}};
-    head["partition"] = ordered_json::array();
-    for (const auto& r : t_.exec.ranges) head["partition"].push_back(r.num_layers);
-    head["blas"] =
-        exec::blas_json(model::blas_identity());  // the CPU BLAS and kernel this run used
-    for (auto& [key, value] : backend_keys.items()) head[key] = value;
-    head["first_step"] = t_.first_step;
-    head["loss"] = result.step_losses;
-    head["val_loss"] = ordered_json::array();
-    for (const auto& [step, loss] : val_losses_)
-      head["val_loss"].push_back({{"step", step}, {"val_loss", loss}});
-    head["wall_s"] = result.wall_s;
-    if (result.message_buffers_preallocated > 0)  // the GPU pipeline's
-      head["message_buffers"] = {{"preallocated", result.message_buffers_preallocated},
-                                 {"grown", result.message_buffers_grown},
-                                 {"peak_in_use", result.peak_messages_in_flight}};
-    // Every action's and message's measured times: what paci simulate --replay replays.
-    head["timeline"] = timeline_json(result.times, result.timeline.messages);
-    write_output(f_.report_path, report_with_versions(head, run.observed.versions));
+    write_output(f_.report_path, exec::measured_report(t_, result, run, backend_keys, val_losses_));
   }
   if (!f_.trace_path.empty()) write_chrome_trace(result.timeline, f_.trace_path);
 }

@@ -1,15 +1,6 @@
-// paci train after its setup, shared by the backends: the step hook (metrics JSONL, progress), the
-// run, validation, the report, the trace, the checkpoint, the llm.c export and the summary line.
-// A backend is a Trainer, constructed as Trainer(const TrainSetup&, const TrainFlags&, extra...),
-// with
-//   exec::ExecResult run();
-//   std::size_t snapshots() const;                 // weight copies kept every --val-every steps
-//   double validate(std::optional<std::size_t> snapshot, const exec::DataFn& val,
-//                   std::uint64_t count);         // nullopt: the final weights
-//   RunSummary summary(const exec::ExecResult&) const;
-//   std::vector<model::StageStateView> state_views();  // valid until the next call
-//   std::vector<float> whole_params();
-//   void describe(ordered_json& report_head) const;  // backend keys of the report
+// paci train after its setup, shared by the backends (exec/trainer.hpp's Trainers): the step hook
+// (metrics JSONL, progress), the run, validation, the report, the trace, the checkpoint, the llm.c
+// export and the summary line.
 #pragma once
 
 #include <functional>

@@ -98,41 +98,6 @@ TrainSetup make_train_setup(TrainFlags flags, const po::variables_map& vm) {
   return exec::make_train_setup(flags);
 }
 
-exec::LaunchInfo launch_info() {
-  try {
-    return exec::launch_info_from_environment();
-  } catch (const exec::RendezvousError& e) {
-    throw InputError(e.what());
-  }
-}
-
-void refuse_without_mpi(const exec::LaunchInfo& launch, const std::string& needs) {
-  if (launch.rank != 0) throw exec::QuietExit("built without MPI", 2);  // process 0 says it
-  throw InputError(fmt::format(
-      "started as process {} of {} by a launcher ({}), but this paci was built without MPI, "
-      "which {} needs (apt-get install libopenmpi-dev, then rebuild; see docs/multiprocess.md)",
-      launch.rank, launch.world_size, launch.source, needs));
-}
-
-void check_mpi_sees(const exec::LaunchInfo& launch, int mpi_processes, const std::string& command) {
-  if (mpi_processes == launch.world_size) return;
-  // Then every process is alone in a world of its own: only launcher's rank 0 says it.
-  if (launch.rank != 0) throw exec::QuietExit("MPI does not see the launch", 2);
-  throw InputError(fmt::format(
-      "started as process {} of {} by a launcher ({}), but MPI sees {} process{}: start paci {} "
-      "with mpirun (or srun with MPI support)",
-      launch.rank, launch.world_size, launch.source, mpi_processes, mpi_processes == 1 ? "" : "es",
-      command));
-}
-
-void check_one_process_per_device(int processes, std::int32_t devices) {
-  if (processes != devices)
-    throw InputError(
-        fmt::format("the launch has {} processes for {} devices: start one process "
-                    "per device (mpirun -np {})",
-                    processes, devices, devices));
-}
-
 #ifndef PACI_HAVE_CUDA
 int run_train_gpu(TrainSetup&, const TrainFlags&, const exec::LaunchInfo&) {
   throw InputError(

@@ -11,6 +11,7 @@
 #include "cli/common.hpp"
 #include "exec/executor.hpp"
 #include "exec/launch.hpp"
+#include "exec/launch_checks.hpp"
 #include "exec/remote.hpp"
 #include "exec/train_setup.hpp"
 
@@ -25,9 +26,10 @@ void add_train_options(po::options_description& options, TrainFlags& flags);
 TrainSetup make_train_setup(TrainFlags flags, const po::variables_map& vm);
 using exec::run_fingerprint;
 
-// Where this process sits in a launch (exec/launch.hpp); a malformed launcher variable is an
-// InputError.
-exec::LaunchInfo launch_info();
+using exec::check_mpi_sees;
+using exec::check_one_process_per_device;
+using exec::launch_info;
+using exec::refuse_without_mpi;
 
 // Runs `setup` (what every process of a launch checks alike, before they meet); where it fails,
 // process 0 prints the one line and the others end with the same exit code, quietly.
@@ -42,15 +44,6 @@ auto only_process_zero_says(const exec::LaunchInfo& launch, const std::string& c
                           report_failure(command, std::current_exception(), false));
   }
 }
-
-// Under a launcher, in a paci built without MPI: the error naming the launch and what needs MPI.
-// Process 0 throws it; the others end quietly with the same exit status (2).
-[[noreturn]] void refuse_without_mpi(const exec::LaunchInfo& launch, const std::string& needs);
-// Under a launcher, with MPI: throws InputError unless MPI sees the launcher's processes (the
-// launcher's variables without mpirun give every process a world of one).
-void check_mpi_sees(const exec::LaunchInfo& launch, int mpi_processes, const std::string& command);
-// One process per device: an InputError unless the launch has `devices` processes.
-void check_one_process_per_device(int processes, std::int32_t devices);
 
 // paci train on the GPU (cli/gpu/train_gpu.cpp): on the current one, or, when `launch` has more
 // than one process, one process per schedule device over NCCL. Where paci was built without the

@@ -2,9 +2,12 @@
 #include "fidelity/calibration.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+#include "exec/machine.hpp"
 
 namespace paci::fidelity {
 
@@ -234,6 +237,49 @@ std::string calibration_summary(const exec::Calibration& c) {
                      c.link.bandwidth_bytes_per_s);
   if (!c.stable)
     out += "calibration " + settling_note(c) + " (more --repeats or --max-rounds may settle it)\n";
+  return out;
+}
+
+std::string describe_calibration(const exec::Calibration& c, const exec::TrainSetup& t) {
+  char host[256] = "this machine";
+  gethostname(host, sizeof host - 1);
+  std::string partition;
+  for (const auto& r : t.exec.ranges)
+    partition += (partition.empty() ? "" : ",") + std::to_string(r.num_layers);
+  if (t.schedule.num_devices() < t.schedule.stages)  // interleaved: say where each stage runs
+    partition += fmt::format(" on devices {}", fmt::join(t.schedule.placement, ","));
+  std::string sharing;
+  for (std::size_t k = 1; k < c.slowdown_by_count.size(); ++k)
+    sharing += fmt::format("{}{:.3f}", k == 1 ? "" : ",", c.slowdown_by_count[k]);
+  return fmt::format(
+      "calibrated on {} ({}): gpt L={} d={} heads={} T={} V={} B={}, partition {}, {} thread(s) "
+      "per "
+      "stage; each stage alone: medians of {} repeats x {} rounds; slowdown with 2.. "
+      "stages computing at once: {}{}",
+      host, exec::machine_line(), t.exec.config.layers, t.exec.config.d_model, t.exec.config.heads,
+      t.exec.seq_len, t.exec.config.vocab, t.exec.batch, partition, t.exec.threads_per_device,
+      c.repeats, c.rounds, sharing.empty() ? "-" : sharing,
+      c.stable ? "" : "; " + settling_note(c));
+}
+
+CalibratedModel calibrate_setup(const exec::TrainSetup& t, const exec::CalibrationOptions& o,
+                                const std::vector<exec::PairLinkMeasurement>* pairs,
+                                const std::vector<std::string>* nodes) {
+  exec::CalibrationOptions options = o;
+  options.devices = static_cast<std::size_t>(t.schedule.num_devices());
+  CalibratedModel out;
+  out.calibration = exec::calibrate(t.exec, options);
+  const exec::Calibration& c = out.calibration;
+  out.model = cost_model_from_calibration(c, describe_calibration(c, t), t.schedule.placement);
+  out.details = calibration_json(c);
+  out.details["machine"] = exec::machine_json();
+  if (pairs && nodes) {
+    apply_process_links(out.model, *pairs, *nodes);
+    out.model.description +=
+        fmt::format("; links between the {} processes measured over MPI", nodes->size());
+    out.details["process_links"] = process_links_json(*pairs, *nodes);
+  }
+  check_cost_model(out.model);
   return out;
 }
 

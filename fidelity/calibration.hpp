@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "exec/calibrate.hpp"
+#include "exec/train_setup.hpp"
 #include "sim/cost_model.hpp"
 #include "traces/report.hpp"
 
@@ -43,5 +44,22 @@ std::string calibration_summary(const exec::Calibration& calibration);
 // One line for an unsettled calibration (empty when it settled): which figure still moved, by how
 // much in the last round, the spread of its samples, and what that means for a prediction.
 std::string settling_note(const exec::Calibration& calibration);
+
+// A calibrated cost model's description: the host and machine, the model's shape and partition,
+// the threads per stage, the repeats and rounds, the slowdown of sharing, and whether it settled.
+std::string describe_calibration(const exec::Calibration& calibration, const exec::TrainSetup& t);
+
+// paci calibrate: the setup's stages calibrated on this machine (sharing timed up to its
+// schedule's devices), the cost model (described; with the links between processes measured over
+// MPI when `pairs` and `nodes` are given; checked) and the details (calibration_json, the machine,
+// the process links).
+struct CalibratedModel {
+  exec::Calibration calibration;
+  CostModel model;
+  ordered_json details;
+};
+CalibratedModel calibrate_setup(const exec::TrainSetup& t, const exec::CalibrationOptions& options,
+                                const std::vector<exec::PairLinkMeasurement>* pairs,
+                                const std::vector<std::string>* nodes);
 
 }  // namespace paci::fidelity

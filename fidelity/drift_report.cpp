@@ -1,6 +1,8 @@
 // drift_table and drift_json.
 #include "fidelity/drift_report.hpp"
 
+#include "exec/executor.hpp"
+
 #include <fmt/format.h>
 
 namespace paci::fidelity {
@@ -82,6 +84,30 @@ ordered_json drift_json(const exec::DriftWatch& watch,
   j["loaded"] = ordered_json::array();
   for (const exec::DriftProbeSample& x : watch.loaded) j["loaded"].push_back({x.at_s, x.factor});
   return j;
+}
+
+DriftRun watch_after_training(const exec::TrainSetup& t, const exec::CalibrationOptions& o,
+                              double seconds, std::size_t after_runs,
+                              const std::function<void(const std::string&)>& progress) {
+  exec::CalibrationOptions options = o;
+  options.devices = static_cast<std::size_t>(t.schedule.num_devices());
+  exec::Calibrator calibrator(t.exec, options);
+  while (!calibrator.settled() && calibrator.rounds() < options.max_rounds) calibrator.round();
+  for (std::size_t r = 0; r < after_runs; ++r) {
+    progress(fmt::format("training run {}/{} of {} before the watch", r + 1, after_runs,
+                         t.schedule.kind));
+    exec::Executor(t.schedule, t.exec).run();
+  }
+  DriftRun run;
+  run.probe_window_s = std::max(0.3, 4 * calibrator.longest_stage_s());
+  run.watch = exec::watch_drift(calibrator, seconds, 5.0, run.probe_window_s, [&](double done) {
+    progress(fmt::format("watching the drift, {:.0f}/{:.0f} s", done, seconds));
+  });
+  progress("");
+  run.stages = calibrator.stage_count();
+  run.rounds = calibrator.rounds();
+  run.settled = calibrator.settled();
+  return run;
 }
 
 }  // namespace paci::fidelity

@@ -1,5 +1,7 @@
 // Byte-level tokenizer: a byte is its own token id. See model/tokenizer.hpp.
 #include "model/tokenizer.hpp"
+#include <algorithm>
+#include <array>
 #include "model/check.hpp"
 
 #include <fmt/format.h>
@@ -52,6 +54,21 @@ std::string escape_bytes(std::string_view bytes) {
           out += fmt::format("\\x{:02x}", b);
     }
   }
+  return out;
+}
+
+std::vector<std::pair<Token, double>> most_frequent_bytes(std::span<const Token> tokens,
+                                                          std::size_t k) {
+  std::array<std::size_t, kByteVocab> counts{};
+  for (const Token t : tokens) ++counts.at(t);
+  std::array<std::size_t, kByteVocab> order{};
+  for (std::size_t b = 0; b < order.size(); ++b) order[b] = b;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return counts[a] > counts[b]; });
+  std::vector<std::pair<Token, double>> out;
+  for (std::size_t i = 0; i < k && i < order.size() && counts[order[i]] > 0; ++i)
+    out.emplace_back(static_cast<Token>(order[i]),
+                     static_cast<double>(counts[order[i]]) / static_cast<double>(tokens.size()));
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/check.hpp"  // InputError
@@ -27,5 +28,10 @@ std::string decode_bytes(std::span<const Token> tokens);
 // One line of readable text for logs: printable ASCII as is, \n \t \r \\ \" escaped, any other
 // byte as \xHH.
 std::string escape_bytes(std::string_view bytes);
+
+// The `k` most frequent byte tokens of `tokens` (each below kByteVocab) with their share, most
+// frequent first (ties: the smaller byte first); bytes that never occur are left out.
+std::vector<std::pair<Token, double>> most_frequent_bytes(std::span<const Token> tokens,
+                                                          std::size_t k);
 
 }  // namespace paci::model

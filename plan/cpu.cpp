@@ -61,6 +61,16 @@ ClusterSpec cpu_cluster(const LayerCalibration& cal, double memory_bytes) {
   return c;
 }
 
+SearchSpace cpu_search_space(const LayerCalibration& cal, double memory_bytes,
+                             std::int64_t global_batch) {
+  SearchSpace s;
+  s.model = cpu_model(cal);
+  s.cluster = cpu_cluster(cal, memory_bytes);
+  s.gpus = cal.cores;
+  s.global_batch = global_batch;
+  return s;
+}
+
 PlanConfig cpu_config(const LayerCalibration& cal, double memory_bytes, std::int32_t pp,
                       const std::string& kind, std::int32_t chunks, std::int64_t microbatches,
                       const std::vector<std::int32_t>& layers) {

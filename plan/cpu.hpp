@@ -42,6 +42,11 @@ PlanConfig cpu_config(const LayerCalibration& calibration, double memory_bytes, 
 // One configuration simulated under the calibration's cost model (cpu_cost_model).
 PlanResult evaluate_cpu(const LayerCalibration& calibration, const PlanConfig& config,
                         const EvaluateOptions& options, SimResult& simulated);
+// The space as search_document() and search_text() describe it: the model, "this-cpu" with
+// `memory_bytes`, the machine's cores (as gpus) and the global batch in sequences.
+SearchSpace cpu_search_space(const LayerCalibration& calibration, double memory_bytes,
+                             std::int64_t global_batch);
+
 // Every configuration of the space simulated (tens for the default GPT: no pruning), ranked as
 // search() ranks; InputError when the partitions of a deeper model make more than
 // kMaxCpuConfigurations. memory_limit_bytes must be positive.

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "plan/emit.hpp"
 #include "schedules/formats.hpp"
+#include "traces/chrome_trace.hpp"
 
 namespace paci::plan {
 
@@ -222,6 +224,20 @@ void write_plan_files(const PlanResult& p, const std::string& dir) {
   write_schedule_file(p.schedule, dir + "/schedule.json", ScheduleFormat::json);
   write_file_atomic(dir + "/costmodel.json", write_cost_model(p.costs));
   write_file_atomic(dir + "/plan.json", plans_document({p}).dump(2) + "\n");
+}
+
+std::string write_plan_outputs(const PlanResult& best, const Timeline& timeline,
+                               const ordered_json& document,
+                               const std::vector<PlanResult>& frontier, const std::string& dir) {
+  write_plan_files(best, dir);
+  write_file_atomic(dir + "/plan.json", document.dump(2) + "\n");
+  write_chrome_trace(timeline, dir + "/trace.json");
+  write_schedule_file(best.schedule, dir + "/schedule.csv", ScheduleFormat::csv);
+  ordered_json f = ordered_json::array();
+  for (const PlanResult& p : frontier) f.push_back(plan_json(p));
+  write_file_atomic(dir + "/frontier.json", f.dump(2) + "\n");
+  write_file_atomic(dir + "/frontier.csv", frontier_csv(frontier));
+  return plot_frontier(dir + "/frontier.csv", dir + "/frontier.svg");
 }
 
 }  // namespace paci::plan

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
+#include <tuple>
 
 #include "base/errors.hpp"
 #include "schedules/generators.hpp"
@@ -109,6 +111,73 @@ std::string csv_row(const CompareRow& r) {
                      r.stages, r.microbatches, r.steps, r.makespan_s, r.microbatches_per_s,
                      r.tokens_per_s, r.bubble_ratio, steady, r.peak_memory_bytes, r.max_staleness,
                      r.max_update_delay, r.speedup_vs_1f1b);
+}
+
+std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v) {
+  const auto work = [](const StageCost& c) {
+    return std::tie(c.forward_s, c.backward_s, c.input_grad_s, c.weight_grad_s, c.update_s,
+                    c.activation_bytes, c.weight_bytes, c.gradient_bytes, c.optimizer_bytes);
+  };
+  for (const StageCost& c : costs.stages)
+    if (work(c) != work(costs.stages.front())) return std::nullopt;
+  CostModel out = costs;
+  const std::size_t P = costs.stages.size();
+  out.stages.clear();
+  for (std::size_t k = 0; k < P * static_cast<std::size_t>(v); ++k) {
+    StageCost c = costs.stages[k % P];
+    for (double* t : {&c.forward_s, &c.backward_s, &c.input_grad_s, &c.weight_grad_s, &c.update_s})
+      *t /= v;
+    for (std::int64_t* b :
+         {&c.activation_bytes, &c.weight_bytes, &c.gradient_bytes, &c.optimizer_bytes})
+      *b /= v;
+    c.activation_message_bytes = costs.stages.front().activation_message_bytes;
+    c.gradient_message_bytes = costs.stages.back().gradient_message_bytes;
+    out.stages.push_back(c);
+  }
+  out.stages.front().gradient_message_bytes = 0;   // the first stage sends no gradient
+  out.stages.back().activation_message_bytes = 0;  // the last no activation
+  return out;
+}
+
+std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std::int32_t P,
+                                     std::int32_t M, std::int32_t N, const CostModel& costs,
+                                     std::vector<std::string>* skipped,
+                                     const CostModel* chunk_costs) {
+  const CompareRow baseline = simulate_row("1f1b", P, M, N, costs);
+  std::vector<CompareRow> rows;
+  for (const auto& kind : kinds) {
+    if (kind == "2bw" && M < P) {
+      if (skipped) skipped->push_back(fmt::format("2bw needs M >= P (M={}, P={})", M, P));
+      continue;
+    }
+    std::optional<CostModel> chunks;
+    if (kind == "interleaved") {
+      if (M % P != 0) {
+        if (skipped)
+          skipped->push_back(fmt::format(
+              "interleaved needs M to be a multiple of P (Megatron's constraint; M={}, P={})", M,
+              P));
+        continue;
+      }
+      chunks =
+          chunk_costs ? std::optional(*chunk_costs) : chunk_cost_model(costs, kInterleavedChunks);
+      if (!chunks) {
+        if (skipped)
+          skipped->push_back(fmt::format(
+              "interleaved splits each device's layers into {} chunks, whose costs a cost model "
+              "with unequal stages does not give (give them with --interleaved-cost, or use "
+              "uniform costs)",
+              kInterleavedChunks));
+        continue;
+      }
+    }
+    const std::int32_t v = chunks ? static_cast<std::int32_t>(chunks->stages.size()) / P : 1;
+    CompareRow row =
+        kind == "1f1b" ? baseline : simulate_row(kind, P, M, N, chunks ? *chunks : costs, v);
+    row.speedup_vs_1f1b = row.makespan_s > 0 ? baseline.makespan_s / row.makespan_s : 0.0;
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace paci

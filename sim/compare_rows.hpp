@@ -2,6 +2,7 @@
 // the lists and grids of those commands' flags.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,23 @@ std::vector<std::string> parse_kinds(const std::string& text);
 
 // A grid: comma-separated items, each N, A:B or A:B:STEP (inclusive), e.g. "2,4,8" or "1:64".
 std::vector<std::int32_t> parse_grid(const std::string& text, const std::string& flag);
+
+// compare and sweep run interleaved with Megatron's usual two chunks per device.
+inline constexpr std::int32_t kInterleavedChunks = 2;
+
+// The cost model of `v` chunks per device from one whose stages all cost the same (uniform
+// flags): each chunk does a v-th of a stage's work and holds a v-th of its memory; messages keep
+// their size. Nothing when the stages differ (a GPT's first and last stages do more): their
+// chunks' costs are not a v-th of anything.
+std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v);
+
+// Every kind at (P, M, N) against 1F1B's makespan; a kind that cannot run there (2BW with M < P,
+// interleaved with M not a multiple of P or without chunk costs) is left out with its reason in
+// `skipped`. chunk_costs: interleaved's own cost model (its P·v stages), when the user gave one.
+std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std::int32_t P,
+                                     std::int32_t M, std::int32_t N, const CostModel& costs,
+                                     std::vector<std::string>* skipped,
+                                     const CostModel* chunk_costs = nullptr);
 
 std::string csv_header();
 std::string csv_row(const CompareRow& row);

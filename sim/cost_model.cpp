@@ -463,4 +463,39 @@ CostModel read_cost_model(const std::string& path) {
   return parse_cost_model(read_input(path), path == "-" ? "<stdin>" : path);
 }
 
+namespace {
+
+struct Preset {
+  const char* name;
+  GptShape shape;  // layers, d_model, heads, seq_len, vocab, microbatch_size, dtype_bytes
+};
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> table = {
+      {"tiny", {4, 128, 4, 128, 256, 16, 4}},
+      {"gpt2-small", {12, 768, 12, 1024, 50257, 1, 2}},
+      {"gpt2-medium", {24, 1024, 16, 1024, 50257, 1, 2}},
+      {"gpt2-large", {36, 1280, 20, 1024, 50257, 1, 2}},
+      {"gpt2-xl", {48, 1600, 25, 1024, 50257, 1, 2}},
+  };
+  return table;
+}
+
+}  // namespace
+
+GptShape gpt_shape_preset(const std::string& name) {
+  std::string names;
+  for (const auto& p : presets()) {
+    if (p.name == name) return p.shape;
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
+  }
+  throw InputError(fmt::format("unknown --preset '{}' (expected {})", name, names));
+}
+
+std::int32_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "fp32") return 4;
+  if (dtype == "bf16" || dtype == "fp16") return 2;
+  throw InputError(fmt::format("unknown --dtype '{}' (expected fp32, bf16 or fp16)", dtype));
+}
+
 }  // namespace paci

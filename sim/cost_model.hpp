@@ -129,6 +129,12 @@ struct GptShape {
   std::int32_t dtype_bytes = 2;      // 4 fp32, 2 bf16/fp16
 };
 
+// The shapes paci costmodel knows by name: tiny (paci's default GPT, fp32, B=16) and GPT-2 small,
+// medium, large and xl (bf16, sequence 1024, B=1); InputError listing them otherwise.
+GptShape gpt_shape_preset(const std::string& name);
+// Bytes of one number: fp32 4, bf16 and fp16 2; InputError otherwise.
+std::int32_t dtype_bytes(const std::string& dtype);
+
 struct DeviceSpeed {
   double flops_per_s = 0.0;         // sustained matmul throughput
   double memory_bytes_per_s = 0.0;  // memory bandwidth (bounds the optimizer step)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Plans you can run here: a per-layer calibration of this CPU (paci calibrate --per-layer, the
 # default GPT), paci plan on it (1, 2 or 4 stage threads, every kind, every partition), then the
-# top 5 plans and the best synchronous one trained with paci train, REPEATS times round-robin:
+# 5 fastest plans of distinct pipelines (stage threads, chunks, partition) and the best
+# synchronous one trained with paci train, REPEATS times round-robin:
 # each plan's predicted step against the measured median (median of the step-to-step times after
 # the first two steps), and the plan's order against the measured order. Targets: the fidelity
 # tolerances of the CPU executor (5% on 1 or 2 stage threads, 10% on 4; a row also holds when the
@@ -22,15 +23,24 @@ if [ -z "${SUMMARY_ONLY:-}" ]; then
   mkdir -p "$out"
   echo "plan_cpu: per-layer calibration" >&2
   "$paci" calibrate --per-layer --quiet -o "$out/layers.json"
-  "$paci" plan --cluster "$out/layers.json" --top 5 --json "$out/plans.json" >"$out/plan.txt"
+  "$paci" plan --cluster "$out/layers.json" --top 100 --json "$out/all.json" >"$out/plan.txt"
   # And the best synchronous plan, for a gap wider than the top five's.
   "$paci" plan --cluster "$out/layers.json" --top 1 --max-staleness 0 --json "$out/sync.json" \
     >"$out/sync.txt"
-  mapfile -t commands < <(python3 - "$out/plans.json" "$out/sync.json" "$steps" <<'PY'
+  mapfile -t commands < <(python3 - "$out/all.json" "$out/sync.json" "$steps" <<'PY'
 import json, sys
 def key(p):
     return (p["kind"], p["pp"], p["chunks"], tuple(p["partition"]))
-plans = json.load(open(sys.argv[1]))["plans"]
+# The 5 fastest plans of distinct pipelines (stage threads, chunks, partition): on one thread
+# every kind computes the same micro-batches one after another, so the top of the list repeats a
+# pipeline under several kinds.
+plans, shapes = [], set()
+for p in json.load(open(sys.argv[1]))["plans"]:
+    shape = (p["pp"], p["chunks"], tuple(p["partition"]))
+    if shape not in shapes and len(plans) < 5:
+        shapes.add(shape)
+        plans.append(p)
+json.dump({"plans": plans}, open(sys.argv[1].replace("all.json", "plans.json"), "w"), indent=1)
 sync = json.load(open(sys.argv[2]))["plans"][:1]
 plans += [q for q in sync if key(q) not in map(key, plans)]  # unless it is in the top already
 steps = sys.argv[3]
@@ -101,7 +111,7 @@ lines = ["<!-- plan_cpu: written by scripts/experiments/plan_cpu.sh -->",
          f"`bash scripts/experiments/plan_cpu.sh` — machine: {machine}. A per-layer calibration of "
          "this CPU (`paci calibrate --per-layer`, the default GPT: 4 layers, d 128, 4 heads, "
          "T 128, B 16), `paci plan --cluster layers.json` over 1, 2 and 4 stage threads, every "
-         "kind and every partition, then the top 5 plans and the best synchronous one trained with `paci train` "
+         "kind and every partition, then the 5 fastest plans of distinct pipelines (stage threads, chunks, partition: on one thread every kind computes the same micro-batches in turn) and the best synchronous one trained with `paci train` "
          f"({repeats} rounds, round-robin; the measured step is the median step-to-step time "
          "after the first two steps of a run, and the table gives the median, min and max over "
          "the rounds).", "",
@@ -115,12 +125,12 @@ for i, p, steps, med, err, tol, holds in rows:
                  f"{max(steps):.3f}) | {100 * err:+.1f}% | {100 * tol:.0f}% | "
                  f"{'yes' if holds else 'no'} | {again} |")
 held = sum(1 for r in rows if r[6])
-lines += ["", f"Rows 1-{top}: the top {top} plans; row {sync_row}: the best synchronous plan "
+lines += ["", f"Rows 1-{top}: the {top} fastest distinct pipelines; row {sync_row}: the best synchronous plan "
           "(`--max-staleness 0`). The last column: the same plans costed from a second per-layer "
           "calibration taken after the runs, a measure of how far the machine moved meanwhile."
           if sync_row else "",
           "", f"Order: fastest first, the measured order is {[k + 1 for k in order_measured]}; "
-          f"{concordant} of {len(pairs)} pairs keep the planned order. The top {top} plans' "
+          f"{concordant} of {len(pairs)} pairs keep the planned order. The {top} plans' "
           f"predictions lie within {100 * gap:.1f}% of each other, while each plan's own runs "
           f"spread {100 * min(spreads):.0f}-{100 * max(spreads):.0f}% (max - min over median): "
           "among them the order is below this machine's noise, and only the wider gaps test it. "

@@ -61,6 +61,18 @@ TEST(Tokenizer, RoundTripsAllByteValues) {
   EXPECT_EQ(escape_bytes(std::string("a\n\"\\\x01\xff", 6)), "a\\n\\\"\\\\\\x01\\xff");
 }
 
+TEST(Tokenizer, MostFrequentBytesAreCountedAndOrdered) {
+  const std::vector<Token> tokens = encode_bytes("abracadabra");
+  const auto top = most_frequent_bytes(tokens, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].first, 'a');
+  EXPECT_DOUBLE_EQ(top[0].second, 5.0 / 11);
+  EXPECT_EQ(top[1].first, 'b');  // b and r twice each: the smaller byte first
+  EXPECT_EQ(top[2].first, 'r');
+  EXPECT_EQ(most_frequent_bytes(tokens, 10).size(), 5u);  // a, b, r, c, d: no zero counts
+  EXPECT_TRUE(most_frequent_bytes({}, 3).empty());
+}
+
 TEST(Shard, WriteReadRoundTripAndLayout) {
   for (const std::size_t n : {0u, 1u, 7u, 70000u}) {
     const std::vector<Token> tokens = iota_tokens(n, kAnyVocab);

@@ -414,7 +414,7 @@ TEST(CostModelCli, BadInputIsOneLineWithExitTwo) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--preset tiny -p 8", "8 stages but only 4 layers"},
       {"--preset tiny -p 2 --partition 3,2", "sums to 5 layers, the model has 4"},
-      {"--preset tiny -p 2 --partition 3,x", "'x' is not a layer count"},
+      {"--preset tiny -p 2 --partition 3,x", "--partition '3,x': 'x' is not a whole number from 1"},
       {"--preset tiny -p 2 --dtype fp8", "unknown --dtype 'fp8'"},
       {"--preset huge -p 2", "unknown --preset 'huge'"},
       {"--preset tiny -p 2 --flops nan", "--flops"},
