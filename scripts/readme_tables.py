@@ -52,6 +52,14 @@ def results_headlines():
     if picks:
         lines.append("- **What `paci plan` picks** (`bash scripts/experiments/plan.sh`, with staleness "
                      "allowed up to one update): " + picks)
+    cpu = read("docs/results/plan_cpu_headline.md", "")
+    if cpu:
+        lines.append("- **`paci plan` on this CPU, its top plans trained** "
+                     "(`bash scripts/experiments/plan_cpu.sh`): " + cpu)
+    speed = read("docs/results/bench_plan_headline.md", "")
+    if speed:
+        lines.append("- **How fast `paci plan` searches** (`bash bench/bench_plan.sh`): " + speed +
+                     " ([bench_plan.md](docs/results/bench_plan.md))")
     gate = read("docs/results/gate_headline.md", "")
     if gate:
         lines.append("- **The GPT trains** (`bash scripts/experiments/gate.sh`): " + gate)

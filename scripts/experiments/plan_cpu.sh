@@ -142,6 +142,13 @@ text = open(path).read() if os.path.exists(path) else "# What paci plan picks\n"
 marker = "<!-- plan_cpu:"
 text = text.split(marker)[0].rstrip("\n") + "\n\n" + section
 open(path, "w").write(text)
+open("docs/results/plan_cpu_headline.md", "w").write(
+    f"{held} of {len(rows)} predictions within the CPU executor's fidelity target "
+    f"(errors {', '.join(f'{100 * r[4]:+.1f}%' for r in rows)}); of the {len(wide)} pairs of "
+    f"plans whose predictions differ by more than their runs' spread, {wide_kept} keep the planned "
+    "order; a second calibration after the runs moved the predictions by up to "
+    f"{100 * max(abs(after[key(p)] / p['step_s'] - 1) for p in plans if key(p) in after):.0f}% "
+    "([plan.md](docs/results/plan.md))\n")
 json.dump({"plans": [{"plan": knobs(p), "predicted_s": p["step_s"], "measured_s": steps,
                       "error": err, "holds": holds} for i, p, steps, med, err, tol, holds in rows],
            "concordant_pairs": concordant, "pairs": len(pairs)},
