@@ -194,7 +194,8 @@ TEST(CliTrain, PerLayerCalibrationPlansRunsOfThisMachine) {
   // Fixed to synchronous schedules on two stage threads: no plan is stale.
   r = run_paci("plan --cluster " + layers + " --pp 2 --max-staleness 0 --json " + plans);
   ASSERT_EQ(r.status, 0) << r.err;
-  for (const auto& p : nlohmann::json::parse(slurp(plans))["plans"]) {
+  const auto sync = nlohmann::json::parse(slurp(plans));
+  for (const auto& p : sync["plans"]) {
     EXPECT_EQ(p["max_staleness"], 0);
     EXPECT_EQ(p["pp"], 2);
   }
