@@ -22,6 +22,9 @@ class CommGuard {
   // Runs call() under the lock; throws std::runtime_error(reason) once aborted.
   template <typename Call>
   decltype(auto) use(Call&& call) {
+    // A pending abort goes first: std::mutex is not fair, and callers that take the lock back to
+    // back would otherwise keep the abort's try_lock out until its patience ran out.
+    while (abort_requested_ && !aborted_) std::this_thread::yield();
     std::lock_guard lock(mutex_);
     throw_if_aborted();
     return std::forward<Call>(call)();
@@ -35,6 +38,7 @@ class CommGuard {
     // Polled with try_lock (a timed mutex's timed wait is pthread_mutex_clocklock, which
     // ThreadSanitizer does not see). Without the lock, a call is stuck inside a communicator:
     // abort anyway.
+    abort_requested_ = true;
     std::unique_lock lock(mutex_, std::try_to_lock);
     const auto deadline = std::chrono::steady_clock::now() + patience;
     while (!lock.owns_lock() && std::chrono::steady_clock::now() < deadline) {
@@ -61,7 +65,7 @@ class CommGuard {
  private:
   std::mutex mutex_;
   mutable std::mutex reason_mutex_;
-  std::atomic<bool> aborted_{false};
+  std::atomic<bool> aborted_{false}, abort_requested_{false};
   std::string reason_;
 };
 

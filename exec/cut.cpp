@@ -6,9 +6,7 @@
 
 #include <algorithm>
 
-#include "schedules/consumers.hpp"
-#include "schedules/dependencies.hpp"
-#include "schedules/index.hpp"
+#include "schedules/lower.hpp"
 
 namespace paci::exec {
 
@@ -25,15 +23,13 @@ void mix(std::uint64_t& h, std::int64_t word) {
 
 }  // namespace
 
-struct CutPlanner::Indexes {
-  explicit Indexes(const Schedule& s) : index(s), rules(s), consumers(s, index, rules) {}
-  ActionIndex index;
-  DependencyRules rules;
-  ConsumerIndex consumers;
+struct CutPlanner::Lowered {
+  explicit Lowered(const Schedule& s) : program(lower(s)) {}
+  LoweredProgram program;
 };
 
 CutPlanner::CutPlanner(const Schedule& schedule)
-    : schedule_(schedule), indexes_(std::make_unique<Indexes>(schedule)) {}
+    : schedule_(schedule), lowered_(std::make_unique<Lowered>(schedule)) {}
 
 CutPlanner::~CutPlanner() = default;
 
@@ -43,8 +39,7 @@ CutPlan plan_cut(const Schedule& schedule, std::int32_t updates) {
 
 CutPlan CutPlanner::plan(std::int32_t updates) const {
   const Schedule& schedule = schedule_;
-  const ActionIndex& index = indexes_->index;
-  const ConsumerIndex& consumers = indexes_->consumers;
+  const LoweredProgram& program = lowered_->program;
   if (updates < 1 || updates >= schedule.steps)
     throw InputError(fmt::format("a cut after update {} of a schedule of {} steps: expected 1..{}",
                                  updates, schedule.steps, schedule.steps - 1));
@@ -64,33 +59,27 @@ CutPlan CutPlanner::plan(std::int32_t updates) const {
   // decrease, so this ends.
   for (bool changed = true; changed;) {
     changed = false;
-    for (std::int64_t v = 0; v < index.size(); ++v) {
-      const ActionPos from = index.position(v);
-      for (const Consumer& c : consumers.of(v)) {
-        if (c.kind == DependencyKind::local) continue;
-        const ActionPos to = index.position(c.vertex);
-        auto& cut = plan.positions[static_cast<std::size_t>(to.device)];
-        if (from.index >= plan.positions[static_cast<std::size_t>(from.device)] && to.index < cut) {
-          cut = to.index;
+    for (const DeviceProgram& device : program.devices)
+      for (const Op& op : device.ops) {
+        if (op.kind != OpKind::send) continue;
+        const StageMessage& m = op.message;
+        auto& cut = plan.positions[static_cast<std::size_t>(m.dst)];
+        if (m.src_index >= plan.positions[static_cast<std::size_t>(m.src)] && m.dst_index < cut) {
+          cut = m.dst_index;
           changed = true;
         }
       }
-    }
   }
-  for (std::int64_t v = 0; v < index.size(); ++v) {
-    const ActionPos from = index.position(v);
-    if (from.index >= plan.positions[static_cast<std::size_t>(from.device)]) continue;
-    const Action& a =
-        schedule
-            .devices[static_cast<std::size_t>(from.device)][static_cast<std::size_t>(from.index)];
-    for (const Consumer& c : consumers.of(v)) {
-      if (c.kind == DependencyKind::local) continue;
-      const ActionPos to = index.position(c.vertex);
-      if (to.index < plan.positions[static_cast<std::size_t>(to.device)]) continue;
+  for (const DeviceProgram& device : program.devices)
+    for (const Op& op : device.ops) {
+      const StageMessage& m = op.message;
+      if (op.kind != OpKind::send ||
+          m.src_index >= plan.positions[static_cast<std::size_t>(m.src)] ||
+          m.dst_index < plan.positions[static_cast<std::size_t>(m.dst)])
+        continue;
       plan.messages.push_back(
-          {{c.kind, a.stage, a.microbatch}, from.device, to.device, from.index});
+          {{m.kind, m.producer.stage, m.producer.microbatch}, m.src, m.dst, m.src_index});
     }
-  }
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (const char c : schedule.kind) mix(h, c);
   mix(h, static_cast<std::int64_t>(schedule.weight_policy));

@@ -50,9 +50,9 @@ class CutPlanner {
   CutPlan plan(std::int32_t updates) const;
 
  private:
-  struct Indexes;
+  struct Lowered;  // the lowered program (schedules/lower.hpp)
   const Schedule& schedule_;
-  std::unique_ptr<Indexes> indexes_;
+  std::unique_ptr<Lowered> lowered_;
 };
 
 // One cut's saved state, as the executor fills it (sizes fixed by its plan and the stages'

@@ -138,7 +138,7 @@ void Executor::restore(const CutImage& image) {
       throw InputError(
           fmt::format("a message of the cut holds {} floats, this run's hold {}", m.size(), width));
   for (std::size_t s = 0; s < stages_.size(); ++s) {
-    StageRuntime& rt = *stages_[s];
+    StageRuntime& rt = stages_[static_cast<std::int32_t>(s)];
     const model::StageState& saved = image.stages[s];
     if (saved.range != rt.layout().range() || saved.weights.size() != rt.layout().size() ||
         saved.first_moment.size() != rt.layout().size() ||

@@ -14,9 +14,7 @@
 #include "exec/cut_recorder.hpp"
 #include "exec/rank_plan.hpp"
 #include "exec/transport.hpp"
-#include "schedules/consumers.hpp"
-#include "schedules/dependencies.hpp"
-#include "schedules/index.hpp"
+#include "schedules/lower.hpp"
 #include "traces/metrics.hpp"
 
 namespace paci::exec {
@@ -25,9 +23,7 @@ namespace paci::exec {
 struct RunState {
   const Schedule& schedule;
   const ExecConfig& config;
-  ActionIndex index;
-  DependencyRules rules;
-  ConsumerIndex consumers;
+  LoweredProgram program;  // what each device receives, computes and sends, in order
   RunClock clock;
   InProcessTransport local_transport;  // every message between stages of one process
   Transport* transport;                // local_transport, or the links to other processes
@@ -42,9 +38,7 @@ struct RunState {
   RunState(const Schedule& s, const ExecConfig& c)
       : schedule(s),
         config(c),
-        index(s),
-        rules(s),
-        consumers(s, index, rules),
+        program(lower(s)),
         // One thread replays every device: nobody could drain a full link, so none is bounded.
         local_transport(
             s.num_devices(),
@@ -86,21 +80,16 @@ class Executor::Device {
     bool took_cut = false;
     if (!take_cuts(blocking, took_cut)) return took_cut;
     const Action& a = list()[next_];
-    DependencyRules::List deps;
-    const int n = run_.rules.depends_on(a, deps);
+    const std::span<const Op> receives = program().receives(next_);
     if (!blocking)
-      for (int j = 0; j < n; ++j) {
-        const Dependency& d = deps[static_cast<std::size_t>(j)];
-        if (d.kind != DependencyKind::local &&
-            !run_.between(device_of(d.action.stage), device_)
-                 .ready(device_, device_of(d.action.stage), key(d, a)))
+      for (const Op& r : receives)
+        if (!run_.between(r.message.src, device_).ready(device_, r.message.src, key_of(r.message)))
           return took_cut;
-      }
     if (run_.config.fail_at && *run_.config.fail_at == a) {
       if (run_.config.fail_kills) std::raise(SIGKILL);
       throw std::runtime_error("injected failure (--fail-at)");
     }
-    for (int j = 0; j < n; ++j) receive(a, deps[static_cast<std::size_t>(j)]);
+    for (const Op& r : receives) receive(r.message);
     StageRuntime& rt = ex_.stage(a.stage);
     auto& b = buffers_[static_cast<std::size_t>(a.stage)];
     const double start = run_.clock.now_s();
@@ -167,26 +156,24 @@ class Executor::Device {
   const std::vector<Action>& list() const {
     return run_.schedule.devices[static_cast<std::size_t>(device_)];
   }
+  const DeviceProgram& program() const {
+    return run_.program.devices[static_cast<std::size_t>(device_)];
+  }
   std::int32_t device_of(std::int32_t stage) const {
     return run_.schedule.placement[static_cast<std::size_t>(stage)];
   }
-  static MessageKey key(const Dependency& d, const Action& consumer) {
-    return {d.kind, d.action.stage, consumer.microbatch};
-  }
-
-  void receive(const Action& a, const Dependency& d) {
-    if (d.kind == DependencyKind::local) return;
-    auto& b = buffers_[static_cast<std::size_t>(a.stage)];
-    const std::span<float> into = d.kind == DependencyKind::activation
+  void receive(const StageMessage& m) {
+    auto& b = buffers_[static_cast<std::size_t>(m.consumer.stage)];
+    const std::span<float> into = m.kind == DependencyKind::activation
                                       ? std::span<float>(b.input)
                                       : std::span<float>(b.d_output);
-    const std::int32_t src = device_of(d.action.stage);
+    const std::int32_t src = m.src;
     const double wait_start = run_.clock.now_s();
-    const SendTimes sent = run_.between(src, device_).receive(device_, src, key(d, a), into);
+    const SendTimes sent = run_.between(src, device_).receive(device_, src, key_of(m), into);
     const double got = run_.clock.now_s();
     // Every message is recorded, trace or not: the report carries them for a replay.
     if (src != device_)
-      messages_.push_back({d.action, a, d.kind, src, device_,
+      messages_.push_back({m.producer, m.consumer, m.kind, src, device_,
                            static_cast<std::int64_t>(into.size() * sizeof(float)), sent.start_s,
                            sent.end_s, std::max(wait_start, sent.end_s), got});
   }
@@ -212,14 +199,12 @@ class Executor::Device {
   }
 
   void send_outputs(const Action& a, StageRuntime& rt, Buffers& b) {
-    const std::int64_t v = run_.index.vertex(ActionPos{device_, static_cast<std::int64_t>(next_)});
-    for (const Consumer& c : run_.consumers.of(v)) {
-      if (c.kind == DependencyKind::local) continue;
-      const std::int32_t dst = run_.index.position(c.vertex).device;
-      const std::span<const float> data = c.kind == DependencyKind::activation
+    for (const Op& op : program().sends(next_)) {
+      const std::int32_t dst = op.message.dst;
+      const std::span<const float> data = op.message.kind == DependencyKind::activation
                                               ? rt.output(a.microbatch)
                                               : std::span<const float>(b.d_input);
-      const MessageKey key{c.kind, a.stage, a.microbatch};
+      const MessageKey key = key_of(op.message);
       if (ex_.cuts_)
         ex_.cuts_->keep_message(next_cut_, device_, static_cast<std::int64_t>(next_), dst, key,
                                 data);
@@ -251,9 +236,7 @@ class Executor::Device {
   }
 
   void sample_memory(double now) {
-    std::int64_t bytes = 0;
-    for (std::int32_t s = 0; s < run_.schedule.stages; ++s)
-      if (device_of(s) == device_) bytes += ex_.stage(s).memory_bytes();
+    const std::int64_t bytes = ex_.stages_.memory_bytes(run_.schedule, device_);
     peak_memory_ = std::max(peak_memory_, bytes);
     if (run_.config.record_timeline && (memory_.empty() || memory_.back().bytes != bytes))
       memory_.push_back({device_, now, bytes});
@@ -281,23 +264,19 @@ Executor::Executor(const Schedule& schedule, const ExecConfig& config)
     if (config.sequential)
       throw InputError("--sequential replays every device in one process: not one per process");
   }
-  for (const StagePlan& plan : plan_stages(schedule, analysis_, config)) {
-    if (config.remote &&
-        schedule.placement[static_cast<std::size_t>(plan.stage)] != config.remote->local_device()) {
-      stages_.push_back(nullptr);  // another process runs it
-      continue;
-    }
-    StageRuntimeConfig rc;
-    static_cast<StagePlan&>(rc) = plan;
-    rc.threads = config.threads_per_device;
-    stages_.push_back(std::make_unique<StageRuntime>(rc));
-    auto& rt = *stages_.back();
-    if (config.resume_from) continue;  // restore() sets every stage below
-    if (config.init_stage)
-      config.init_stage(plan.stage, rt);
-    else
-      model::init_gpt2(rt.layout(), rt.params(), config.seed);
-  }
+  stages_.allocate(schedule, plan_stages(schedule, analysis_, config),
+                   config.remote ? config.remote->local_device() : -1, [&](const StagePlan& plan) {
+                     StageRuntimeConfig rc;
+                     static_cast<StagePlan&>(rc) = plan;
+                     rc.threads = config.threads_per_device;
+                     auto rt = std::make_unique<StageRuntime>(rc);
+                     if (config.resume_from) return rt;  // restore() sets every stage below
+                     if (config.init_stage)
+                       config.init_stage(plan.stage, *rt);
+                     else
+                       model::init_gpt2(rt->layout(), rt->params(), config.seed);
+                     return rt;
+                   });
   if (config.cut_every < 0) throw InputError("cut_every must be positive (0: no cuts)");
   if ((config.cut_every > 0 || config.resume_from) && config.remote)
     throw InputError(
@@ -305,7 +284,8 @@ Executor::Executor(const Schedule& schedule, const ExecConfig& config)
   if (config.cut_every > 0 && !config.on_cut) throw std::invalid_argument("cut_every needs on_cut");
   if (config.resume_from) restore(*config.resume_from);
   if (config.cut_every > 0)
-    cuts_ = std::make_unique<CutRecorder>(schedule, config, stages_, config.resume_from.get());
+    cuts_ =
+        std::make_unique<CutRecorder>(schedule, config, stages_.all(), config.resume_from.get());
 }
 
 Executor::~Executor() = default;
@@ -399,17 +379,9 @@ ExecResult Executor::run() {
   result.timeline.num_devices = schedule_.num_devices();
   for (auto& d : devices) d->collect(result);
   result.microbatch_losses = run.losses;
-  const std::int32_t M = schedule_.microbatches;
-  for (std::int32_t k = 0; k < schedule_.steps; ++k) {
-    double sum = 0.0;
-    for (std::int32_t i = 0; i < M; ++i) sum += run.losses[static_cast<std::size_t>(k * M + i)];
-    result.step_losses.push_back(sum / M);
-  }
-  std::vector<StageObservation> observed;
-  for (const auto& rt : stages_)
-    observed.push_back(rt ? StageObservation{&rt->versions(), rt->peak_activations()}
-                          : StageObservation{});
-  result.observed = observed_analysis(schedule_, observed);
+  result.step_losses =
+      step_means(std::span<const float>(run.losses), schedule_.microbatches, schedule_.steps);
+  result.observed = observed_analysis(schedule_, stages_.observations());
   return result;
 }
 
@@ -420,9 +392,10 @@ double Executor::evaluate(const std::vector<std::span<const float>>& params, con
   HostLinks* const remote = config_.remote;
   const std::size_t rows = config_.batch * config_.seq_len;
   std::vector<std::int32_t> tokens(rows), targets(rows);
-  std::vector<std::optional<model::ActivationSlot>> slots(stages_.size());
-  for (std::size_t s = 0; s < stages_.size(); ++s)
-    if (stages_[s]) slots[s].emplace(stages_[s]->model_stage().make_slot());
+  const auto& stages = stages_.all();
+  std::vector<std::optional<model::ActivationSlot>> slots(stages.size());
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    if (stages[s]) slots[s].emplace(stages[s]->model_stage().make_slot());
   const auto device_of = [&](std::size_t s) { return schedule_.placement[s]; };
   std::vector<float> incoming;  // an activation from another process
   if (remote) incoming.resize(rows * config_.config.d_model);
@@ -430,15 +403,15 @@ double Executor::evaluate(const std::vector<std::span<const float>>& params, con
   for (std::uint64_t i = 0; i < count; ++i) {
     data(first + i, tokens, targets);
     std::span<const float> x;
-    for (std::size_t s = 0; s < stages_.size(); ++s) {
-      if (!stages_[s]) continue;  // another process runs it
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      if (!stages[s]) continue;  // another process runs it
       const MessageKey key{DependencyKind::activation, static_cast<std::int32_t>(s) - 1,
                            static_cast<std::int32_t>(i)};
-      if (s > 0 && !stages_[s - 1]) {
+      if (s > 0 && !stages[s - 1]) {
         remote->receive(device_of(s), device_of(s - 1), key, incoming);
         x = incoming;
       }
-      model::Stage& st = stages_[s]->model_stage();
+      model::Stage& st = stages[s]->model_stage();
       const model::StageInput input =
           s == 0 ? model::StageInput::tokens(tokens) : model::StageInput::activations(x);
       if (st.is_last()) {
@@ -446,14 +419,14 @@ double Executor::evaluate(const std::vector<std::span<const float>>& params, con
         continue;
       }
       x = st.forward(params[s], input, *slots[s]);
-      if (!stages_[s + 1])  // to the process running the next stage
+      if (!stages[s + 1])  // to the process running the next stage
         remote->send(device_of(s), device_of(s + 1),
                      {DependencyKind::activation, static_cast<std::int32_t>(s),
                       static_cast<std::int32_t>(i)},
                      x, {});
     }
   }
-  if (!stages_.back()) return 0.0;  // the loss is known where the last stage runs
+  if (!stages.back()) return 0.0;  // the loss is known where the last stage runs
   return count ? sum / static_cast<double>(count) : 0.0;
 }
 

@@ -22,6 +22,7 @@
 #include "exec/remote.hpp"
 #include "exec/stage_plan.hpp"
 #include "exec/stage_runtime.hpp"
+#include "exec/stage_set.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/ir.hpp"
 #include "traces/report.hpp"
@@ -66,16 +67,12 @@ class Executor {
   ExecResult run();
 
   // Whether this process runs stage s (always, unless config.remote is set).
-  bool runs(std::int32_t s) const { return stages_[static_cast<std::size_t>(s)] != nullptr; }
+  bool runs(std::int32_t s) const { return stages_.runs(s); }
   // The first stage this process runs.
-  std::int32_t first_local_stage() const {
-    std::int32_t s = 0;
-    while (!runs(s)) ++s;
-    return s;
-  }
+  std::int32_t first_local_stage() const { return stages_.first_local(); }
   // Stage runtimes after run() (of a stage this process runs): final weights, optimizer state.
-  const StageRuntime& stage(std::int32_t s) const { return *stages_[static_cast<std::size_t>(s)]; }
-  StageRuntime& stage(std::int32_t s) { return *stages_[static_cast<std::size_t>(s)]; }
+  const StageRuntime& stage(std::int32_t s) const { return stages_[s]; }
+  StageRuntime& stage(std::int32_t s) { return stages_[s]; }
 
   // Mean loss of `count` micro-batches of `data` through every stage with the given weights
   // (one span per stage; empty for stages other processes run), forward only, in this thread.
@@ -94,7 +91,7 @@ class Executor {
   const Schedule& schedule_;
   ExecConfig config_;
   Analysis analysis_;
-  std::vector<std::unique_ptr<StageRuntime>> stages_;
+  StageSet<StageRuntime> stages_;
   std::unique_ptr<CutRecorder> cuts_;  // with cut_every: the planned cuts and their buffers
 };
 

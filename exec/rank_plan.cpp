@@ -1,15 +1,13 @@
-// device_links(): the sending order of every cross-device link (each producer's list, its
-// consumers in ConsumerIndex order) against the receiving order (each consumer's list, its
-// dependencies in DependencyRules order); the launch checks and the schedule fingerprint.
+// device_links(): the sending order of every cross-device link against its receiving order, both
+// read from the lowered program; the launch checks and the schedule fingerprint.
 #include "exec/rank_plan.hpp"
 
 #include <fmt/format.h>
 #include <map>
 #include <utility>
 
-#include "schedules/consumers.hpp"
 #include "schedules/formats.hpp"
-#include "schedules/index.hpp"
+#include "schedules/lower.hpp"
 
 namespace paci::exec {
 
@@ -19,38 +17,16 @@ std::string to_string(const LinkMessage& m) {
 }
 
 std::vector<DeviceLink> device_links(const Schedule& schedule) {
-  const ActionIndex index(schedule);
-  const DependencyRules rules(schedule);
-  const ConsumerIndex consumers(schedule, index, rules);
-  const auto device_of = [&](std::int32_t stage) {
-    return schedule.placement[static_cast<std::size_t>(stage)];
-  };
+  const LoweredProgram program = lower(schedule);
   using Pair = std::pair<std::int32_t, std::int32_t>;
   std::map<Pair, std::vector<LinkMessage>> sent, received;
-  for (std::int32_t d = 0; d < schedule.num_devices(); ++d) {
-    const auto& list = schedule.devices[static_cast<std::size_t>(d)];
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const Action& a = list[i];
-      const std::int64_t v = index.vertex(ActionPos{d, static_cast<std::int64_t>(i)});
-      if (a.kind != ActionKind::U)
-        for (const Consumer& c : consumers.of(v)) {
-          const ActionPos at = index.position(c.vertex);
-          if (c.kind == DependencyKind::local || at.device == d) continue;
-          const Action& consumer =
-              schedule
-                  .devices[static_cast<std::size_t>(at.device)][static_cast<std::size_t>(at.index)];
-          sent[{d, at.device}].push_back({c.kind, a, consumer});
-        }
-      DependencyRules::List deps;
-      const int n = rules.depends_on(a, deps);
-      for (int j = 0; j < n; ++j) {
-        const Dependency& dep = deps[static_cast<std::size_t>(j)];
-        const std::int32_t src = device_of(dep.action.stage);
-        if (dep.kind == DependencyKind::local || src == d) continue;
-        received[{src, d}].push_back({dep.kind, dep.action, a});
-      }
+  for (const DeviceProgram& device : program.devices)
+    for (const Op& op : device.ops) {
+      const StageMessage& m = op.message;
+      if (op.kind == OpKind::compute || m.src == m.dst) continue;
+      auto& link = op.kind == OpKind::send ? sent : received;
+      link[{m.src, m.dst}].push_back({m.kind, m.producer, m.consumer});
     }
-  }
   std::vector<DeviceLink> links;
   for (auto& [pair, messages] : sent) {
     const auto& in = received[pair];

@@ -5,8 +5,8 @@
 // schedule runs one process per device without a deadlock when, on every directed link, the
 // producer sends its messages in the order the consumer receives them: each link then trails its
 // producer's device list and never waits on its consumer (see docs/cuda.md, "One process per
-// GPU"). device_links() derives both orders from DependencyRules and ConsumerIndex and refuses a
-// schedule where they differ, naming the link and the first message out of order.
+// GPU"). device_links() reads both orders from the lowered program (schedules/lower.hpp) and
+// refuses a schedule where they differ, naming the link and the first message out of order.
 #pragma once
 
 #include <cstdint>

@@ -23,16 +23,8 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
   if (config.split_backward) {
     const std::size_t n = std::max<std::size_t>(config.activation_capacity, 1);
     for (std::size_t i = 0; i < n; ++i) w_stashes_.push_back(stage_.make_weight_stash());
-    w_stash_mb_.assign(n, -1);
-    w_stash_version_.assign(n, 0);
+    w_book_ = WeightStashBook(config.stage, n);
   }
-}
-
-std::size_t StageRuntime::w_stash_index(std::int64_t mb) const {
-  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i)
-    if (w_stash_mb_[i] == mb) return i;
-  throw std::logic_error(
-      fmt::format("stage {}: no input gradient of micro-batch {} awaits its W", config_.stage, mb));
 }
 
 std::span<const float> StageRuntime::backward_weights(std::int32_t mb, std::int32_t& version_read) {
@@ -44,22 +36,17 @@ std::span<const float> StageRuntime::backward_weights(std::int32_t mb, std::int3
 
 void StageRuntime::input_grad(std::int32_t mb, std::span<const float> d_output,
                               std::span<float> d_input) {
-  if (w_stashes_.empty())
-    throw std::logic_error(fmt::format("stage {} does not split its backward", config_.stage));
-  const std::size_t i = w_stash_index(-1);  // a free stash: the slots bound how many are held
   std::int32_t version_read = -1;
-  stage_.backward_input(backward_weights(mb, version_read), activations_.at(mb), d_output, d_input,
-                        w_stashes_[i]);
-  w_stash_mb_[i] = mb;
-  w_stash_version_[i] = version_read;
+  const std::span<const float> weights = backward_weights(mb, version_read);
+  const std::size_t i = w_book_.hold(mb, version_read);
+  stage_.backward_input(weights, activations_.at(mb), d_output, d_input, w_stashes_[i]);
 }
 
 void StageRuntime::weight_grad(std::int32_t mb) {
-  const std::size_t i = w_stash_index(mb);
-  stage_.backward_weight(grads_, activations_.at(mb), w_stashes_[i]);
+  const WeightStashBook::Held held = w_book_.release(mb);
+  stage_.backward_weight(grads_, activations_.at(mb), w_stashes_[held.stash]);
   activations_.release(mb);
-  book_.backward(mb, w_stash_version_[i]);  // read at I; its gradient joins this version's step
-  w_stash_mb_[i] = -1;
+  book_.backward(mb, held.version);  // read at I; its gradient joins this version's step
 }
 
 float StageRuntime::forward(std::int32_t mb, const model::StageInput& input,
@@ -109,9 +96,8 @@ std::int64_t StageRuntime::static_bytes() const {
 }
 
 std::int64_t StageRuntime::memory_bytes() const {
-  std::int64_t awaiting_w = 0;  // output gradients kept from an I for its W
-  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i)
-    if (w_stash_mb_[i] >= 0) awaiting_w += static_cast<std::int64_t>(w_stashes_[i].bytes());
+  // Output gradients kept from an I for its W.
+  const auto awaiting_w = static_cast<std::int64_t>(w_book_.in_use() * weight_stash_bytes());
   return static_bytes() + awaiting_w +
          static_cast<std::int64_t>(activations_.in_use() * activations_.slot_bytes()) +
          static_cast<std::int64_t>(book_.stash_in_use()) *
@@ -124,8 +110,7 @@ void StageRuntime::write_image(model::ImageWriter& out) const {
   for (const auto& copy : stash_) out.put(std::span<const float>(copy));
   activations_.save_image(out);
   for (const auto& w : w_stashes_) w.save_image(out);
-  out.put(std::span<const std::int64_t>(w_stash_mb_));
-  out.put(std::span<const std::int32_t>(w_stash_version_));
+  w_book_.save_image(out);
   out.put(static_cast<std::uint64_t>(snapshots_taken_));
   for (const auto& copy : snapshots_) out.put(std::span<const float>(copy));
 }
@@ -169,8 +154,7 @@ void StageRuntime::load_image(std::span<const std::byte> in, const std::string& 
   for (auto& copy : stash_) reader.get(std::span<float>(copy));
   activations_.load_image(reader);
   for (auto& w : w_stashes_) w.load_image(reader);
-  reader.get(std::span<std::int64_t>(w_stash_mb_));
-  reader.get(std::span<std::int32_t>(w_stash_version_));
+  w_book_.load_image(reader);
   snapshots_taken_ = reader.get<std::uint64_t>();
   reader.check(
       snapshots_taken_ <= snapshots_.size(),
@@ -222,18 +206,15 @@ void StageRuntime::check_image(std::span<const Action> before_cut, const std::st
   if (held != activations_.held())
     throw InputError(fmt::format(
         "{}: its activations are not those of the micro-batches in flight at the cut", what));
-  std::vector<std::int64_t> kept;
-  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i) {
-    if (w_stash_mb_[i] < 0) continue;
-    kept.push_back(w_stash_mb_[i]);
+  const std::vector<std::int64_t> kept = w_book_.held();
+  for (const std::int64_t held_mb : kept) {
     bool read_there = false;
     for (const auto& [mb, v] : read_at_i)
-      read_there = read_there || (mb == w_stash_mb_[i] && v == w_stash_version_[i]);
+      read_there = read_there || (mb == held_mb && w_book_.holds(mb, v));
     if (!read_there)
       throw InputError(
           fmt::format("{}: an input gradient awaiting its W that the cut does not have", what));
   }
-  std::sort(kept.begin(), kept.end());
   std::sort(awaiting_w.begin(), awaiting_w.end());
   if (kept != awaiting_w)
     throw InputError(

@@ -101,12 +101,9 @@ class StageRuntime {
   VersionBook book_;
   std::vector<std::vector<float>> stash_;      // one weight copy per VersionBook stash slot
   std::vector<std::vector<float>> snapshots_;  // preallocated: nothing allocates during the run
-  // Split backward: one stash per activation slot; which micro-batch holds each (-1: free) and
-  // the weight version its I read.
+  // Split backward: one stash per activation slot, and which micro-batch holds each.
   std::vector<model::WeightGradStash> w_stashes_;
-  std::vector<std::int64_t> w_stash_mb_;
-  std::vector<std::int32_t> w_stash_version_;
-  std::size_t w_stash_index(std::int64_t mb) const;
+  WeightStashBook w_book_;
   void write_image(model::ImageWriter& out) const;
   // The weights micro-batch mb's backward (or I) reads under the policy, and their version.
   std::span<const float> backward_weights(std::int32_t mb, std::int32_t& version_read);

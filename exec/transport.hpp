@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "schedules/dependencies.hpp"
+#include "schedules/lower.hpp"
 
 namespace paci::exec {
 
@@ -36,6 +37,11 @@ struct MessageKey {
   std::int32_t microbatch = 0;
   friend bool operator==(const MessageKey&, const MessageKey&) = default;
 };
+
+// The key a lowered message travels under (the producer's stage, the micro-batch).
+inline MessageKey key_of(const StageMessage& m) {
+  return {m.kind, m.producer.stage, m.producer.microbatch};
+}
 
 // Thrown by a transport call after abort(): another worker failed.
 struct Aborted : std::runtime_error {

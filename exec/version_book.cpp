@@ -87,4 +87,60 @@ void VersionBook::load_image(model::ImageReader& in) {
   for (auto* record : {&v_f_, &v_b_, &update_}) in.get(std::span<std::int32_t>(*record));
 }
 
+WeightStashBook::WeightStashBook(std::int32_t stage, std::size_t stashes)
+    : stage_(stage), microbatch_(stashes, -1), version_(stashes, 0) {}
+
+std::size_t WeightStashBook::in_use() const {
+  return static_cast<std::size_t>(
+      std::ranges::count_if(microbatch_, [](auto mb) { return mb >= 0; }));
+}
+
+std::size_t WeightStashBook::find(std::int64_t mb) const {
+  for (std::size_t i = 0; i < microbatch_.size(); ++i)
+    if (microbatch_[i] == mb) return i;
+  if (mb < 0 && microbatch_.empty())
+    throw std::logic_error(fmt::format("stage {} does not split its backward", stage_));
+  if (mb < 0)
+    throw std::logic_error(fmt::format("stage {}: every weight-gradient stash is held", stage_));
+  throw std::logic_error(
+      fmt::format("stage {}: no input gradient of micro-batch {} awaits its W", stage_, mb));
+}
+
+std::size_t WeightStashBook::hold(std::int64_t mb, std::int32_t version) {
+  const std::size_t i = find(-1);  // a free stash: the activation slots bound how many are held
+  microbatch_[i] = mb;
+  version_[i] = version;
+  return i;
+}
+
+WeightStashBook::Held WeightStashBook::release(std::int64_t mb) {
+  const std::size_t i = find(mb);
+  microbatch_[i] = -1;
+  return {i, version_[i]};
+}
+
+bool WeightStashBook::holds(std::int64_t mb, std::int32_t version) const {
+  for (std::size_t i = 0; i < microbatch_.size(); ++i)
+    if (microbatch_[i] == mb && version_[i] == version) return true;
+  return false;
+}
+
+std::vector<std::int64_t> WeightStashBook::held() const {
+  std::vector<std::int64_t> out;
+  for (const std::int64_t mb : microbatch_)
+    if (mb >= 0) out.push_back(mb);
+  std::ranges::sort(out);
+  return out;
+}
+
+void WeightStashBook::save_image(model::ImageWriter& out) const {
+  out.put(std::span<const std::int64_t>(microbatch_));
+  out.put(std::span<const std::int32_t>(version_));
+}
+
+void WeightStashBook::load_image(model::ImageReader& in) {
+  in.get(std::span<std::int64_t>(microbatch_));
+  in.get(std::span<std::int32_t>(version_));
+}
+
 }  // namespace paci::exec

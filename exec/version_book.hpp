@@ -65,4 +65,39 @@ class VersionBook {
   std::vector<std::int32_t> v_f_, v_b_, update_;
 };
 
+// The split backward's bookkeeping, the same on both backends: which micro-batch each of a stage's
+// weight-gradient stashes holds, from its I to its W, and the weight version its I read (W adds
+// its gradient to that version's step). The runtime owns the stashes themselves.
+class WeightStashBook {
+ public:
+  WeightStashBook() = default;  // a stage that does not split its backward: no stash
+  WeightStashBook(std::int32_t stage, std::size_t stashes);
+
+  std::size_t size() const { return microbatch_.size(); }
+  std::size_t in_use() const;
+  // I(mb) read `version`: the free stash it fills. std::logic_error when the stage has no stash
+  // (it does not split its backward) or every stash is held.
+  std::size_t hold(std::int64_t mb, std::int32_t version);
+  struct Held {
+    std::size_t stash = 0;
+    std::int32_t version = -1;  // what mb's I read
+  };
+  // W(mb): the stash mb's I filled, now free again. std::logic_error when mb holds none.
+  Held release(std::int64_t mb);
+  // Whether an I of micro-batch mb that read `version` awaits its W.
+  bool holds(std::int64_t mb, std::int32_t version) const;
+  // The micro-batches whose I awaits its W, sorted.
+  std::vector<std::int64_t> held() const;
+
+  // For a cut of a run: the micro-batch of every stash (−1: free), then the versions.
+  void save_image(model::ImageWriter& out) const;
+  void load_image(model::ImageReader& in);
+
+ private:
+  std::size_t find(std::int64_t mb) const;
+  std::int32_t stage_ = 0;
+  std::vector<std::int64_t> microbatch_;  // per stash: the micro-batch it holds, −1 when free
+  std::vector<std::int32_t> version_;     // per stash: the version its I read
+};
+
 }  // namespace paci::exec

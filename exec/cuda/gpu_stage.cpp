@@ -34,8 +34,7 @@ GpuStageRuntime::GpuStageRuntime(const GpuStageConfig& config)
   for (std::size_t i = 0; i < book_.stash_slots(); ++i) stash_.emplace_back(config.precision, n);
   if (config.split_backward) {
     for (std::size_t i = 0; i < capacity; ++i) w_stashes_.push_back(stage_.make_weight_stash());
-    w_stash_mb_.assign(capacity, -1);
-    w_stash_version_.assign(capacity, 0);
+    w_book_ = WeightStashBook(config.stage, capacity);
   }
   for (std::size_t i = 0; i < config.snapshot_count(); ++i)
     snapshots_.emplace_back(config.precision, n);
@@ -63,28 +62,29 @@ std::vector<float> GpuStageRuntime::params() const {
   return host;
 }
 
-void GpuStageRuntime::set_optimizer_state(std::size_t steps, std::span<const float> m,
-                                          std::span<const float> v) {
-  if (m.size() != optimizer_.size() || v.size() != optimizer_.size())
+void GpuStageRuntime::copy_state_to(model::StageState& into) const {
+  if (into.weights.size() != master_.size() || into.first_moment.size() != optimizer_.size() ||
+      into.second_moment.size() != optimizer_.size())
     throw std::invalid_argument(
-        fmt::format("stage {}: optimizer state of {} / {} values, the "
-                    "layout has {}",
-                    config_.stage, m.size(), v.size(), optimizer_.size()));
-  cuda::copy_to_device(stream(), optimizer_.first_moment(), m);
-  cuda::copy_to_device(stream(), optimizer_.second_moment(), v);
-  optimizer_.set_steps(steps);
+        fmt::format("stage {}: a state section of another size", config_.stage));
+  cuda::copy_to_host(stream(), std::span<float>(into.weights), master_.data());
+  cuda::copy_to_host(stream(), std::span<float>(into.first_moment), optimizer_.first_moment());
+  cuda::copy_to_host(stream(), std::span<float>(into.second_moment), optimizer_.second_moment());
+  into.optimizer_steps = optimizer_.steps();
 }
 
-std::vector<float> GpuStageRuntime::first_moment() const {
-  std::vector<float> host(optimizer_.size());
-  cuda::copy_to_host(stream(), std::span<float>(host), optimizer_.first_moment());
-  return host;
-}
-
-std::vector<float> GpuStageRuntime::second_moment() const {
-  std::vector<float> host(optimizer_.size());
-  cuda::copy_to_host(stream(), std::span<float>(host), optimizer_.second_moment());
-  return host;
+void GpuStageRuntime::copy_state_from(const model::StageState& from) {
+  if (from.first_moment.size() != optimizer_.size() ||
+      from.second_moment.size() != optimizer_.size())
+    throw std::invalid_argument(
+        fmt::format("stage {}: optimizer state of {} / {} values, the layout has {}", config_.stage,
+                    from.first_moment.size(), from.second_moment.size(), optimizer_.size()));
+  set_params(from.weights);
+  cuda::copy_to_device(stream(), optimizer_.first_moment(),
+                       std::span<const float>(from.first_moment));
+  cuda::copy_to_device(stream(), optimizer_.second_moment(),
+                       std::span<const float>(from.second_moment));
+  optimizer_.set_steps(from.optimizer_steps);
 }
 
 cuda::ActivationSlot& GpuStageRuntime::acquire(std::int32_t mb) {
@@ -144,33 +144,21 @@ void GpuStageRuntime::backward(std::int32_t mb, cuda::TensorView d_output,
   book_.backward(mb, version_read);
 }
 
-std::size_t GpuStageRuntime::w_stash_of(std::int64_t mb) const {
-  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i)
-    if (w_stash_mb_[i] == mb) return i;
-  throw std::logic_error(
-      fmt::format("stage {}: no input gradient of micro-batch {} awaits its W", config_.stage, mb));
-}
-
 void GpuStageRuntime::input_grad(std::int32_t mb, cuda::TensorView d_output,
                                  cuda::MutableTensorView d_input) {
-  if (w_stashes_.empty())
-    throw std::logic_error(fmt::format("stage {} does not split its backward", config_.stage));
-  const std::size_t i = w_stash_of(-1);  // a free stash: the slots bound how many are held
   std::int32_t version_read = -1;
   const cuda::TensorView w = backward_weights(mb, version_read);
+  const std::size_t i = w_book_.hold(mb, version_read);
   stage_.backward_input(w, slots_[slot_of(mb)], d_output, d_input, w_stashes_[i]);
-  w_stash_mb_[i] = mb;
-  w_stash_version_[i] = version_read;
 }
 
 void GpuStageRuntime::weight_grad(std::int32_t mb) {
-  const std::size_t i = w_stash_of(mb);
+  const WeightStashBook::Held held = w_book_.release(mb);
   const std::size_t slot = slot_of(mb);
   stage_.backward_weight(cuda::MutableTensorView::of(grads_.data(), grads_.size()), slots_[slot],
-                         w_stashes_[i]);
+                         w_stashes_[held.stash]);
   release(slot);
-  book_.backward(mb, w_stash_version_[i]);  // read at I; its gradient joins this version's step
-  w_stash_mb_[i] = -1;
+  book_.backward(mb, held.version);  // read at I; its gradient joins this version's step
 }
 
 void GpuStageRuntime::update() {
@@ -204,9 +192,9 @@ std::int64_t GpuStageRuntime::static_bytes() const {
 std::int64_t GpuStageRuntime::memory_bytes() const {
   const auto weight_copy =
       static_cast<std::int64_t>(master_.size() * cuda::element_bytes(config_.precision));
-  std::int64_t awaiting_w = 0;  // output gradients kept from an I for its W
-  for (std::size_t i = 0; i < w_stash_mb_.size(); ++i)
-    if (w_stash_mb_[i] >= 0) awaiting_w += static_cast<std::int64_t>(w_stashes_[i].bytes());
+  // Output gradients kept from an I for its W.
+  const auto awaiting_w = static_cast<std::int64_t>(
+      w_book_.in_use() * (w_stashes_.empty() ? 0 : w_stashes_.front().bytes()));
   return static_bytes() + awaiting_w +
          static_cast<std::int64_t>(slots_in_use_) * activation_slot_bytes() +
          static_cast<std::int64_t>(book_.stash_in_use()) * weight_copy;

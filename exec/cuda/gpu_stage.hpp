@@ -15,6 +15,7 @@
 #include "cuda/stage.hpp"
 #include "exec/stage_plan.hpp"
 #include "exec/version_book.hpp"
+#include "model/checkpoint_state.hpp"
 #include "model/gpt.hpp"
 #include "schedules/ir.hpp"
 
@@ -39,11 +40,10 @@ class GpuStageRuntime {
   // fp32 master weights from / to the host (the bf16 compute copy follows); these wait.
   void set_params(std::span<const float> host);
   std::vector<float> params() const;
-  // Optimizer state for checkpoints (these wait).
-  void set_optimizer_state(std::size_t steps, std::span<const float> m, std::span<const float> v);
-  std::vector<float> first_moment() const;
-  std::vector<float> second_moment() const;
-  std::size_t optimizer_steps() const { return optimizer_.steps(); }
+  // Weights, AdamW moments and step count into / from a checkpoint's stage section of this
+  // stage's layout, as StageRuntime does (buffers already sized); these wait.
+  void copy_state_to(model::StageState& into) const;
+  void copy_state_from(const model::StageState& from);
 
   // F(s, mb) on the stage's stream. Last stage: the unscaled mean loss lands in *loss_host
   // (pinned) when the stream gets there; elsewhere the output is output(mb).
@@ -79,7 +79,6 @@ class GpuStageRuntime {
   std::size_t slot_of(std::int32_t mb) const;
   void release(std::size_t slot);
   cuda::TensorView backward_weights(std::int32_t mb, std::int32_t& version_read) const;
-  std::size_t w_stash_of(std::int64_t mb) const;
 
   GpuStageConfig config_;
   cuda::Stage stage_;
@@ -93,11 +92,10 @@ class GpuStageRuntime {
   VersionBook book_;
   std::vector<cuda::DeviceTensor> stash_;      // one copy per VersionBook stash slot
   std::vector<cuda::DeviceTensor> snapshots_;  // preallocated
-  // Split backward: one stash per activation slot (an I needs its F's slot until its W); the
-  // micro-batch each holds (−1: free) and the version its I read.
+  // Split backward: one stash per activation slot (an I needs its F's slot until its W), and
+  // which micro-batch holds each.
   std::vector<cuda::WeightGradStash> w_stashes_;
-  std::vector<std::int64_t> w_stash_mb_;
-  std::vector<std::int32_t> w_stash_version_;
+  WeightStashBook w_book_;
   std::size_t snapshots_taken_ = 0;
 };
 

@@ -18,9 +18,7 @@
 #include "exec/rank_plan.hpp"
 #include "exec/transport.hpp"
 #include "model/init.hpp"
-#include "schedules/consumers.hpp"
-#include "schedules/dependencies.hpp"
-#include "schedules/index.hpp"
+#include "schedules/lower.hpp"
 #include "traces/metrics.hpp"
 
 namespace paci::exec::gpu {
@@ -62,9 +60,7 @@ class GpuPipeline::Run {
   Run(GpuPipeline& p)
       : p_(p),
         schedule_(p.schedule_),
-        index_(schedule_),
-        rules_(schedule_),
-        consumers_(schedule_, index_, rules_),
+        program_(lower(schedule_)),
         losses_(static_cast<std::size_t>(schedule_.total_microbatches())),
         step_event_(static_cast<std::size_t>(schedule_.steps), -1),
         remote_(p.config_.remote) {
@@ -189,6 +185,9 @@ class GpuPipeline::Run {
     std::int64_t peak_memory = 0;
   };
   using Key = std::tuple<int, std::int32_t, std::int32_t>;  // kind, producer stage, micro-batch
+  static Key key(const StageMessage& m) {
+    return {static_cast<int>(m.kind), m.producer.stage, m.producer.microbatch};
+  }
 
   // A new timestamp, recorded on `stream` now.
   int stamp_on(cudaStream_t stream) {
@@ -230,16 +229,13 @@ class GpuPipeline::Run {
 
   // Queues the receive of a message from another process into a free buffer; from then on it is
   // pending like a message from a stage of this process.
-  std::map<Key, PendingMessage>::iterator receive_remote(const Dependency& d, const Action& a) {
+  std::map<Key, PendingMessage>::iterator receive_remote(const StageMessage& d) {
     const std::size_t i = free_buffer();
     Message& m = messages_[i];
     m.in_use = true;
     const int start = clock_.stamp(), end = clock_.stamp();  // the link records both now
-    const std::int32_t src = device_of(d.action.stage);
-    remote_->receive(src, m.data.view(), clock_.handle(start), clock_.handle(end));
-    return pending_
-        .insert_or_assign({static_cast<int>(d.kind), d.action.stage, a.microbatch},
-                          PendingMessage{i, d.action, src, start, end})
+    remote_->receive(d.src, m.data.view(), clock_.handle(start), clock_.handle(end));
+    return pending_.insert_or_assign(key(d), PendingMessage{i, d.producer, d.src, start, end})
         .first;
   }
   std::int32_t device_of(std::int32_t stage) const {
@@ -252,25 +248,21 @@ class GpuPipeline::Run {
     clock_.resolve_if_due();  // every stamp so far is recorded: reuse the completed events
     DeviceState& dev = devices_[static_cast<std::size_t>(device)];
     const Action& a = schedule_.devices[static_cast<std::size_t>(device)][dev.next];
-    DependencyRules::List deps;
-    const int n = rules_.depends_on(a, deps);
+    const std::span<const Op> receives =
+        program_.devices[static_cast<std::size_t>(device)].receives(dev.next);
     std::vector<std::map<Key, PendingMessage>::iterator> inputs;
-    for (int j = 0; j < n; ++j) {
-      const Dependency& d = deps[static_cast<std::size_t>(j)];
-      if (d.kind == DependencyKind::local || !local(device_of(d.action.stage))) continue;
-      const auto it = pending_.find({static_cast<int>(d.kind), d.action.stage, a.microbatch});
+    for (const Op& r : receives) {
+      if (!local(r.message.src)) continue;
+      const auto it = pending_.find(key(r.message));
       if (it == pending_.end()) return false;
       inputs.push_back(it);
     }
     if (p_.config_.fail_at && *p_.config_.fail_at == a)
       throw std::runtime_error("injected failure (--fail-at)");
-    // Messages from other processes: queued now, in dependency order (the order their links
+    // Messages from other processes: queued now, in the program's order (the order their links
     // carry them), never waited for on the host.
-    for (int j = 0; j < n; ++j) {
-      const Dependency& d = deps[static_cast<std::size_t>(j)];
-      if (d.kind != DependencyKind::local && !local(device_of(d.action.stage)))
-        inputs.push_back(receive_remote(d, a));
-    }
+    for (const Op& r : receives)
+      if (!local(r.message.src)) inputs.push_back(receive_remote(r.message));
     GpuStageRuntime& rt = p_.stage(a.stage);
     StageBuffers& b = buffers_[static_cast<std::size_t>(a.stage)];
     const cudaStream_t stream = rt.stream();
@@ -357,12 +349,11 @@ class GpuPipeline::Run {
   }
 
   void send_outputs(std::int32_t device, const Action& a, GpuStageRuntime& rt, StageBuffers& b) {
-    const std::int64_t v = index_.vertex(ActionPos{
-        device, static_cast<std::int64_t>(devices_[static_cast<std::size_t>(device)].next)});
-    for (const Consumer& c : consumers_.of(v)) {
-      if (c.kind == DependencyKind::local) continue;
-      const cuda::TensorView data =
-          c.kind == DependencyKind::activation ? rt.output(a.microbatch) : b.d_input.view();
+    const DeviceProgram& program = program_.devices[static_cast<std::size_t>(device)];
+    for (const Op& op : program.sends(devices_[static_cast<std::size_t>(device)].next)) {
+      const cuda::TensorView data = op.message.kind == DependencyKind::activation
+                                        ? rt.output(a.microbatch)
+                                        : b.d_input.view();
       const std::size_t i = free_buffer();
       Message& m = messages_[i];
       m.in_use = true;
@@ -373,7 +364,7 @@ class GpuPipeline::Run {
       copy_async(stream, m.data.view().data, data.data,
                  data.count * cuda::element_bytes(data.precision));
       const int end = stamp_on(stream);
-      const std::int32_t dst = index_.position(c.vertex).device;
+      const std::int32_t dst = op.message.dst;
       if (!local(dst)) {  // to another process: the buffer is free again once the send is done
         remote_->send(dst, std::as_const(m.data).view(), clock_.handle(end), m.consumed.get());
         m.used_before = true;
@@ -381,15 +372,13 @@ class GpuPipeline::Run {
         --in_use_;
         continue;
       }
-      pending_[{static_cast<int>(c.kind), a.stage, a.microbatch}] = {i, a, device, start, end};
+      pending_[key(op.message)] = {i, a, device, start, end};
     }
   }
 
   void sample_memory(std::int32_t device, int event_id) {
     DeviceState& dev = devices_[static_cast<std::size_t>(device)];
-    std::int64_t bytes = 0;
-    for (std::int32_t s = 0; s < schedule_.stages; ++s)
-      if (device_of(s) == device) bytes += p_.stage(s).memory_bytes();
+    const std::int64_t bytes = p_.stages_.memory_bytes(schedule_, device);
     dev.peak_memory = std::max(dev.peak_memory, bytes);
     if (p_.config_.record_timeline && (dev.memory.empty() || dev.memory.back().second != bytes))
       dev.memory.emplace_back(event_id, bytes);
@@ -454,19 +443,13 @@ class GpuPipeline::Run {
                                           received, received});
     }
     result.microbatch_losses.assign(losses_.data(), losses_.data() + losses_.size());
-    const std::int32_t M = schedule_.microbatches;
-    for (std::int32_t k = 0; k < schedule_.steps; ++k) {
-      double sum = 0.0;
-      for (std::int32_t i = 0; i < M; ++i) sum += losses_[static_cast<std::size_t>(k * M + i)];
-      result.step_losses.push_back(sum / M);
-    }
+    result.step_losses = step_means(std::span<const double>(losses_.data(), losses_.size()),
+                                    schedule_.microbatches, schedule_.steps);
   }
 
   GpuPipeline& p_;
   const Schedule& schedule_;
-  ActionIndex index_;
-  DependencyRules rules_;
-  ConsumerIndex consumers_;
+  LoweredProgram program_;  // what each device receives, computes and sends, in order
   cuda::PinnedBuffer<double> losses_;
   std::vector<int> step_event_;  // per step: end event of its last loss, −1 until queued
   std::int32_t reported_ = 0, steps_queued_ = 0;
@@ -489,25 +472,21 @@ GpuPipeline::GpuPipeline(const Schedule& schedule, const GpuExecConfig& config)
   if (cuda::device_count(&reason) == 0) throw InputError(fmt::format("--device cuda: {}", reason));
   analysis_ = analyze(schedule);
   if (config.remote) check_launch(schedule, schedule.num_devices());  // links agree in order
-  for (const StagePlan& plan : plan_stages(schedule, analysis_, config)) {
-    if (config.remote &&
-        schedule.placement[static_cast<std::size_t>(plan.stage)] != config.remote->local_device()) {
-      stages_.push_back(nullptr);  // another process runs it
-      continue;
-    }
-    GpuStageConfig rc;
-    static_cast<StagePlan&>(rc) = plan;
-    rc.precision = config.precision;
-    stages_.push_back(std::make_unique<GpuStageRuntime>(rc));
-    GpuStageRuntime& rt = *stages_.back();
-    if (config.init_stage) {
-      config.init_stage(plan.stage, rt);
-    } else {
-      std::vector<float> params(rt.layout().size());
-      model::init_gpt2(rt.layout(), params, config.seed);
-      rt.set_params(params);
-    }
-  }
+  stages_.allocate(schedule, plan_stages(schedule, analysis_, config),
+                   config.remote ? config.remote->local_device() : -1, [&](const StagePlan& plan) {
+                     GpuStageConfig rc;
+                     static_cast<StagePlan&>(rc) = plan;
+                     rc.precision = config.precision;
+                     auto rt = std::make_unique<GpuStageRuntime>(rc);
+                     if (config.init_stage) {
+                       config.init_stage(plan.stage, *rt);
+                     } else {
+                       std::vector<float> params(rt->layout().size());
+                       model::init_gpt2(rt->layout(), params, config.seed);
+                       rt->set_params(params);
+                     }
+                     return rt;
+                   });
 }
 
 GpuPipeline::~GpuPipeline() = default;
@@ -516,11 +495,7 @@ ExecResult GpuPipeline::run() {
   Run run(*this);
   try {
     ExecResult result = run.execute();
-    std::vector<StageObservation> observed;
-    for (const auto& rt : stages_)
-      observed.push_back(rt ? StageObservation{&rt->versions(), rt->peak_activations()}
-                            : StageObservation{});
-    result.observed = observed_analysis(schedule_, observed);
+    result.observed = observed_analysis(schedule_, stages_.observations());
     return result;
   } catch (const std::exception& e) {
     if (config_.remote)
@@ -538,9 +513,10 @@ double GpuPipeline::evaluate(const std::vector<cuda::TensorView>& weights, const
   RemoteLinks* remote = config_.remote;
   const std::size_t rows = config_.batch * config_.seq_len;
   std::vector<std::int32_t> tokens(rows), targets(rows);
-  std::vector<std::optional<cuda::ActivationSlot>> slots(stages_.size());
-  for (std::size_t s = 0; s < stages_.size(); ++s)
-    if (stages_[s]) slots[s].emplace(stages_[s]->compute().make_slot());
+  const auto& stages = stages_.all();
+  std::vector<std::optional<cuda::ActivationSlot>> slots(stages.size());
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    if (stages[s]) slots[s].emplace(stages[s]->compute().make_slot());
   const auto device_of = [&](std::size_t s) { return schedule_.placement[s]; };
   // One process per device: an activation from another process arrives here.
   cuda::DeviceTensor incoming;
@@ -550,11 +526,11 @@ double GpuPipeline::evaluate(const std::vector<cuda::TensorView>& weights, const
   for (std::uint64_t i = 0; i < count; ++i) {
     data(first + i, tokens, targets);
     cuda::TensorView x;
-    for (std::size_t s = 0; s < stages_.size(); ++s) {
-      if (!stages_[s]) continue;  // another process runs it
-      cuda::Stage& st = stages_[s]->compute();
-      const cudaStream_t stream = stages_[s]->stream();
-      if (s > 0 && !stages_[s - 1]) {
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      if (!stages[s]) continue;  // another process runs it
+      cuda::Stage& st = stages[s]->compute();
+      const cudaStream_t stream = stages[s]->stream();
+      if (s > 0 && !stages[s - 1]) {
         remote->receive(device_of(s - 1), incoming.view(), start.get(), arrived.get());
         remote->wait(arrived.get());  // watched: the stage's own syncs would wait unwatched
         arrived.wait_on(stream);
@@ -567,7 +543,7 @@ double GpuPipeline::evaluate(const std::vector<cuda::TensorView>& weights, const
         continue;
       }
       x = st.forward(weights[s], input, *slots[s]);
-      if (!stages_[s + 1]) {  // to the process running the next stage
+      if (!stages[s + 1]) {  // to the process running the next stage
         ready.record(stream);
         remote->send(device_of(s + 1), x, ready.get(), sent.get());
         remote->wait(sent.get());
@@ -576,7 +552,7 @@ double GpuPipeline::evaluate(const std::vector<cuda::TensorView>& weights, const
       }
     }
   }
-  if (!stages_.back()) return 0.0;  // the loss is known where the last stage runs
+  if (!stages.back()) return 0.0;  // the loss is known where the last stage runs
   return count ? sum / static_cast<double>(count) : 0.0;
 }
 

@@ -29,6 +29,7 @@
 #include "exec/cuda/gpu_stage.hpp"
 #include "exec/cuda/remote.hpp"
 #include "exec/executor.hpp"
+#include "exec/stage_set.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/ir.hpp"
 #include "traces/report.hpp"
@@ -57,18 +58,12 @@ class GpuPipeline {
   ExecResult run();
 
   // Whether this process runs stage s (always, unless config.remote is set).
-  bool runs(std::int32_t s) const { return stages_[static_cast<std::size_t>(s)] != nullptr; }
+  bool runs(std::int32_t s) const { return stages_.runs(s); }
   // The first stage this process runs (stage 0 unless config.remote is set).
-  std::int32_t first_local_stage() const {
-    std::int32_t s = 0;
-    while (!runs(s)) ++s;
-    return s;
-  }
+  std::int32_t first_local_stage() const { return stages_.first_local(); }
   // A stage this process runs.
-  GpuStageRuntime& stage(std::int32_t s) { return *stages_[static_cast<std::size_t>(s)]; }
-  const GpuStageRuntime& stage(std::int32_t s) const {
-    return *stages_[static_cast<std::size_t>(s)];
-  }
+  GpuStageRuntime& stage(std::int32_t s) { return stages_[s]; }
+  const GpuStageRuntime& stage(std::int32_t s) const { return stages_[s]; }
 
   // Mean loss of `count` micro-batches of `data` through every stage with the given weights (one
   // device view per stage: weights() or a snapshot; empty for stages other processes run),
@@ -85,7 +80,7 @@ class GpuPipeline {
   const Schedule& schedule_;
   GpuExecConfig config_;
   Analysis analysis_;
-  std::vector<std::unique_ptr<GpuStageRuntime>> stages_;
+  StageSet<GpuStageRuntime> stages_;
 };
 
 }  // namespace paci::exec::gpu

@@ -13,9 +13,7 @@ GpuExecConfig gpu_config(const TrainSetup& t, const TrainOptions& f, RemoteLinks
   g.remote = remote;
   if (t.resume_state) {
     g.init_stage = [state = t.resume_state](std::int32_t, GpuStageRuntime& rt) {
-      const model::StageState s = model::stage_state(*state, rt.layout().range());
-      rt.set_params(s.weights);
-      rt.set_optimizer_state(s.optimizer_steps, s.first_moment, s.second_moment);
+      rt.copy_state_from(model::stage_state(*state, rt.layout().range()));
     };
   } else if (!t.init_path.empty()) {
     g.init_stage = [path = t.init_path](std::int32_t, GpuStageRuntime& rt) {

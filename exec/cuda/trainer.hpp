@@ -52,8 +52,11 @@ class GpuTrainer {
     for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
       if (!pipeline_.runs(s)) continue;
       const GpuStageRuntime& rt = pipeline_.stage(s);
-      host_.push_back({rt.layout().range(), rt.optimizer_steps(), rt.params(), rt.first_moment(),
-                       rt.second_moment()});
+      const std::size_t n = rt.layout().size();
+      model::StageState& state = host_.emplace_back();
+      state.range = rt.layout().range();
+      for (auto* v : {&state.weights, &state.first_moment, &state.second_moment}) v->resize(n);
+      rt.copy_state_to(state);
     }
     if (remote_) {  // every process's stages, on the writer
       std::vector<model::StageStateView> mine;
