@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything CI does: install dependencies, build into build/, run the whole test suite, then the
-# model and executor tests under older OpenBLAS kernels, the suite under a simulated fallback, and
-# the sanitizers (scripts/sanitize.sh) and every fuzz target for 30 s (scripts/fuzz.sh).
+# model and executor tests under older OpenBLAS kernels, the kernel and training tests under a
+# simulated fallback, the sanitizers (scripts/sanitize.sh) and every fuzz target for 30 s
+# (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -25,11 +26,12 @@ for kernel in "${kernels[@]}"; do
   OPENBLAS_CORETYPE=$kernel ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600 \
     -R "$model_exec"
 done
-# The whole suite on a machine where OpenBLAS "falls back" to Prescott: every binary re-runs itself
-# on the CPU's kernel (PACI_BLAS_TEST_FALLBACK: a testing aid, docs/blas.md).
-echo "test: whole suite, simulated OpenBLAS fallback to Prescott"
+# A machine where OpenBLAS "falls back" to Prescott: the test binary re-runs itself on the CPU's
+# kernel, and so does every paci it starts (PACI_BLAS_TEST_FALLBACK: a testing aid, docs/blas.md).
+# The kernel checks, the model tests and the training CLI tests, which start paci many times.
+echo "test: kernel, model and training tests, simulated OpenBLAS fallback to Prescott"
 OPENBLAS_CORETYPE=Prescott PACI_BLAS_TEST_FALLBACK=1 \
-  ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600
+  ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600 -R "^(BlasKernel|CliBlas|CliTrain|CliGolden)\."
 # The sanitizers (docs/reliability.md): the whole suite under ASan + UBSan, the executor's and the
 # launch's tests under TSan, each in a build tree of its own (build-asan/, build-tsan/).
 cd ..
