@@ -17,6 +17,7 @@
 #include "exec/calibrate.hpp"
 #include "exec/drift.hpp"
 #include "exec/executor.hpp"
+#include "exec/fingerprint.hpp"
 #include "exec/machine.hpp"
 #include "exec/rank_plan.hpp"
 #include "fidelity/calibration.hpp"

@@ -27,6 +27,7 @@
 #include "cli/load.hpp"
 #include "cli/train_setup.hpp"
 #include "exec/calibrate.hpp"
+#include "exec/fingerprint.hpp"
 #include "exec/machine.hpp"
 #include "exec/rank_plan.hpp"
 #include "exec/rank_results.hpp"

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "cli/cli.hpp"
+#include "exec/fingerprint.hpp"
 #include "exec/mpi/mpi_links.hpp"
 #include "exec/rank_plan.hpp"
 #include "exec/remote.hpp"

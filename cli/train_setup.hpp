@@ -10,6 +10,7 @@
 #include "cli/cli.hpp"
 #include "cli/common.hpp"
 #include "exec/executor.hpp"
+#include "exec/fingerprint.hpp"
 #include "exec/launch.hpp"
 #include "exec/launch_checks.hpp"
 #include "exec/remote.hpp"

@@ -1,12 +1,11 @@
 // device_links(): the sending order of every cross-device link against its receiving order, both
-// read from the lowered program; the launch checks and the schedule fingerprint.
+// read from the lowered program; the launch checks.
 #include "exec/rank_plan.hpp"
 
 #include <fmt/format.h>
 #include <map>
 #include <utility>
 
-#include "schedules/formats.hpp"
 #include "schedules/lower.hpp"
 
 namespace paci::exec {
@@ -52,18 +51,6 @@ void check_launch(const Schedule& schedule, std::int32_t world_size) {
         world_size, world_size == 1 ? "" : "es", schedule.num_devices(),
         schedule.num_devices() == 1 ? "" : "s", schedule.num_devices()));
   device_links(schedule);
-}
-
-std::uint64_t fingerprint(std::string_view text, std::uint64_t hash) {
-  for (const char c : text) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
-std::uint64_t schedule_fingerprint(const Schedule& schedule) {
-  return fingerprint(write_schedule(schedule, ScheduleFormat::text));
 }
 
 }  // namespace paci::exec

@@ -40,15 +40,6 @@ std::vector<DeviceLink> device_links(const Schedule& schedule);
 // Throws InputError unless `world_size` processes can run the schedule, one per device.
 void check_launch(const Schedule& schedule, std::int32_t world_size);
 
-// 64-bit FNV-1a of `text`, continuing from `hash` (chain calls to fingerprint several parts).
-inline constexpr std::uint64_t kFingerprintStart = 14695981039346656037ull;
-std::uint64_t fingerprint(std::string_view text, std::uint64_t hash = kFingerprintStart);
-
-// The fingerprint of the schedule's canonical text form: processes compare it (chained with the
-// settings that shape the messages) at start-up, so that processes given different files or
-// flags refuse to run together.
-std::uint64_t schedule_fingerprint(const Schedule& schedule);
-
 // "1F3 -> 2F3 (activation)": one message, for error text.
 std::string to_string(const LinkMessage& message);
 

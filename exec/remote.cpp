@@ -1,5 +1,4 @@
-// What both multi-process transports share: fingerprints, the link timeout, the result and state
-// gathers.
+// What both multi-process transports share: the link timeout, the result and state gathers.
 #include "exec/remote.hpp"
 
 #include <fmt/format.h>
@@ -9,18 +8,6 @@
 #include "exec/rank_results.hpp"
 
 namespace paci::exec {
-
-void check_fingerprints(std::span<const std::uint64_t> prints, std::int32_t local_device) {
-  for (std::size_t r = 1; r < prints.size(); ++r) {
-    if (prints[r] == prints[0]) continue;
-    const std::string why = fmt::format(
-        "process {} runs another schedule or other settings than process 0 (fingerprint {:016x} "
-        "against {:016x}): give every process the same schedule and flags",
-        r, prints[r], prints[0]);
-    if (local_device == 0) throw InputError(why);
-    throw QuietExit(why, 2);
-  }
-}
 
 std::chrono::seconds link_timeout(const std::function<const char*(const char*)>& getenv) {
   for (const char* name : {"PACI_LINK_TIMEOUT_S", "PACI_NCCL_TIMEOUT_S"}) {

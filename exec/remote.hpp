@@ -9,7 +9,7 @@
 //   - exec::gpu::RemoteLinks (exec/cuda/remote.hpp): messages in device memory ordered by CUDA
 //     events; exec/cuda/nccl_links.hpp implements it over NCCL.
 // The rest of a multi-process run is shared by both: the launch checks (exec/rank_plan.hpp), the
-// fingerprint comparison, the link timeout, and the gathers below.
+// fingerprints (exec/fingerprint.hpp), the link timeout, and the gathers below.
 #pragma once
 
 #include <chrono>
@@ -59,11 +59,6 @@ struct QuietExit : std::runtime_error {
   QuietExit(const std::string& what, int code) : std::runtime_error(what), exit_code(code) {}
   int exit_code = 1;
 };
-
-// Every process's fingerprint (exec::schedule_fingerprint() chained with the settings that shape
-// the messages), in device order. Throws InputError naming the first process that differs from
-// process 0 on process 0; the others throw QuietExit (exit code 2), so one line says it.
-void check_fingerprints(std::span<const std::uint64_t> prints, std::int32_t local_device);
 
 // How long one wait of a process on its links may last before it gives up:
 // PACI_LINK_TIMEOUT_S (PACI_NCCL_TIMEOUT_S is read too, for old scripts); 600 s if unset.

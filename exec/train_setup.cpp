@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "exec/partition.hpp"
-#include "exec/rank_plan.hpp"
 #include "exec/train_cut.hpp"
 #include "model/check.hpp"
 #include "model/checkpoint_io.hpp"
@@ -302,25 +301,6 @@ TrainSetup make_train_setup(const TrainOptions& f) {
     };
   }
   return t;
-}
-
-std::uint64_t run_fingerprint(const TrainSetup& t, const TrainOptions& f) {
-  const auto& c = t.exec.config;
-  // The shape of every message and of the data; then what decides the collective calls after the
-  // run (validation, what is gathered for the outputs) and the numbers (optimizer, LR schedule).
-  std::string settings = fmt::format(
-      "{} {} {} {} {} {} {} {} {} {} {} {} | {} {} {} {} {} | {} {} {} {} {} {} {} {} {} {}",
-      c.layers, c.heads, c.d_model, c.vocab, c.max_seq_len, t.exec.batch, t.exec.seq_len,
-      f.precision, t.exec.seed, t.data_seed, t.first_microbatch, f.data_order, f.val_every,
-      f.val_microbatches, t.val != nullptr, !f.save_path.empty(), !f.export_path.empty(), f.lr,
-      f.min_lr, f.weight_decay, f.beta1, f.beta2, f.eps, f.clip, f.warmup_steps, f.lr_decay,
-      t.total_steps);
-  // The data and the starting weights, by their sizes and names (not their bytes).
-  settings += fmt::format(" | {} {} {} {}", t.train ? t.train->size() : 0,
-                          t.val ? t.val->size() : 0, f.init_path, f.resume_path);
-  for (const auto& r : t.exec.ranges)
-    settings += fmt::format(" {}:{}", r.first_layer, r.num_layers);
-  return fingerprint(settings, schedule_fingerprint(t.schedule));
 }
 
 }  // namespace paci::exec

@@ -63,10 +63,4 @@ struct TrainSetup {
 
 TrainSetup make_train_setup(const TrainOptions& options);
 
-// One process per device: what every process of a launch must agree on, whatever the transport —
-// the schedule and each setting that shapes a message or the data (sizes, precision, the
-// partition, seeds, the data position), decides the collective calls after the run (validation,
-// --save, --export-llmc) or the numbers (optimizer, LR schedule).
-std::uint64_t run_fingerprint(const TrainSetup& t, const TrainOptions& options);
-
 }  // namespace paci::exec

@@ -23,9 +23,12 @@ for kind in "${kinds[@]}"; do
   # TSan: no OpenMP (libgomp is not instrumented); the threads checked are paci's own.
   openmp=ON
   if [ "$kind" = thread ]; then openmp=OFF; fi
-  # -O1 -g1: line tables for the reports, and a build about half as long as -O2 -g.
+  # -g1: line tables for the reports. ASan at -O0 (its build 16% shorter, its run 20% longer: a
+  # minute less in all), TSan at -O1 (its threads run long).
+  opt=-O1
+  if [ "$kind" = address ]; then opt=-O0; fi
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DPACI_SANITIZE="$kind" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt -g1 -DNDEBUG" -DPACI_SANITIZE="$kind" \
     -DPACI_OPENMP="$openmp" -DPACI_CUDA=OFF -DPACI_BUILD_BENCH=OFF -DPACI_MPI=ON \
     -DPACI_WERROR=ON >/dev/null
   start=$SECONDS

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cuda/check.hpp"
+#include "exec/fingerprint.hpp"
 #include "exec/rank_plan.hpp"
 
 #include <cstring>

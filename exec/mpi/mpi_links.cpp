@@ -11,6 +11,7 @@
 #include <thread>
 #include <tuple>
 
+#include "exec/fingerprint.hpp"
 #include "exec/rank_plan.hpp"
 
 namespace paci::exec::mpi {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "exec/fingerprint.hpp"
 #include "exec/rank_plan.hpp"
 #include "schedules/generators.hpp"
 #include "schedules/validate.hpp"
