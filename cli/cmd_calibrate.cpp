@@ -19,7 +19,6 @@
 #include "exec/executor.hpp"
 #include "exec/fingerprint.hpp"
 #include "exec/machine.hpp"
-#include "exec/rank_plan.hpp"
 #include "fidelity/calibration.hpp"
 #include "fidelity/drift_report.hpp"
 #include "fidelity/layer_calibration.hpp"

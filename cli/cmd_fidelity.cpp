@@ -29,7 +29,6 @@
 #include "exec/calibrate.hpp"
 #include "exec/fingerprint.hpp"
 #include "exec/machine.hpp"
-#include "exec/rank_plan.hpp"
 #include "exec/rank_results.hpp"
 #include "fidelity/calibration.hpp"
 #include "fidelity/comparison.hpp"

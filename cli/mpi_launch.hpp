@@ -13,7 +13,6 @@
 #include "cli/cli.hpp"
 #include "exec/fingerprint.hpp"
 #include "exec/mpi/mpi_links.hpp"
-#include "exec/rank_plan.hpp"
 #include "exec/remote.hpp"
 
 namespace paci::cli {
