@@ -277,7 +277,9 @@ struct Calibrator::Bench {
   // kMaxMicrobatches; a long warm-up of a tiny model can use them up).
   void renew() {
     runtime_ = std::make_unique<StageRuntime>(rc_);
-    model::init_gpt2(runtime_->layout(), runtime_->params(), config_.seed);
+    std::vector<float> weights(runtime_->layout().size());
+    model::init_gpt2(runtime_->layout(), weights, config_.seed);
+    runtime_->set_params(weights);
     next_ = 0;
   }
 

@@ -19,14 +19,12 @@
 #include <vector>
 
 #include "exec/cut.hpp"
+#include "exec/pipeline_core.hpp"
 #include "exec/remote.hpp"
 #include "exec/stage_plan.hpp"
 #include "exec/stage_runtime.hpp"
-#include "exec/stage_set.hpp"
-#include "schedules/analysis.hpp"
 #include "schedules/ir.hpp"
 #include "traces/report.hpp"
-#include "traces/timeline.hpp"
 
 namespace paci::exec {
 
@@ -53,7 +51,7 @@ struct ExecConfig : TrainingConfig {
   std::shared_ptr<const CutImage> resume_from;
 };
 
-class Executor {
+class Executor : public Pipeline<StageRuntime, ExecConfig> {
  public:
   // Validates the schedule against the model (one range per stage; a split backward, I then W,
   // runs as StageRuntime::input_grad and weight_grad) and allocates every stage: nothing is
@@ -66,14 +64,6 @@ class Executor {
   // is stopped promptly).
   ExecResult run();
 
-  // Whether this process runs stage s (always, unless config.remote is set).
-  bool runs(std::int32_t s) const { return stages_.runs(s); }
-  // The first stage this process runs.
-  std::int32_t first_local_stage() const { return stages_.first_local(); }
-  // Stage runtimes after run() (of a stage this process runs): final weights, optimizer state.
-  const StageRuntime& stage(std::int32_t s) const { return stages_[s]; }
-  StageRuntime& stage(std::int32_t s) { return stages_[s]; }
-
   // Mean loss of `count` micro-batches of `data` through every stage with the given weights
   // (one span per stage; empty for stages other processes run), forward only, in this thread.
   // Call when no run is in progress. One process per device: every process calls it
@@ -82,16 +72,10 @@ class Executor {
   double evaluate(const std::vector<std::span<const float>>& params, const DataFn& data,
                   std::uint64_t first, std::uint64_t count);
 
-  RunSummary summary(const ExecResult& result) const;
-
  private:
-  class Device;
+  class Run;
   struct CutRecorder;
   void restore(const CutImage& image);
-  const Schedule& schedule_;
-  ExecConfig config_;
-  Analysis analysis_;
-  StageSet<StageRuntime> stages_;
   std::unique_ptr<CutRecorder> cuts_;  // with cut_every: the planned cuts and their buffers
 };
 

@@ -5,90 +5,84 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace paci::exec {
 
 StageRuntime::StageRuntime(const StageRuntimeConfig& config)
-    : config_(config),
+    : StageBooks(config, config.activation_capacity),
       stage_(config.shape, config.threads),
       params_(stage_.layout().size(), 0.0f),
       grads_(stage_.layout().size(), 0.0f),
       optimizer_(stage_.layout(), config.adamw, config.threads),
       activations_(config.shape, std::max<std::size_t>(config.activation_capacity, 1)),
-      book_(config.stage, config.policy, config.stash_capacity, config.updates,
-            config.total_microbatches),
       stash_(book_.stash_slots(), std::vector<float>(params_.size(), 0.0f)) {
-  config_.lr.validate();
   snapshots_.assign(config.snapshot_count(), std::vector<float>(params_.size(), 0.0f));
-  if (config.split_backward) {
-    const std::size_t n = std::max<std::size_t>(config.activation_capacity, 1);
-    for (std::size_t i = 0; i < n; ++i) w_stashes_.push_back(stage_.make_weight_stash());
-    w_book_ = WeightStashBook(config.stage, n);
-  }
+  for (std::size_t i = 0; i < w_book_.size(); ++i) w_stashes_.push_back(stage_.make_weight_stash());
 }
 
-std::span<const float> StageRuntime::backward_weights(std::int32_t mb, std::int32_t& version_read) {
-  const int source = book_.backward_source(mb, &version_read);
-  return source == VersionBook::kCurrent
-             ? std::span<const float>(params_)
-             : std::span<const float>(stash_[static_cast<std::size_t>(source)]);
+void StageRuntime::set_params(std::span<const float> host) {
+  if (host.size() != params_.size())
+    throw std::invalid_argument(fmt::format("stage {}: {} weights given, the layout has {}",
+                                            stage(), host.size(), params_.size()));
+  std::ranges::copy(host, params_.begin());
 }
 
-void StageRuntime::input_grad(std::int32_t mb, std::span<const float> d_output,
-                              std::span<float> d_input) {
-  std::int32_t version_read = -1;
-  const std::span<const float> weights = backward_weights(mb, version_read);
-  const std::size_t i = w_book_.hold(mb, version_read);
-  stage_.backward_input(weights, activations_.at(mb), d_output, d_input, w_stashes_[i]);
+StageRuntime::View StageRuntime::weights_at(const Read& read) const {
+  return read.source == VersionBook::kCurrent ? View(params_)
+                                              : View(stash_[static_cast<std::size_t>(read.source)]);
+}
+
+void StageRuntime::input_grad(std::int32_t mb, View d_output, MutableView d_input) {
+  const Read read = backward_read(mb);
+  const std::size_t i = hold_for_weight_grad(mb, read);
+  stage_.backward_input(weights_at(read), activations_.at(mb), d_output, d_input, w_stashes_[i]);
 }
 
 void StageRuntime::weight_grad(std::int32_t mb) {
-  const WeightStashBook::Held held = w_book_.release(mb);
+  const WeightStashBook::Held held = release_for_weight_grad(mb);
   stage_.backward_weight(grads_, activations_.at(mb), w_stashes_[held.stash]);
   activations_.release(mb);
   book_.backward(mb, held.version);  // read at I; its gradient joins this version's step
 }
 
-float StageRuntime::forward(std::int32_t mb, const model::StageInput& input,
-                            std::span<const std::int32_t> targets) {
+void StageRuntime::forward(std::int32_t mb, const Input& input,
+                           std::span<const std::int32_t> targets, Loss* loss) {
   model::ActivationSlot& slot = activations_.acquire(mb);
   book_.forward(mb);
   if (!stage_.is_last()) {
     stage_.forward(params_, input, slot);
-    return 0.0f;
+    return;
   }
-  const float loss = stage_.forward_loss(params_, input, targets, config_.loss_scale, slot);
-  if (!std::isfinite(loss))
-    throw std::runtime_error(fmt::format("loss is {} at micro-batch {} (optimizer step {})", loss,
+  const float value = stage_.forward_loss(params_, input, targets, plan_.loss_scale, slot);
+  if (!std::isfinite(value))
+    throw std::runtime_error(fmt::format("loss is {} at micro-batch {} (optimizer step {})", value,
                                          mb, optimizer_.steps()));
-  return loss;
+  if (loss) *loss = value;
 }
 
-std::span<const float> StageRuntime::output(std::int32_t mb) {
+StageRuntime::View StageRuntime::output(std::int32_t mb) {
   return activations_.at(mb).output();
 }
 
-void StageRuntime::backward(std::int32_t mb, std::span<const float> d_output,
-                            std::span<float> d_input) {
-  std::int32_t version_read = -1;
-  stage_.backward(backward_weights(mb, version_read), grads_, activations_.at(mb), d_output,
-                  d_input);
+void StageRuntime::backward(std::int32_t mb, View d_output, MutableView d_input) {
+  const Read read = backward_read(mb);
+  stage_.backward(weights_at(read), grads_, activations_.at(mb), d_output, d_input);
   activations_.release(mb);
-  book_.backward(mb, version_read);
+  book_.backward(mb, read.version);
 }
 
 void StageRuntime::update() {
-  const std::size_t step = config_.lr_step_offset + static_cast<std::size_t>(book_.version());
-  const int slot = book_.update();  // keep the current weights if in-flight forwards read them
-  if (slot != VersionBook::kCurrent)
-    std::copy(params_.begin(), params_.end(), stash_[static_cast<std::size_t>(slot)].begin());
+  const Update u = begin_update();
+  if (u.keep_in != VersionBook::kCurrent)
+    std::ranges::copy(params_, stash_[static_cast<std::size_t>(u.keep_in)].begin());
   float grad_scale = 1.0f;
-  if (config_.clip > 0.0)
-    grad_scale = model::clip_coefficient(model::squared_norm(grads_), config_.clip);
-  optimizer_.step(params_, grads_, config_.lr.at(step), grad_scale);
+  if (plan_.clip > 0.0)
+    grad_scale = model::clip_coefficient(model::squared_norm(grads_), plan_.clip);
+  optimizer_.step(params_, grads_, plan_.lr.at(u.step), grad_scale);
   model::zero(grads_);
-  if (config_.snapshot_after(step) && snapshots_taken_ < snapshots_.size())
-    std::copy(params_.begin(), params_.end(), snapshots_[snapshots_taken_++].begin());
+  if (const auto i = take_snapshot(u.step, snapshots_.size()))
+    std::ranges::copy(params_, snapshots_[*i].begin());
 }
 
 std::int64_t StageRuntime::static_bytes() const {
@@ -97,10 +91,10 @@ std::int64_t StageRuntime::static_bytes() const {
 
 std::int64_t StageRuntime::memory_bytes() const {
   // Output gradients kept from an I for its W.
-  const auto awaiting_w = static_cast<std::int64_t>(w_book_.in_use() * weight_stash_bytes());
+  const auto awaiting_w = static_cast<std::int64_t>(awaiting_weight_grad() * weight_stash_bytes());
   return static_bytes() + awaiting_w +
          static_cast<std::int64_t>(activations_.in_use() * activations_.slot_bytes()) +
-         static_cast<std::int64_t>(book_.stash_in_use()) *
+         static_cast<std::int64_t>(weight_copies_in_use()) *
              static_cast<std::int64_t>(stage_.layout().bytes());
 }
 
@@ -137,7 +131,7 @@ std::size_t StageRuntime::image_bytes() const {
 
 void StageRuntime::save_image(std::span<std::byte> out) const {
   PACI_MODEL_CHECK(out.size() == image_bytes(), "stage {}: image buffer of {} bytes, {} needed",
-                   config_.stage, out.size(), image_bytes());
+                   stage(), out.size(), image_bytes());
   model::ImageWriter writer(out);
   write_image(writer);
 }
@@ -164,13 +158,13 @@ void StageRuntime::load_image(std::span<const std::byte> in, const std::string& 
 }
 
 void StageRuntime::check_image(std::span<const Action> before_cut, const std::string& what) const {
-  VersionBook book(config_.stage, config_.policy, config_.stash_capacity, config_.updates,
-                   config_.total_microbatches);
+  VersionBook book(plan_.stage, plan_.policy, plan_.stash_capacity, plan_.updates,
+                   plan_.total_microbatches);
   std::vector<std::int64_t> held, awaiting_w;
   std::vector<std::pair<std::int64_t, std::int32_t>> read_at_i;  // micro-batch, version its I read
   const auto drop = [](std::vector<std::int64_t>& v, std::int64_t mb) { std::erase(v, mb); };
   for (const Action& a : before_cut) {
-    if (a.stage != config_.stage) continue;
+    if (a.stage != plan_.stage) continue;
     std::int32_t version = -1;
     switch (a.kind) {
       case ActionKind::F:

@@ -1,7 +1,7 @@
 // StageSet: the stage runtimes of one run, whatever the backend (StageRuntime on the CPU,
 // GpuStageRuntime on the GPU) — one per stage this process runs, none for a stage another process
-// runs — and what both executors derive from them the same way: the memory a device holds, what a
-// run observed, the mean loss of each step.
+// runs — and what both executors derive from them the same way: the memory a device holds and what
+// a run observed.
 #pragma once
 
 #include <cstdint>
@@ -63,19 +63,5 @@ class StageSet {
  private:
   std::vector<std::unique_ptr<Runtime>> stages_;
 };
-
-// The mean loss of each step's M micro-batches, from the losses of every micro-batch in order.
-template <typename T>
-std::vector<double> step_means(std::span<const T> losses, std::int32_t microbatches,
-                               std::int32_t steps) {
-  std::vector<double> out;
-  for (std::int32_t k = 0; k < steps; ++k) {
-    double sum = 0.0;
-    for (std::int32_t i = 0; i < microbatches; ++i)
-      sum += losses[static_cast<std::size_t>(k * microbatches + i)];
-    out.push_back(sum / microbatches);
-  }
-  return out;
-}
 
 }  // namespace paci::exec

@@ -297,7 +297,7 @@ TrainSetup make_train_setup(const TrainOptions& f) {
     };
   } else if (!f.init_path.empty()) {
     e.init_stage = [path = f.init_path](std::int32_t, StageRuntime& rt) {
-      model::import_llmc(path, rt.layout(), rt.params());
+      rt.set_params(model::import_llmc(path, rt.layout()));
     };
   }
   return t;

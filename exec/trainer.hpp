@@ -62,9 +62,8 @@ class CpuTrainer {
     std::vector<std::span<const float>> params(static_cast<std::size_t>(t_.schedule.stages));
     for (std::int32_t s = 0; s < t_.schedule.stages; ++s)
       if (ex_.runs(s))
-        params[static_cast<std::size_t>(s)] = snapshot
-                                                  ? ex_.stage(s).snapshot(*snapshot)
-                                                  : std::span<const float>(ex_.stage(s).params());
+        params[static_cast<std::size_t>(s)] =
+            snapshot ? ex_.stage(s).snapshot(*snapshot) : ex_.stage(s).weights();
     return ex_.evaluate(params, val, 0, count);
   }
   RunSummary summary(const ExecResult& r) const { return ex_.summary(r); }
@@ -73,7 +72,7 @@ class CpuTrainer {
     for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
       if (!ex_.runs(s)) continue;
       const StageRuntime& rt = ex_.stage(s);
-      views.push_back({rt.layout().range(), rt.optimizer().steps(), rt.params(),
+      views.push_back({rt.layout().range(), rt.optimizer().steps(), rt.weights(),
                        rt.optimizer().first_moment(), rt.optimizer().second_moment()});
     }
     if (!remote_) return views;

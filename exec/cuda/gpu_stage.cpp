@@ -18,40 +18,35 @@ void copy_async(cudaStream_t stream, void* dst, const void* src, std::size_t byt
 }  // namespace
 
 GpuStageRuntime::GpuStageRuntime(const GpuStageConfig& config)
-    : config_(config),
+    : StageBooks(config, config.activation_capacity),
+      precision_(config.precision),
       stage_(config.shape, config.precision),
       master_(stage_.layout().size()),
       grads_(stage_.layout().size()),
-      optimizer_(stage_.layout(), config.adamw),
-      book_(config.stage, config.policy, config.stash_capacity, config.updates,
-            config.total_microbatches) {
-  config_.lr.validate();
+      optimizer_(stage_.layout(), config.adamw) {
   const std::size_t n = stage_.layout().size();
   if (config.precision == cuda::Precision::bf16) compute_ = cuda::DeviceTensor(config.precision, n);
   const std::size_t capacity = std::max<std::size_t>(config.activation_capacity, 1);
   for (std::size_t i = 0; i < capacity; ++i) slots_.push_back(stage_.make_slot());
   slot_mb_.assign(capacity, -1);
   for (std::size_t i = 0; i < book_.stash_slots(); ++i) stash_.emplace_back(config.precision, n);
-  if (config.split_backward) {
-    for (std::size_t i = 0; i < capacity; ++i) w_stashes_.push_back(stage_.make_weight_stash());
-    w_book_ = WeightStashBook(config.stage, capacity);
-  }
+  for (std::size_t i = 0; i < w_book_.size(); ++i) w_stashes_.push_back(stage_.make_weight_stash());
   for (std::size_t i = 0; i < config.snapshot_count(); ++i)
     snapshots_.emplace_back(config.precision, n);
   cuda::zero(stream(), grads_.data(), n);
 }
 
-cuda::TensorView GpuStageRuntime::weights() const {
-  if (config_.precision == cuda::Precision::bf16) return compute_.view();
+GpuStageRuntime::View GpuStageRuntime::weights() const {
+  if (precision_ == cuda::Precision::bf16) return compute_.view();
   return cuda::TensorView::of(master_.data(), master_.size());
 }
 
 void GpuStageRuntime::set_params(std::span<const float> host) {
   if (host.size() != master_.size())
     throw std::invalid_argument(fmt::format("stage {}: {} weights given, the layout has {}",
-                                            config_.stage, host.size(), master_.size()));
+                                            stage(), host.size(), master_.size()));
   cuda::copy_to_device(stream(), master_.data(), host);
-  if (config_.precision == cuda::Precision::bf16)
+  if (precision_ == cuda::Precision::bf16)
     cuda::cast(stream(), compute_.as<cuda::bf16>(), master_.data(), master_.size());
   stage_.synchronize();
 }
@@ -65,8 +60,7 @@ std::vector<float> GpuStageRuntime::params() const {
 void GpuStageRuntime::copy_state_to(model::StageState& into) const {
   if (into.weights.size() != master_.size() || into.first_moment.size() != optimizer_.size() ||
       into.second_moment.size() != optimizer_.size())
-    throw std::invalid_argument(
-        fmt::format("stage {}: a state section of another size", config_.stage));
+    throw std::invalid_argument(fmt::format("stage {}: a state section of another size", stage()));
   cuda::copy_to_host(stream(), std::span<float>(into.weights), master_.data());
   cuda::copy_to_host(stream(), std::span<float>(into.first_moment), optimizer_.first_moment());
   cuda::copy_to_host(stream(), std::span<float>(into.second_moment), optimizer_.second_moment());
@@ -77,7 +71,7 @@ void GpuStageRuntime::copy_state_from(const model::StageState& from) {
   if (from.first_moment.size() != optimizer_.size() ||
       from.second_moment.size() != optimizer_.size())
     throw std::invalid_argument(
-        fmt::format("stage {}: optimizer state of {} / {} values, the layout has {}", config_.stage,
+        fmt::format("stage {}: optimizer state of {} / {} values, the layout has {}", stage(),
                     from.first_moment.size(), from.second_moment.size(), optimizer_.size()));
   set_params(from.weights);
   cuda::copy_to_device(stream(), optimizer_.first_moment(),
@@ -91,8 +85,8 @@ cuda::ActivationSlot& GpuStageRuntime::acquire(std::int32_t mb) {
   const auto free = std::find(slot_mb_.begin(), slot_mb_.end(), -1);
   if (free == slot_mb_.end())
     throw std::runtime_error(fmt::format(
-        "stage {}: more than {} micro-batches in flight (the analysed peak activations)",
-        config_.stage, slot_mb_.size()));
+        "stage {}: more than {} micro-batches in flight (the analysed peak activations)", stage(),
+        slot_mb_.size()));
   *free = mb;
   peak_slots_ = std::max(peak_slots_, ++slots_in_use_);
   return slots_[static_cast<std::size_t>(free - slot_mb_.begin())];
@@ -102,29 +96,28 @@ std::size_t GpuStageRuntime::slot_of(std::int32_t mb) const {
   const auto it = std::find(slot_mb_.begin(), slot_mb_.end(), mb);
   if (it == slot_mb_.end())
     throw std::logic_error(
-        fmt::format("stage {}: no activations saved for micro-batch {}", config_.stage, mb));
+        fmt::format("stage {}: no activations saved for micro-batch {}", stage(), mb));
   return static_cast<std::size_t>(it - slot_mb_.begin());
 }
 
-void GpuStageRuntime::forward(std::int32_t mb, const cuda::StageInput& input,
-                              std::span<const std::int32_t> targets, double* loss_host) {
+void GpuStageRuntime::forward(std::int32_t mb, const Input& input,
+                              std::span<const std::int32_t> targets, Loss* loss) {
   cuda::ActivationSlot& slot = acquire(mb);
   book_.forward(mb);
   if (is_last())
-    stage_.enqueue_forward_loss(weights(), input, targets, config_.loss_scale, slot, loss_host);
+    stage_.enqueue_forward_loss(weights(), input, targets, plan_.loss_scale, slot, loss);
   else
     stage_.forward(weights(), input, slot);
 }
 
-cuda::TensorView GpuStageRuntime::output(std::int32_t mb) const {
+GpuStageRuntime::View GpuStageRuntime::output(std::int32_t mb) const {
   return slots_[slot_of(mb)].output();
 }
 
-cuda::TensorView GpuStageRuntime::backward_weights(std::int32_t mb,
-                                                   std::int32_t& version_read) const {
-  const int source = book_.backward_source(mb, &version_read);
-  return source == VersionBook::kCurrent ? weights()
-                                         : stash_[static_cast<std::size_t>(source)].view();
+GpuStageRuntime::View GpuStageRuntime::weights_at(const Read& read) const {
+  return read.source == VersionBook::kCurrent
+             ? weights()
+             : stash_[static_cast<std::size_t>(read.source)].view();
 }
 
 void GpuStageRuntime::release(std::size_t slot) {
@@ -133,27 +126,23 @@ void GpuStageRuntime::release(std::size_t slot) {
   --slots_in_use_;
 }
 
-void GpuStageRuntime::backward(std::int32_t mb, cuda::TensorView d_output,
-                               cuda::MutableTensorView d_input) {
-  std::int32_t version_read = -1;
-  const cuda::TensorView w = backward_weights(mb, version_read);
+void GpuStageRuntime::backward(std::int32_t mb, View d_output, MutableView d_input) {
+  const Read read = backward_read(mb);
   const std::size_t i = slot_of(mb);
-  stage_.backward(w, cuda::MutableTensorView::of(grads_.data(), grads_.size()), slots_[i], d_output,
-                  d_input);
+  stage_.backward(weights_at(read), MutableView::of(grads_.data(), grads_.size()), slots_[i],
+                  d_output, d_input);
   release(i);
-  book_.backward(mb, version_read);
+  book_.backward(mb, read.version);
 }
 
-void GpuStageRuntime::input_grad(std::int32_t mb, cuda::TensorView d_output,
-                                 cuda::MutableTensorView d_input) {
-  std::int32_t version_read = -1;
-  const cuda::TensorView w = backward_weights(mb, version_read);
-  const std::size_t i = w_book_.hold(mb, version_read);
-  stage_.backward_input(w, slots_[slot_of(mb)], d_output, d_input, w_stashes_[i]);
+void GpuStageRuntime::input_grad(std::int32_t mb, View d_output, MutableView d_input) {
+  const Read read = backward_read(mb);
+  const std::size_t i = hold_for_weight_grad(mb, read);
+  stage_.backward_input(weights_at(read), slots_[slot_of(mb)], d_output, d_input, w_stashes_[i]);
 }
 
 void GpuStageRuntime::weight_grad(std::int32_t mb) {
-  const WeightStashBook::Held held = w_book_.release(mb);
+  const WeightStashBook::Held held = release_for_weight_grad(mb);
   const std::size_t slot = slot_of(mb);
   stage_.backward_weight(cuda::MutableTensorView::of(grads_.data(), grads_.size()), slots_[slot],
                          w_stashes_[held.stash]);
@@ -162,21 +151,20 @@ void GpuStageRuntime::weight_grad(std::int32_t mb) {
 }
 
 void GpuStageRuntime::update() {
-  const std::size_t step = config_.lr_step_offset + static_cast<std::size_t>(book_.version());
-  const cuda::TensorView current = weights();
+  const View current = weights();
   const std::size_t bytes = current.count * cuda::element_bytes(current.precision);
-  const int slot = book_.update();  // keep the current weights if in-flight forwards read them
-  if (slot != VersionBook::kCurrent)
-    copy_async(stream(), stash_[static_cast<std::size_t>(slot)].view().data, current.data, bytes);
+  const Update u = begin_update();
+  if (u.keep_in != VersionBook::kCurrent)
+    copy_async(stream(), stash_[static_cast<std::size_t>(u.keep_in)].view().data, current.data,
+               bytes);
   float grad_scale = 1.0f;
-  if (config_.clip > 0.0)
-    grad_scale =
-        model::clip_coefficient(norm_(stream(), grads_.data(), grads_.size()), config_.clip);
-  optimizer_.step(stream(), master_.data(), grads_.data(), config_.lr.at(step), grad_scale,
-                  config_.precision == cuda::Precision::bf16 ? compute_.as<cuda::bf16>() : nullptr);
+  if (plan_.clip > 0.0)
+    grad_scale = model::clip_coefficient(norm_(stream(), grads_.data(), grads_.size()), plan_.clip);
+  optimizer_.step(stream(), master_.data(), grads_.data(), plan_.lr.at(u.step), grad_scale,
+                  precision_ == cuda::Precision::bf16 ? compute_.as<cuda::bf16>() : nullptr);
   cuda::zero(stream(), grads_.data(), grads_.size());
-  if (config_.snapshot_after(step) && snapshots_taken_ < snapshots_.size())
-    copy_async(stream(), snapshots_[snapshots_taken_++].view().data, weights().data, bytes);
+  if (const auto i = take_snapshot(u.step, snapshots_.size()))
+    copy_async(stream(), snapshots_[*i].view().data, weights().data, bytes);
 }
 
 std::int64_t GpuStageRuntime::activation_slot_bytes() const {
@@ -191,13 +179,13 @@ std::int64_t GpuStageRuntime::static_bytes() const {
 
 std::int64_t GpuStageRuntime::memory_bytes() const {
   const auto weight_copy =
-      static_cast<std::int64_t>(master_.size() * cuda::element_bytes(config_.precision));
+      static_cast<std::int64_t>(master_.size() * cuda::element_bytes(precision_));
   // Output gradients kept from an I for its W.
   const auto awaiting_w = static_cast<std::int64_t>(
-      w_book_.in_use() * (w_stashes_.empty() ? 0 : w_stashes_.front().bytes()));
+      awaiting_weight_grad() * (w_stashes_.empty() ? 0 : w_stashes_.front().bytes()));
   return static_bytes() + awaiting_w +
          static_cast<std::int64_t>(slots_in_use_) * activation_slot_bytes() +
-         static_cast<std::int64_t>(book_.stash_in_use()) * weight_copy;
+         static_cast<std::int64_t>(weight_copies_in_use()) * weight_copy;
 }
 
 }  // namespace paci::exec::gpu

@@ -1,9 +1,10 @@
 // GpuStageRuntime: one pipeline stage training on the GPU — what exec::StageRuntime is on the CPU
 // (fp32 master weights, the gradient accumulation buffer, its own AdamW and LR schedule stepped at
-// its U, an activation slot per in-flight micro-batch, the weight copies its policy keeps, and the
-// versions each F and B read, through the same VersionBook), with cuda::Stage computing on the
-// stage's own stream. Every call queues work on that stream and returns; nothing allocates after
-// the constructor.
+// its U, an activation slot per in-flight micro-batch, the weight copies its policy keeps; the
+// versions, the split backward's stashes and the snapshots in the same StageBooks), with
+// cuda::Stage computing on the stage's own stream, and the same names and types for the pipeline
+// core (exec/pipeline_core.hpp). Every call queues work on that stream and returns; nothing
+// allocates after the constructor.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +14,8 @@
 
 #include "cuda/optimizer.hpp"
 #include "cuda/stage.hpp"
+#include "exec/stage_books.hpp"
 #include "exec/stage_plan.hpp"
-#include "exec/version_book.hpp"
 #include "model/checkpoint_state.hpp"
 #include "model/gpt.hpp"
 #include "schedules/ir.hpp"
@@ -25,62 +26,60 @@ struct GpuStageConfig : StagePlan {
   cuda::Precision precision = cuda::Precision::fp32;
 };
 
-class GpuStageRuntime {
+class GpuStageRuntime : public StageBooks {
  public:
+  using View = cuda::TensorView;
+  using MutableView = cuda::MutableTensorView;
+  using Input = cuda::StageInput;
+  using Loss = double;  // pinned host memory the stream writes
+
   explicit GpuStageRuntime(const GpuStageConfig& config);
 
-  std::int32_t stage() const { return config_.stage; }
   const cuda::Stage& compute() const { return stage_; }
   cuda::Stage& compute() { return stage_; }
   const model::ParamLayout& layout() const { return stage_.layout(); }
   cudaStream_t stream() const { return stage_.stream(); }
-  bool is_first() const { return stage_.is_first(); }
-  bool is_last() const { return stage_.is_last(); }
-
-  // fp32 master weights from / to the host (the bf16 compute copy follows); these wait.
-  void set_params(std::span<const float> host);
+  // The weights the stage computes with now (device, read-only; bf16 in bf16 precision).
+  View weights() const;
+  // A host copy of the fp32 master weights; the master weights from the host (the bf16 compute
+  // copy follows). These wait.
   std::vector<float> params() const;
+  void set_params(std::span<const float> host);
   // Weights, AdamW moments and step count into / from a checkpoint's stage section of this
   // stage's layout, as StageRuntime does (buffers already sized); these wait.
   void copy_state_to(model::StageState& into) const;
   void copy_state_from(const model::StageState& from);
 
-  // F(s, mb) on the stage's stream. Last stage: the unscaled mean loss lands in *loss_host
-  // (pinned) when the stream gets there; elsewhere the output is output(mb).
-  void forward(std::int32_t mb, const cuda::StageInput& input,
-               std::span<const std::int32_t> targets, double* loss_host);
-  cuda::TensorView output(std::int32_t mb) const;
+  // F(s, mb) on the stage's stream. Last stage: the unscaled mean loss lands in *loss (pinned)
+  // when the stream gets there; elsewhere the output is output(mb).
+  void forward(std::int32_t mb, const Input& input, std::span<const std::int32_t> targets,
+               Loss* loss);
+  View output(std::int32_t mb) const;
   // B(s, mb) with the weights its policy says; d_output empty on the last stage, d_input empty on
   // the first.
-  void backward(std::int32_t mb, cuda::TensorView d_output, cuda::MutableTensorView d_input);
+  void backward(std::int32_t mb, View d_output, MutableView d_input);
   // The same backward split in two (zero-bubble schedules; the plan's split_backward): I(s, mb)
   // computes d_input and keeps what W needs; W(s, mb) adds the weight gradients and frees the
   // micro-batch's slot. Split backwards read the current weights.
-  void input_grad(std::int32_t mb, cuda::TensorView d_output, cuda::MutableTensorView d_input);
+  void input_grad(std::int32_t mb, View d_output, MutableView d_input);
   void weight_grad(std::int32_t mb);
   // U(s): (clip,) AdamW with this stage's LR, zero gradients, new version.
   void update();
 
-  const VersionBook& versions() const { return book_; }
-  std::int32_t version() const { return book_.version(); }
   std::size_t peak_activations() const { return peak_slots_; }
-  std::size_t peak_weight_versions() const { return book_.peak_weight_versions(); }
   std::int64_t static_bytes() const;  // master, gradients, moments (+ the bf16 compute copy)
   std::int64_t memory_bytes() const;  // static + activations in use + kept weight copies
   std::int64_t activation_slot_bytes() const;
-
-  // Weights the stage computes with now, or after the i-th snapshot step (device, read-only).
-  cuda::TensorView weights() const;
-  std::size_t snapshots() const { return snapshots_taken_; }
-  cuda::TensorView snapshot(std::size_t i) const { return snapshots_.at(i).view(); }
+  // The weights after the i-th snapshot step (device, read-only).
+  View snapshot(std::size_t i) const { return snapshots_.at(i).view(); }
 
  private:
   cuda::ActivationSlot& acquire(std::int32_t mb);
   std::size_t slot_of(std::int32_t mb) const;
   void release(std::size_t slot);
-  cuda::TensorView backward_weights(std::int32_t mb, std::int32_t& version_read) const;
+  View weights_at(const Read& read) const;
 
-  GpuStageConfig config_;
+  cuda::Precision precision_;
   cuda::Stage stage_;
   cuda::DeviceBuffer<float> master_, grads_;
   cuda::DeviceTensor compute_;  // bf16 weights the stage computes with (bf16 precision only)
@@ -89,14 +88,10 @@ class GpuStageRuntime {
   std::vector<cuda::ActivationSlot> slots_;
   std::vector<std::int32_t> slot_mb_;  // the micro-batch each slot holds, −1 when free
   std::size_t slots_in_use_ = 0, peak_slots_ = 0;
-  VersionBook book_;
   std::vector<cuda::DeviceTensor> stash_;      // one copy per VersionBook stash slot
   std::vector<cuda::DeviceTensor> snapshots_;  // preallocated
-  // Split backward: one stash per activation slot (an I needs its F's slot until its W), and
-  // which micro-batch holds each.
+  // Split backward: one stash per activation slot (which micro-batch holds each: StageBooks).
   std::vector<cuda::WeightGradStash> w_stashes_;
-  WeightStashBook w_book_;
-  std::size_t snapshots_taken_ = 0;
 };
 
 }  // namespace paci::exec::gpu

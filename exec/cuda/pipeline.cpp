@@ -1,5 +1,6 @@
-// GpuPipeline: stage allocation, the host issue loop over the stages' streams, the device-local
-// transport, losses reported per step, and the measured timeline from CUDA events.
+// GpuPipeline: the pipeline core's hooks on the GPU — the host issue loop over the stages'
+// streams, the device-local transport, losses reported per step, and the measured timeline from
+// CUDA events.
 #include "exec/cuda/pipeline.hpp"
 
 #include <fmt/format.h>
@@ -51,10 +52,25 @@ struct CudaEvents {
   }
 };
 
+// A stage's buffers: its tokens and targets, and the input gradient its B or I sends back.
+struct GpuBuffers : StageTokens {
+  cuda::DeviceTensor d_input_;
+  GpuBuffers() = default;
+  explicit GpuBuffers(std::size_t rows) : StageTokens(rows) {}
+  cuda::MutableTensorView d_input() { return d_input_.view(); }
+};
+
+// One schedule device: the core's record, and what its next action's stream must wait for.
+struct GpuDevice : DeviceRun<int> {
+  using DeviceRun::DeviceRun;
+  std::int32_t last_stage = -1;
+  int last_end = -1;  // the stamp of its last action's end
+};
+
 }  // namespace
 
-// One run: the issue loop's state. Timestamps are EventClock stamps: a bounded pool of events,
-// times in double seconds.
+// One run: the core's hooks for the GPU (exec/pipeline_core.hpp's advance()) and the issue loop's
+// state. Timestamps are EventClock stamps: a bounded pool of events, times in double seconds.
 class GpuPipeline::Run {
  public:
   Run(GpuPipeline& p)
@@ -66,16 +82,12 @@ class GpuPipeline::Run {
         remote_(p.config_.remote) {
     const std::size_t rows = p.config_.batch * p.config_.seq_len;
     const std::size_t width = rows * p.config_.config.d_model;
+    buffers_.resize(static_cast<std::size_t>(schedule_.stages));
     for (std::int32_t s = 0; s < schedule_.stages; ++s) {
-      StageBuffers b;
-      if (!p.runs(s)) {  // another process runs it
-        buffers_.push_back(std::move(b));
-        continue;
-      }
-      b.tokens.resize(rows);
-      b.targets.resize(rows);
-      if (!p.stage(s).is_first()) b.d_input = cuda::DeviceTensor(p.config_.precision, width);
-      buffers_.push_back(std::move(b));
+      if (!p.runs(s)) continue;  // another process runs it
+      GpuBuffers& b = buffers_[static_cast<std::size_t>(s)];
+      b = GpuBuffers(rows);
+      if (!p.stage(s).is_first()) b.d_input_ = cuda::DeviceTensor(p.config_.precision, width);
     }
     width_ = width;
     // Every message buffer the run can need, allocated now: a cudaMalloc mid-run can wait behind
@@ -84,11 +96,9 @@ class GpuPipeline::Run {
     // the GPU (counted: message_buffers_grown).
     preallocated_ = message_bound(schedule_, p.analysis_);
     for (std::int64_t i = 0; i < preallocated_; ++i) add_buffer();
-    devices_.resize(static_cast<std::size_t>(schedule_.num_devices()));
-    for (std::size_t d = 0; d < devices_.size(); ++d) {
-      devices_[d].times.resize(schedule_.devices[d].size());
-      devices_[d].versions.resize(schedule_.devices[d].size());
-    }
+    devices_.reserve(static_cast<std::size_t>(schedule_.num_devices()));
+    for (std::int32_t d = 0; d < schedule_.num_devices(); ++d)
+      devices_.emplace_back(schedule_, program_, d);
   }
 
   ExecResult execute() {
@@ -97,43 +107,40 @@ class GpuPipeline::Run {
     const int origin = clock_.stamp();
     record(origin, p_.stage(p_.first_local_stage()).stream());
     RunClock clock;
-    for (std::size_t d = 0; d < devices_.size(); ++d)
-      if (local(static_cast<std::int32_t>(d))) sample_memory(static_cast<std::int32_t>(d), origin);
+    for (GpuDevice& dev : devices_)
+      if (local(dev.device)) dev.log.memory(origin, memory_bytes(dev.device), record_timeline());
     bool all_done = false;
     while (!all_done) {
       all_done = true;
       bool progress = false;
-      for (std::size_t d = 0; d < devices_.size(); ++d) {
-        if (!local(static_cast<std::int32_t>(d))) continue;
-        auto& dev = devices_[d];
-        const auto& list = schedule_.devices[d];
-        while (dev.next < list.size() && issue(static_cast<std::int32_t>(d))) {
+      for (GpuDevice& dev : devices_) {
+        if (!local(dev.device)) continue;
+        current_device_ = dev.device;
+        while (!dev.done() && advance(*this, dev, false)) {
           progress = true;
-          if (remote_) bound_run_ahead(static_cast<std::int32_t>(d));
+          if (remote_) bound_run_ahead(dev);
         }
-        if (dev.next < list.size()) all_done = false;
+        if (!dev.done()) all_done = false;
       }
       current_device_ = -1;
       report_steps(clock, false);
-      if (!all_done && !progress) {
-        for (std::size_t d = 0; d < devices_.size(); ++d)
-          if (local(static_cast<std::int32_t>(d)) && devices_[d].next < schedule_.devices[d].size())
-            throw std::runtime_error(
-                fmt::format("deadlock: device {} waits at {}", d,
-                            to_string(schedule_.devices[d][devices_[d].next])));
-      }
+      if (!all_done && !progress)
+        for (const GpuDevice& dev : devices_)
+          if (local(dev.device) && !dev.done()) throw deadlock(dev.device, dev.current());
     }
     current_device_ = -1;
     if (remote_) {  // never block on the GPU without watching the links
-      for (const DeviceState& dev : devices_)
+      for (const GpuDevice& dev : devices_)
         if (dev.last_end >= 0) wait_event(dev.last_end);
       remote_->wait_idle();
     }
     PACI_CUDA_CHECK(cudaDeviceSynchronize());
     report_steps(clock, true);
     clock_.resolve();  // everything has completed: every stamp gets its time
-    ExecResult result;
-    result.wall_s = clock.now_s();
+    const double wall_s = clock.now_s();
+    ExecResult result =
+        result_of(schedule_, std::span<const double>(losses_.data(), losses_.size()), p_.stages_);
+    result.wall_s = wall_s;
     result.peak_messages_in_flight = peak_in_use_;
     result.message_buffers_preallocated = preallocated_;
     result.message_buffers_grown = static_cast<std::int64_t>(messages_.size()) - preallocated_;
@@ -141,27 +148,114 @@ class GpuPipeline::Run {
     return result;
   }
 
-  // Where a failure happened, for its message: the action being queued, or (−1) none, when the
+  // Where a failure happened, for its message: the action being queued, or none, when the
   // failure surfaced while reporting losses or waiting for the GPU.
   std::string failure_context() const {
     if (current_device_ < 0) return "GPU run";
-    const auto& list = schedule_.devices[static_cast<std::size_t>(current_device_)];
-    const Action& a =
-        list[std::min(devices_[static_cast<std::size_t>(current_device_)].next, list.size() - 1)];
-    return fmt::format("device {}, stage {}, action {}", current_device_, a.stage, to_string(a));
+    return at_action(current_device_,
+                     devices_[static_cast<std::size_t>(current_device_)].current());
+  }
+
+  // The core's hooks.
+  struct Taken {
+    cuda::TensorView view;  // the last input's data
+    cudaStream_t stream = nullptr;
+  };
+  const TrainingConfig& config() const { return p_.config_; }
+  GpuStageRuntime& stage(std::int32_t s) { return p_.stage(s); }
+  GpuBuffers& buffers(std::int32_t s) { return buffers_[static_cast<std::size_t>(s)]; }
+  double* loss(std::int32_t mb) { return &losses_[static_cast<std::size_t>(mb)]; }
+  std::int64_t memory_bytes(std::int32_t device) const {
+    return p_.stages_.memory_bytes(schedule_, device);
+  }
+  int stamp(const GpuStageRuntime& rt) { return stamp_on(rt.stream()); }
+  int free_stamp(int end) const { return end; }
+
+  // Whether every message the device's next action needs from this process has been queued.
+  bool inputs_ready(GpuDevice&, std::span<const Op> receives, bool) {
+    clock_.resolve_if_due();  // every stamp so far is recorded: reuse the completed events
+    inputs_.clear();
+    for (const Op& r : receives) {
+      if (!local(r.message.src)) continue;
+      const auto it = pending_.find(key(r.message));
+      if (it == pending_.end()) return false;
+      inputs_.push_back(it);
+    }
+    return true;
+  }
+
+  // Messages from other processes are queued now, in the program's order (the order their links
+  // carry them), never waited for on the host; the stage's stream waits for every input.
+  Taken take(GpuDevice& dev, std::span<const Op> receives, GpuStageRuntime& rt) {
+    for (const Op& r : receives)
+      if (!local(r.message.src)) inputs_.push_back(receive_remote(r.message));
+    const cudaStream_t stream = rt.stream();
+    if (dev.last_end >= 0 && dev.last_stage != rt.stage()) wait_on(dev.last_end, stream);
+    Taken taken{{}, stream};
+    for (const auto& it : inputs_) {
+      wait_on(it->second.send_end, stream);
+      taken.view = std::as_const(messages_[it->second.buffer]).data.view();
+    }
+    return taken;
+  }
+
+  // The action that read the inputs is queued: their buffers are free once the stream passes it.
+  void consumed(GpuDevice& dev, Taken& taken, const Action& a, int start) {
+    for (const auto& it : inputs_) {
+      Message& m = messages_[it->second.buffer];
+      m.consumed.record(taken.stream);
+      m.used_before = true;
+      m.in_use = false;
+      --in_use_;
+      if (it->second.src_device != dev.device)  // always: the report carries them for a replay
+        recorded_.push_back(
+            {it->second.producer, a, static_cast<DependencyKind>(std::get<0>(it->first)),
+             it->second.src_device, dev.device, it->second.send_start, it->second.send_end, start});
+      pending_.erase(it);
+    }
+    inputs_.clear();
+  }
+
+  void finished(GpuDevice& dev, const Action& a, GpuStageRuntime& rt, int end) {
+    dev.last_end = end;
+    dev.last_stage = a.stage;
+    if (a.kind == ActionKind::F && rt.is_last() &&
+        (a.microbatch + 1) % schedule_.microbatches == 0) {
+      step_event_[static_cast<std::size_t>(a.microbatch / schedule_.microbatches)] = end;
+      ++steps_queued_;
+    }
+  }
+
+  // A copy of the data into a pooled buffer on the producer's stream; to another process, the
+  // buffer is free again once the link has sent it.
+  void send(GpuDevice& dev, const Op& op, cuda::TensorView data, GpuStageRuntime& rt) {
+    const std::size_t i = free_buffer();
+    Message& m = messages_[i];
+    m.in_use = true;
+    peak_in_use_ = std::max(peak_in_use_, ++in_use_);
+    const cudaStream_t stream = rt.stream();
+    if (m.used_before) m.consumed.wait_on(stream);  // its last reader has finished with it
+    const int start = stamp_on(stream);
+    copy_async(stream, m.data.view().data, data.data,
+               data.count * cuda::element_bytes(data.precision));
+    const int end = stamp_on(stream);
+    const std::int32_t dst = op.message.dst;
+    if (!local(dst)) {
+      remote_->send(dst, std::as_const(m.data).view(), clock_.handle(end), m.consumed.get());
+      m.used_before = true;
+      m.in_use = false;
+      --in_use_;
+      return;
+    }
+    pending_[key(op.message)] = {i, op.message.producer, dev.device, start, end};
   }
 
  private:
-  struct StageBuffers {
-    std::vector<std::int32_t> tokens, targets;
-    cuda::DeviceTensor d_input;  // B's input gradient, copied into messages
-  };
   struct Message {
     cuda::DeviceTensor data;
     cuda::Event consumed;  // recorded on the consumer's stream after the action that read it
     bool used_before = false;
     bool in_use = false;
-    int send_start = -1, send_end = -1;  // event ids of the last send into this buffer
   };
   struct PendingMessage {
     std::size_t buffer = 0;
@@ -175,19 +269,11 @@ class GpuPipeline::Run {
     std::int32_t src = 0, dst = 0;
     int send_start = -1, send_end = -1, received = -1;
   };
-  struct DeviceState {
-    std::size_t next = 0;
-    std::int32_t last_stage = -1;
-    int last_end = -1;
-    std::vector<std::pair<int, int>> times;  // per action: start and end event ids
-    std::vector<std::int32_t> versions;      // per action: the version it read (U: created)
-    std::vector<std::pair<int, std::int64_t>> memory;  // (event id, bytes in use from then on)
-    std::int64_t peak_memory = 0;
-  };
   using Key = std::tuple<int, std::int32_t, std::int32_t>;  // kind, producer stage, micro-batch
   static Key key(const StageMessage& m) {
     return {static_cast<int>(m.kind), m.producer.stage, m.producer.microbatch};
   }
+  bool record_timeline() const { return p_.config_.record_timeline; }
 
   // A new timestamp, recorded on `stream` now.
   int stamp_on(cudaStream_t stream) {
@@ -218,13 +304,11 @@ class GpuPipeline::Run {
   // device's actions beyond the last one the GPU finished. Waiting on an own earlier action
   // cannot deadlock: every message it needs comes from an action that precedes it in the
   // schedule's (acyclic) order, and the peers queue those without waiting on this process.
-  void bound_run_ahead(std::int32_t device) {
-    const DeviceState& dev = devices_[static_cast<std::size_t>(device)];
-    const std::size_t per_step =
-        std::max<std::size_t>(1, schedule_.devices[static_cast<std::size_t>(device)].size() /
-                                     static_cast<std::size_t>(std::max(1, schedule_.steps)));
+  void bound_run_ahead(const GpuDevice& dev) {
+    const std::size_t per_step = std::max<std::size_t>(
+        1, dev.list.size() / static_cast<std::size_t>(std::max(1, schedule_.steps)));
     const std::size_t window = static_cast<std::size_t>(kStepsAhead) * per_step;
-    if (dev.next > window) wait_event(dev.times[dev.next - 1 - window].second);
+    if (dev.next > window) wait_event(dev.log.end_at(dev.next - 1 - window));
   }
 
   // Queues the receive of a message from another process into a free buffer; from then on it is
@@ -237,98 +321,6 @@ class GpuPipeline::Run {
     remote_->receive(d.src, m.data.view(), clock_.handle(start), clock_.handle(end));
     return pending_.insert_or_assign(key(d), PendingMessage{i, d.producer, d.src, start, end})
         .first;
-  }
-  std::int32_t device_of(std::int32_t stage) const {
-    return schedule_.placement[static_cast<std::size_t>(stage)];
-  }
-
-  // Queues the device's next action if every message it needs has been queued.
-  bool issue(std::int32_t device) {
-    current_device_ = device;
-    clock_.resolve_if_due();  // every stamp so far is recorded: reuse the completed events
-    DeviceState& dev = devices_[static_cast<std::size_t>(device)];
-    const Action& a = schedule_.devices[static_cast<std::size_t>(device)][dev.next];
-    const std::span<const Op> receives =
-        program_.devices[static_cast<std::size_t>(device)].receives(dev.next);
-    std::vector<std::map<Key, PendingMessage>::iterator> inputs;
-    for (const Op& r : receives) {
-      if (!local(r.message.src)) continue;
-      const auto it = pending_.find(key(r.message));
-      if (it == pending_.end()) return false;
-      inputs.push_back(it);
-    }
-    if (p_.config_.fail_at && *p_.config_.fail_at == a)
-      throw std::runtime_error("injected failure (--fail-at)");
-    // Messages from other processes: queued now, in the program's order (the order their links
-    // carry them), never waited for on the host.
-    for (const Op& r : receives)
-      if (!local(r.message.src)) inputs.push_back(receive_remote(r.message));
-    GpuStageRuntime& rt = p_.stage(a.stage);
-    StageBuffers& b = buffers_[static_cast<std::size_t>(a.stage)];
-    const cudaStream_t stream = rt.stream();
-    if (dev.last_end >= 0 && dev.last_stage != a.stage) wait_on(dev.last_end, stream);
-    cuda::TensorView received;
-    for (const auto& it : inputs) {
-      const Message& m = messages_[it->second.buffer];
-      wait_on(it->second.send_end, stream);
-      received = m.data.view();
-    }
-    const int start = stamp_on(stream);
-    switch (a.kind) {
-      case ActionKind::F: {
-        if (rt.is_first() || rt.is_last())
-          p_.config_.data(static_cast<std::uint64_t>(a.microbatch), b.tokens, b.targets);
-        const cuda::StageInput input = rt.is_first() ? cuda::StageInput::tokens(b.tokens)
-                                                     : cuda::StageInput::activations(received);
-        rt.forward(a.microbatch, input, b.targets,
-                   &losses_[static_cast<std::size_t>(a.microbatch)]);
-        break;
-      }
-      case ActionKind::B:
-        rt.backward(a.microbatch, rt.is_last() ? cuda::TensorView() : received,
-                    rt.is_first() ? cuda::MutableTensorView() : b.d_input.view());
-        break;
-      case ActionKind::U:
-        rt.update();
-        break;
-      case ActionKind::I:
-        rt.input_grad(a.microbatch, rt.is_last() ? cuda::TensorView() : received,
-                      rt.is_first() ? cuda::MutableTensorView() : b.d_input.view());
-        break;
-      case ActionKind::W:
-        rt.weight_grad(a.microbatch);
-        break;
-    }
-    const int end = stamp_on(stream);
-    for (const auto& it : inputs) {
-      Message& m = messages_[it->second.buffer];
-      m.consumed.record(stream);
-      m.used_before = true;
-      m.in_use = false;
-      --in_use_;
-      if (it->second.src_device != device)  // always: the report carries them for a replay
-        recorded_.push_back(
-            {it->second.producer, a, static_cast<DependencyKind>(std::get<0>(it->first)),
-             it->second.src_device, device, it->second.send_start, it->second.send_end, start});
-      pending_.erase(it);
-    }
-    dev.times[dev.next] = {start, end};
-    // The version each action read (U: created; I reads the current weights, W adds to them).
-    dev.versions[dev.next] = a.kind == ActionKind::F ? rt.versions().v_f(a.microbatch)
-                             : a.kind == ActionKind::B || a.kind == ActionKind::W
-                                 ? rt.versions().v_b(a.microbatch)
-                                 : rt.version();
-    dev.last_end = end;
-    dev.last_stage = a.stage;
-    sample_memory(device, end);
-    if (a.kind == ActionKind::F && rt.is_last() &&
-        (a.microbatch + 1) % schedule_.microbatches == 0) {
-      step_event_[static_cast<std::size_t>(a.microbatch / schedule_.microbatches)] = end;
-      ++steps_queued_;
-    }
-    send_outputs(device, a, rt, b);
-    ++dev.next;
-    return true;
   }
 
   // A buffer whose last reader has finished on the GPU (so reusing it orders nothing new), else
@@ -344,44 +336,8 @@ class GpuPipeline::Run {
 
   std::size_t add_buffer() {
     messages_.push_back(
-        {cuda::DeviceTensor(p_.config_.precision, width_), cuda::Event(), false, false, -1, -1});
+        {cuda::DeviceTensor(p_.config_.precision, width_), cuda::Event(), false, false});
     return messages_.size() - 1;
-  }
-
-  void send_outputs(std::int32_t device, const Action& a, GpuStageRuntime& rt, StageBuffers& b) {
-    const DeviceProgram& program = program_.devices[static_cast<std::size_t>(device)];
-    for (const Op& op : program.sends(devices_[static_cast<std::size_t>(device)].next)) {
-      const cuda::TensorView data = op.message.kind == DependencyKind::activation
-                                        ? rt.output(a.microbatch)
-                                        : b.d_input.view();
-      const std::size_t i = free_buffer();
-      Message& m = messages_[i];
-      m.in_use = true;
-      peak_in_use_ = std::max(peak_in_use_, ++in_use_);
-      const cudaStream_t stream = rt.stream();
-      if (m.used_before) m.consumed.wait_on(stream);  // its last reader has finished with it
-      const int start = stamp_on(stream);
-      copy_async(stream, m.data.view().data, data.data,
-                 data.count * cuda::element_bytes(data.precision));
-      const int end = stamp_on(stream);
-      const std::int32_t dst = op.message.dst;
-      if (!local(dst)) {  // to another process: the buffer is free again once the send is done
-        remote_->send(dst, std::as_const(m.data).view(), clock_.handle(end), m.consumed.get());
-        m.used_before = true;
-        m.in_use = false;
-        --in_use_;
-        continue;
-      }
-      pending_[key(op.message)] = {i, a, device, start, end};
-    }
-  }
-
-  void sample_memory(std::int32_t device, int event_id) {
-    DeviceState& dev = devices_[static_cast<std::size_t>(device)];
-    const std::int64_t bytes = p_.stages_.memory_bytes(schedule_, device);
-    dev.peak_memory = std::max(dev.peak_memory, bytes);
-    if (p_.config_.record_timeline && (dev.memory.empty() || dev.memory.back().second != bytes))
-      dev.memory.emplace_back(event_id, bytes);
   }
 
   // Reports finished steps in order; waits for the GPU when the host has queued too far ahead,
@@ -397,10 +353,8 @@ class GpuPipeline::Run {
         return;
       }
       const std::int32_t M = schedule_.microbatches;
-      double sum = 0.0;
-      for (std::int32_t i = reported_ * M; i < (reported_ + 1) * M; ++i)
-        sum += losses_[static_cast<std::size_t>(i)];
-      const double loss = sum / M;
+      const double loss =
+          step_mean(std::span<const double>(losses_.data(), losses_.size()), M, reported_);
       if (!std::isfinite(loss))
         throw std::runtime_error(
             fmt::format("loss is {} at optimizer step {} (micro-batches {}..{})", loss,
@@ -414,37 +368,19 @@ class GpuPipeline::Run {
     }
   }
 
-  void collect(ExecResult& result) {
-    result.times.resize(devices_.size());
-    result.device_peak_memory_bytes.assign(devices_.size(), 0);
-    result.timeline.source = "measured";
-    result.timeline.num_devices = schedule_.num_devices();
-    for (std::size_t d = 0; d < devices_.size(); ++d) {
-      if (!local(static_cast<std::int32_t>(d))) continue;  // another process's part
-      const DeviceState& dev = devices_[d];
-      const auto& list = schedule_.devices[d];
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        const ActionTime t{clock_.seconds(dev.times[i].first), clock_.seconds(dev.times[i].second)};
-        result.times[d].push_back(t);
-        if (!p_.config_.record_timeline) continue;
-        result.timeline.compute.push_back(
-            {list[i], static_cast<std::int32_t>(d), t.start_s, t.end_s, dev.versions[i]});
-      }
-      for (const auto& [id, bytes] : dev.memory)
-        result.timeline.memory.push_back({static_cast<std::int32_t>(d), clock_.seconds(id), bytes});
-      result.device_peak_memory_bytes[d] = dev.peak_memory;
-    }
+  void collect(ExecResult& result) const {
+    const auto seconds = [&](int id) { return clock_.seconds(id); };
+    for (const GpuDevice& dev : devices_)
+      if (local(dev.device))  // another process's part is merged later
+        dev.log.collect(result, dev.device, dev.list, record_timeline(), seconds);
     const auto bytes =
         static_cast<std::int64_t>(width_ * cuda::element_bytes(p_.config_.precision));
     for (const RecordedMessage& m : recorded_) {
-      const double received = clock_.seconds(m.received);
+      const double received = seconds(m.received);
       result.timeline.messages.push_back({m.producer, m.consumer, m.kind, m.src, m.dst, bytes,
-                                          clock_.seconds(m.send_start), clock_.seconds(m.send_end),
-                                          received, received});
+                                          seconds(m.send_start), seconds(m.send_end), received,
+                                          received});
     }
-    result.microbatch_losses.assign(losses_.data(), losses_.data() + losses_.size());
-    result.step_losses = step_means(std::span<const double>(losses_.data(), losses_.size()),
-                                    schedule_.microbatches, schedule_.steps);
   }
 
   GpuPipeline& p_;
@@ -453,50 +389,40 @@ class GpuPipeline::Run {
   cuda::PinnedBuffer<double> losses_;
   std::vector<int> step_event_;  // per step: end event of its last loss, −1 until queued
   std::int32_t reported_ = 0, steps_queued_ = 0;
-  std::vector<StageBuffers> buffers_;
+  std::vector<GpuBuffers> buffers_;
   std::size_t width_ = 0;
-  std::vector<DeviceState> devices_;
+  std::vector<GpuDevice> devices_;
   EventClock<CudaEvents> clock_;
   std::deque<Message> messages_;
   std::int64_t preallocated_ = 0, in_use_ = 0, peak_in_use_ = 0;
   std::map<Key, PendingMessage> pending_;
+  std::vector<std::map<Key, PendingMessage>::iterator> inputs_;  // the next action's messages
   std::vector<RecordedMessage> recorded_;
   std::int32_t current_device_ = -1;
   RemoteLinks* remote_ = nullptr;
 };
 
 GpuPipeline::GpuPipeline(const Schedule& schedule, const GpuExecConfig& config)
-    : schedule_(schedule), config_(config) {
-  check_runnable(schedule, config);
-  std::string reason;
-  if (cuda::device_count(&reason) == 0) throw InputError(fmt::format("--device cuda: {}", reason));
-  analysis_ = analyze(schedule);
-  if (config.remote) check_launch(schedule, schedule.num_devices());  // links agree in order
-  stages_.allocate(schedule, plan_stages(schedule, analysis_, config),
-                   config.remote ? config.remote->local_device() : -1, [&](const StagePlan& plan) {
-                     GpuStageConfig rc;
-                     static_cast<StagePlan&>(rc) = plan;
-                     rc.precision = config.precision;
-                     auto rt = std::make_unique<GpuStageRuntime>(rc);
-                     if (config.init_stage) {
-                       config.init_stage(plan.stage, *rt);
-                     } else {
-                       std::vector<float> params(rt->layout().size());
-                       model::init_gpt2(rt->layout(), params, config.seed);
-                       rt->set_params(params);
-                     }
-                     return rt;
-                   });
-}
+    : Pipeline(
+          schedule, config,
+          [] {
+            std::string reason;
+            if (cuda::device_count(&reason) == 0)
+              throw InputError(fmt::format("--device cuda: {}", reason));
+          },
+          [&](const StagePlan& plan) {
+            GpuStageConfig rc;
+            static_cast<StagePlan&>(rc) = plan;
+            rc.precision = config.precision;
+            return rc;
+          }) {}
 
 GpuPipeline::~GpuPipeline() = default;
 
 ExecResult GpuPipeline::run() {
   Run run(*this);
   try {
-    ExecResult result = run.execute();
-    result.observed = observed_analysis(schedule_, stages_.observations());
-    return result;
+    return run.execute();
   } catch (const std::exception& e) {
     if (config_.remote)
       config_.remote->abort();  // the peers stop waiting for us; our blocked transfers end
@@ -508,56 +434,35 @@ ExecResult GpuPipeline::run() {
 
 double GpuPipeline::evaluate(const std::vector<cuda::TensorView>& weights, const DataFn& data,
                              std::uint64_t first, std::uint64_t count) {
-  if (weights.size() != stages_.size())
-    throw std::invalid_argument("evaluate: one weight view per stage");
-  RemoteLinks* remote = config_.remote;
-  const std::size_t rows = config_.batch * config_.seq_len;
-  std::vector<std::int32_t> tokens(rows), targets(rows);
-  const auto& stages = stages_.all();
-  std::vector<std::optional<cuda::ActivationSlot>> slots(stages.size());
-  for (std::size_t s = 0; s < stages.size(); ++s)
-    if (stages[s]) slots[s].emplace(stages[s]->compute().make_slot());
-  const auto device_of = [&](std::size_t s) { return schedule_.placement[s]; };
-  // One process per device: an activation from another process arrives here.
-  cuda::DeviceTensor incoming;
-  cuda::Event start, arrived, ready, sent;
-  if (remote) incoming = cuda::DeviceTensor(config_.precision, rows * config_.config.d_model);
-  double sum = 0.0;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    data(first + i, tokens, targets);
-    cuda::TensorView x;
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-      if (!stages[s]) continue;  // another process runs it
-      cuda::Stage& st = stages[s]->compute();
-      const cudaStream_t stream = stages[s]->stream();
-      if (s > 0 && !stages[s - 1]) {
-        remote->receive(device_of(s - 1), incoming.view(), start.get(), arrived.get());
-        remote->wait(arrived.get());  // watched: the stage's own syncs would wait unwatched
-        arrived.wait_on(stream);
-        x = std::as_const(incoming).view();
-      }
-      const cuda::StageInput input =
-          s == 0 ? cuda::StageInput::tokens(tokens) : cuda::StageInput::activations(x);
-      if (st.is_last()) {
-        sum += st.forward_loss(weights[s], input, targets, 1.0f, *slots[s]);
-        continue;
-      }
-      x = st.forward(weights[s], input, *slots[s]);
-      if (!stages[s + 1]) {  // to the process running the next stage
-        ready.record(stream);
-        remote->send(device_of(s + 1), x, ready.get(), sent.get());
-        remote->wait(sent.get());
-      } else {
-        st.synchronize();  // the next stage reads x on its own stream
-      }
+  // Activations to and from the processes running the neighbouring stages, and between this
+  // process's stages (each computes on its own stream).
+  struct Hops {
+    RemoteLinks* remote;
+    const Schedule& schedule;
+    StageSet<GpuStageRuntime>& stages;
+    cuda::DeviceTensor incoming;
+    cuda::Event start, arrived, ready, sent;
+    std::int32_t device_of(std::int32_t s) const {
+      return schedule.placement[static_cast<std::size_t>(s)];
     }
-  }
-  if (!stages.back()) return 0.0;  // the loss is known where the last stage runs
-  return count ? sum / static_cast<double>(count) : 0.0;
-}
-
-RunSummary GpuPipeline::summary(const ExecResult& result) const {
-  return measured_summary(schedule_, result, config_);
+    cuda::TensorView receive(std::int32_t s, std::int32_t) {
+      remote->receive(device_of(s - 1), incoming.view(), start.get(), arrived.get());
+      remote->wait(arrived.get());  // watched: the stage's own syncs would wait unwatched
+      arrived.wait_on(stages[s].stream());
+      return std::as_const(incoming).view();
+    }
+    void send(std::int32_t s, std::int32_t, cuda::TensorView x) {
+      ready.record(stages[s].stream());
+      remote->send(device_of(s + 1), x, ready.get(), sent.get());
+      remote->wait(sent.get());
+    }
+    void pass(const GpuStageRuntime& rt) { rt.compute().synchronize(); }  // the next stage reads x
+  };
+  const std::size_t rows = config_.batch * config_.seq_len;
+  Hops hops{config_.remote, schedule_, stages_, {}, {}, {}, {}, {}};
+  if (config_.remote)
+    hops.incoming = cuda::DeviceTensor(config_.precision, rows * config_.config.d_model);
+  return evaluate_stages(stages_, weights, rows, data, first, count, hops);
 }
 
 }  // namespace paci::exec::gpu

@@ -1,9 +1,10 @@
-// GpuPipeline: the executor on one GPU. Every stage is a GpuStageRuntime with its own CUDA stream;
-// one host thread walks the devices' IR lists round-robin and queues each action on its stage's
-// stream as soon as the actions it depends on have been queued (their completion is ordered on
-// the GPU by CUDA events, not by host waits). Activations and gradients move between stages
-// through the device-local transport below: a copy into a pooled device buffer on the producer's
-// stream, an event the consumer's stream waits for. Start and end of every action and message are
+// GpuPipeline: the GPU backend of the pipeline core (exec/pipeline_core.hpp). Every stage is a
+// GpuStageRuntime with its own CUDA stream; one host thread walks the devices' lowered programs
+// round-robin and queues each action on its stage's stream as soon as the actions it depends on
+// have been queued (their completion is ordered on the GPU by CUDA events, not by host waits).
+// Activations and gradients move between stages through the device-local transport in
+// pipeline.cpp: a copy into a pooled device buffer on the producer's stream, an event the
+// consumer's stream waits for. Start and end of every action and message are
 // CUDA events, turned into the same ExecResult (Timeline, ActionTimes, versions read, peak memory)
 // the CPU executor writes, so `paci train --device cuda` reports in the shared schema.
 //
@@ -28,9 +29,8 @@
 #include "cuda/precision.hpp"
 #include "exec/cuda/gpu_stage.hpp"
 #include "exec/cuda/remote.hpp"
-#include "exec/executor.hpp"
-#include "exec/stage_set.hpp"
-#include "schedules/analysis.hpp"
+#include "exec/pipeline_core.hpp"
+#include "exec/stage_plan.hpp"
 #include "schedules/ir.hpp"
 #include "traces/report.hpp"
 
@@ -46,7 +46,7 @@ struct GpuExecConfig : TrainingConfig {
   RemoteLinks* remote = nullptr;
 };
 
-class GpuPipeline {
+class GpuPipeline : public Pipeline<GpuStageRuntime, GpuExecConfig> {
  public:
   // Validates the schedule against the model, picks the current CUDA device (throws
   // cuda::CudaError when there is none) and allocates every stage.
@@ -57,14 +57,6 @@ class GpuPipeline {
   // bad configuration and std::runtime_error naming the stage and action on a failure.
   ExecResult run();
 
-  // Whether this process runs stage s (always, unless config.remote is set).
-  bool runs(std::int32_t s) const { return stages_.runs(s); }
-  // The first stage this process runs (stage 0 unless config.remote is set).
-  std::int32_t first_local_stage() const { return stages_.first_local(); }
-  // A stage this process runs.
-  GpuStageRuntime& stage(std::int32_t s) { return stages_[s]; }
-  const GpuStageRuntime& stage(std::int32_t s) const { return stages_[s]; }
-
   // Mean loss of `count` micro-batches of `data` through every stage with the given weights (one
   // device view per stage: weights() or a snapshot; empty for stages other processes run),
   // forward only. Call when no run is in progress. One process per device: every process calls
@@ -73,14 +65,8 @@ class GpuPipeline {
   double evaluate(const std::vector<cuda::TensorView>& weights, const DataFn& data,
                   std::uint64_t first, std::uint64_t count);
 
-  RunSummary summary(const ExecResult& result) const;
-
  private:
   class Run;
-  const Schedule& schedule_;
-  GpuExecConfig config_;
-  Analysis analysis_;
-  StageSet<GpuStageRuntime> stages_;
 };
 
 }  // namespace paci::exec::gpu

@@ -124,7 +124,7 @@ Final final_state(Executor& ex, const Schedule& s, const ExecResult& r) {
   Final f;
   for (std::int32_t st = 0; st < s.stages; ++st) {
     const StageRuntime& rt = ex.stage(st);
-    f.weights.emplace_back(rt.params().begin(), rt.params().end());
+    f.weights.push_back(rt.params());
     f.m.emplace_back(rt.optimizer().first_moment().begin(), rt.optimizer().first_moment().end());
     f.v.emplace_back(rt.optimizer().second_moment().begin(), rt.optimizer().second_moment().end());
     f.steps.push_back(rt.optimizer().steps());

@@ -15,9 +15,9 @@
 #include "exec/executor.hpp"
 #include "exec/partition.hpp"
 #include "exec/rank_results.hpp"
+#include "pipeline_runs.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
-#include "synthetic.hpp"
 
 namespace paci::exec {
 namespace {
@@ -35,19 +35,10 @@ model::GptConfig tiny() {
 constexpr std::size_t kBatch = 2, kSeq = 8;
 
 using testing::synthetic;
+using testing::whole_params;
 
 ExecConfig config_for(std::int32_t stages) {
-  ExecConfig c;
-  c.config = tiny();
-  c.ranges = balanced_partition(c.config, static_cast<std::size_t>(stages), kBatch, kSeq);
-  c.batch = kBatch;
-  c.seq_len = kSeq;
-  c.lr.max_lr = 1e-2;
-  c.lr.min_lr = 1e-3;
-  c.lr.warmup_steps = 1;
-  c.seed = 7;
-  c.data = synthetic;
-  return c;
+  return testing::training_config<ExecConfig>(tiny(), stages, kBatch, kSeq, 1e-2, 1e-3);
 }
 
 struct Reference {
@@ -82,15 +73,6 @@ Reference single_device(std::int32_t M, std::int32_t N) {
     model::zero(grads);
   }
   return ref;
-}
-
-std::vector<float> whole_params(const Executor& ex, std::int32_t stages) {
-  std::vector<float> all;
-  for (std::int32_t s = 0; s < stages; ++s) {
-    const auto p = ex.stage(s).params();
-    all.insert(all.end(), p.begin(), p.end());
-  }
-  return all;
 }
 
 TEST(Executor, FlushedSchedulesEqualOneDeviceBitwise) {

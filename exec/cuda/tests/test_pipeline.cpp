@@ -16,10 +16,10 @@
 #include "exec/partition.hpp"
 #include "exec/rank_results.hpp"
 #include "loopback_links.hpp"
+#include "pipeline_runs.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
 #include "support.hpp"
-#include "synthetic.hpp"
 
 namespace paci::exec::gpu {
 namespace {
@@ -33,44 +33,17 @@ model::GptConfig small() {
 }
 
 using testing::synthetic;
+using testing::whole_params;
 
 template <typename Config>
 Config common(std::int32_t stages) {
-  Config c;
-  c.config = small();
-  c.ranges = balanced_partition(c.config, static_cast<std::size_t>(stages), kBatch, kSeq);
-  c.batch = kBatch;
-  c.seq_len = kSeq;
-  c.lr.max_lr = 3e-3;
-  c.lr.min_lr = 3e-4;
-  c.lr.warmup_steps = 1;
-  c.seed = 7;
-  c.data = synthetic;
-  return c;
+  return testing::training_config<Config>(small(), stages, kBatch, kSeq, 3e-3, 3e-4);
 }
 
 GpuExecConfig gpu_config(std::int32_t stages, Precision precision) {
   GpuExecConfig c = common<GpuExecConfig>(stages);
   c.precision = precision;
   return c;
-}
-
-std::vector<float> whole_gpu_params(GpuPipeline& p, std::int32_t stages) {
-  std::vector<float> all;
-  for (std::int32_t s = 0; s < stages; ++s) {
-    const auto w = p.stage(s).params();
-    all.insert(all.end(), w.begin(), w.end());
-  }
-  return all;
-}
-
-std::vector<float> whole_cpu_params(const Executor& ex, std::int32_t stages) {
-  std::vector<float> all;
-  for (std::int32_t s = 0; s < stages; ++s) {
-    const auto w = ex.stage(s).params();
-    all.insert(all.end(), w.begin(), w.end());
-  }
-  return all;
 }
 
 std::vector<float> to_float(const std::vector<double>& x) {
@@ -128,7 +101,7 @@ TEST_P(GpuPipelinePrecisionTest, LossesAndWeightsMatchTheCpuExecutor) {
     // rounds weights and activations, so it is checked loosely (the tests' shared rule, 4x).
     EXPECT_TRUE(cuda::testing::close(to_float(got.step_losses), to_float(want.step_losses),
                                      precision, std::string(kind) + " step losses", 4.0));
-    EXPECT_TRUE(cuda::testing::close(whole_gpu_params(gpu, 4), whole_cpu_params(cpu, 4), precision,
+    EXPECT_TRUE(cuda::testing::close(whole_params(gpu, 4), whole_params(cpu, 4), precision,
                                      std::string(kind) + " final weights", 4.0));
   }
 }
@@ -144,7 +117,7 @@ TEST_F(GpuPipelineTest, RepeatsBitForBitAndKeepsEveryDevicesOrder) {
   GpuPipeline b(s, gpu_config(4, Precision::fp32));
   const ExecResult rb = b.run();
   EXPECT_EQ(ra.step_losses, rb.step_losses);
-  EXPECT_EQ(whole_gpu_params(a, 4), whole_gpu_params(b, 4));
+  EXPECT_EQ(whole_params(a, 4), whole_params(b, 4));
   // Each device's actions ran in its list order, without overlapping each other.
   for (std::size_t d = 0; d < ra.times.size(); ++d)
     for (std::size_t i = 1; i < ra.times[d].size(); ++i) {
@@ -166,7 +139,7 @@ TEST_F(GpuPipelineTest, ValidationLossOfTheFinalWeightsMatchesTheCpu) {
   GpuPipeline gpu(s, gpu_config(2, Precision::fp32));
   gpu.run();
   const double want =
-      cpu.evaluate({cpu.stage(0).params(), cpu.stage(1).params()}, synthetic, 100, 4);
+      cpu.evaluate({cpu.stage(0).weights(), cpu.stage(1).weights()}, synthetic, 100, 4);
   const double got =
       gpu.evaluate({gpu.stage(0).weights(), gpu.stage(1).weights()}, synthetic, 100, 4);
   EXPECT_NEAR(got, want, 1e-4 * std::abs(want));
