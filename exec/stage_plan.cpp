@@ -93,11 +93,4 @@ RunSummary measured_summary(const Schedule& schedule, const ExecResult& result,
   return run;
 }
 
-std::int64_t message_bound(const Schedule& schedule, const Analysis& analysis) {
-  std::int64_t bound = 0;
-  for (std::int32_t s = 0; s + 1 < schedule.stages; ++s)
-    bound += 2 * analysis.stages.at(static_cast<std::size_t>(s)).peak_activations;
-  return bound;
-}
-
 }  // namespace paci::exec

@@ -89,13 +89,6 @@ void check_runnable(const Schedule& schedule, const TrainingConfig& config);
 std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& analysis,
                                    const TrainingConfig& config);
 
-// At most how many messages between stages are ever sent and not yet received at once, under any
-// timing: an activation from stage s to s + 1 is in flight between F(s, m) and F(s + 1, m), while
-// stage s holds m's activations, and a gradient from s + 1 to s between B/I(s + 1, m) and
-// B/I(s, m), while stage s holds them too; so twice the analysed peak activations of every stage
-// but the last. Sizes the GPU pipeline's message buffers before a run.
-std::int64_t message_bound(const Schedule& schedule, const Analysis& analysis);
-
 // What a run measured, whatever backend ran it.
 struct ExecResult {
   std::vector<double> step_losses;       // per optimizer step: mean loss of its micro-batches
@@ -107,6 +100,7 @@ struct ExecResult {
   double wall_s = 0.0;
   std::int64_t peak_messages_in_flight = 0;  // sent, not yet received (between this process's
                                              // devices), at most at once: <= message_bound()
+                                             // of the lowered program (schedules/lower.hpp)
   // GPU: message buffers allocated before the run (message_bound()) and during it (when every
   // free one was still being read on the GPU); 0 and 0 on the CPU.
   std::int64_t message_buffers_preallocated = 0, message_buffers_grown = 0;

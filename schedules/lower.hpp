@@ -62,4 +62,12 @@ struct LoweredProgram {
 // The schedule must have passed validate(): every dependency present.
 LoweredProgram lower(const Schedule& schedule);
 
+// At most how many messages are sent and not yet consumed at once, under any timing: a message
+// counts from its send until its consumer's compute op, the longest a pipeline holds its buffer.
+// For each receiving device, a message to it can only be in flight while that device is between
+// the ops that happen before its send (a vector clock over the program) and its consumer; the
+// bound is the sum over the receiving devices of the most such intervals that overlap. The
+// program must be one of a valid schedule (std::logic_error if its receives cannot complete).
+std::int64_t message_bound(const LoweredProgram& program);
+
 }  // namespace paci

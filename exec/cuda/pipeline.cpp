@@ -91,10 +91,10 @@ class GpuPipeline::Run {
     }
     width_ = width;
     // Every message buffer the run can need, allocated now: a cudaMalloc mid-run can wait behind
-    // NCCL transfers that wait on other processes. message_bound() holds under any
-    // timing; free_buffer() grows the pool only when every free buffer is still being read on
-    // the GPU (counted: message_buffers_grown).
-    preallocated_ = message_bound(schedule_, p.analysis_);
+    // NCCL transfers that wait on other processes. The lowered program's message_bound() holds
+    // under any timing; free_buffer() grows the pool only when every free buffer is still being
+    // read on the GPU (counted: message_buffers_grown).
+    preallocated_ = message_bound(program_);
     for (std::int64_t i = 0; i < preallocated_; ++i) add_buffer();
     devices_.reserve(static_cast<std::size_t>(schedule_.num_devices()));
     for (std::int32_t d = 0; d < schedule_.num_devices(); ++d)

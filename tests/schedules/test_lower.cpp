@@ -123,5 +123,69 @@ TEST(Lower, EveryGeneratorUpToSixteenStagesGivesTheMessagesTheExecutorsSent) {
   EXPECT_GT(checked, 150);
 }
 
+// GPipe on two devices: device 0's four forwards never wait for device 1, so all four activations
+// can be in flight to it at once; device 1's backwards all follow its last forward, so all four
+// gradients can be in flight to device 0 at once: 4 + 4.
+TEST(MessageBound, GPipeCanHaveEveryMicroBatchInFlightToEachDevice) {
+  EXPECT_EQ(message_bound(lower(generate_schedule("gpipe", 2, 4, 1))), 8);
+}
+
+// One micro-batch through three devices: each device has at most one message in flight to it
+// (its activation arrives before the gradient can exist), whatever the timing.
+TEST(MessageBound, OneMicroBatchHasOneMessageInFlightPerDevice) {
+  EXPECT_EQ(message_bound(lower(generate_schedule("gpipe", 3, 1, 1))), 3);
+}
+
+// 1F1B at P = 8, M = 8: the GPU pipeline preallocates 43 buffers where the static analysis'
+// bound (twice the peak activations of every stage but the last) asked for 70 (docs/cuda.md).
+TEST(MessageBound, OneFOneBAtEightStagesNeedsFortyThreeBuffers) {
+  EXPECT_EQ(message_bound(lower(generate_schedule("1f1b", 8, 8, 3))), 43);
+}
+
+// Whatever the timing, no interleaving of the devices has more messages in flight than the
+// bound: here the one where each device in turn runs as far as it can (a sequential replay),
+// which leaves many behind. The executor's own runs are checked against it in tests/exec.
+TEST(MessageBound, NeverBelowWhatASequentialReplayCanReach) {
+  for (const std::string& kind : generator_kinds())
+    for (std::int32_t P : {2, 4, 8})
+      for (std::int32_t M : {1, 4, 16}) {
+        if (kind == "2bw" && M < P) continue;
+        if (kind == "interleaved" && M % P != 0) continue;
+        const Schedule s = generate_schedule(kind, P, M, 2);
+        const LoweredProgram program = lower(s);
+        // Each device, in turn, runs as far as it can before the next: the messages it leaves
+        // behind are in flight together.
+        std::map<MessageId, int> in_flight;
+        std::int64_t most = 0;
+        std::vector<std::size_t> pc(program.devices.size(), 0);
+        for (bool progress = true; progress;) {
+          progress = false;
+          for (std::size_t d = 0; d < program.devices.size(); ++d) {
+            const DeviceProgram& dp = program.devices[d];
+            for (; pc[d] < dp.ops.size(); ++pc[d], progress = true) {
+              const Op& op = dp.ops[pc[d]];
+              if (op.kind == OpKind::receive && !in_flight.contains(id_of(op.message))) break;
+              if (op.kind == OpKind::receive) in_flight.erase(id_of(op.message));
+              if (op.kind == OpKind::send) ++in_flight[id_of(op.message)];
+              most = std::max<std::int64_t>(most, static_cast<std::int64_t>(in_flight.size()));
+            }
+          }
+        }
+        EXPECT_GE(message_bound(program), most) << kind << " P=" << P << " M=" << M;
+      }
+}
+
+TEST(MessageBound, RefusesAReceiveThatIsNeverSent) {
+  LoweredProgram program;
+  DeviceProgram& dp = program.devices.emplace_back();
+  StageMessage m;
+  m.producer = {ActionKind::F, 0, 0};
+  m.consumer = {ActionKind::F, 1, 0};
+  dp.ops.push_back({OpKind::receive, {}, m});
+  dp.ops.push_back({OpKind::compute, m.consumer, {}});
+  dp.blocks.push_back({0, 1, 2});
+  EXPECT_THROW(message_bound(program), std::logic_error);
+}
+
 }  // namespace
 }  // namespace paci
