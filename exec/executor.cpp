@@ -11,7 +11,6 @@
 
 #include "exec/cut_recorder.hpp"
 #include "exec/transport.hpp"
-#include "traces/metrics.hpp"
 
 namespace paci::exec {
 
@@ -20,11 +19,11 @@ namespace {
 // A stage's buffers on its device: the input activation and output gradient it receives, the
 // input gradient it sends back.
 struct CpuBuffers : StageTokens {
-  std::vector<float> input, d_output, d_input_;
+  std::vector<float> input, d_output, input_grad;
   CpuBuffers() = default;
   CpuBuffers(std::size_t rows, std::size_t width)
-      : StageTokens(rows), input(width), d_output(width), d_input_(width) {}
-  std::span<float> d_input() { return d_input_; }
+      : StageTokens(rows), input(width), d_output(width), input_grad(width) {}
+  std::span<float> d_input() { return input_grad; }
 };
 
 // One device of the run, and what it keeps beside the core's record.
@@ -64,6 +63,9 @@ class Executor::Run {
     for (std::int32_t s = 0; s < schedule_.stages; ++s)
       if (ex.runs(s)) buffers_[static_cast<std::size_t>(s)] = {rows, rows * config_.config.d_model};
   }
+
+  Run(const Run&) = delete;  // the devices point into program_
+  Run& operator=(const Run&) = delete;
 
   ExecResult execute();
 

@@ -7,7 +7,8 @@
 //                              its stage runtimes (StageRuntime or GpuStageRuntime: the same names)
 //   advance(backend, device)   one device's next action: its receives, the action, its sends, in
 //                              the lowered program's order (schedules/lower.hpp), and what it
-//                              records: times, the version read, memory
+//                              records: times, the version read, memory; each backend runs its
+//                              own loop over its devices around it (threads, or one issue loop)
 //   DeviceLog<Stamp>           what a device recorded, in the backend's timestamps, turned into
 //                              the run's result (ExecResult) in seconds
 //   evaluate_stages()          forward-only validation loss through every stage
@@ -49,13 +50,15 @@ struct StageTokens {
   explicit StageTokens(std::size_t rows = 0) : tokens(rows), targets(rows) {}
 };
 
-// Runs `a` on its stage: the action switch of every backend. `received` is what the action's
-// receives brought (the input activation of F, the output gradient of B and I), `d_input` where
-// B and I write the input gradient the previous stage gets (ignored on the first stage), `loss`
-// where the last stage's F puts its loss. Returns the weight version the action read (U: the one
-// it created; I reads the current weights, W adds to the version its I read).
+// Runs `a` on its stage: the action switch of every backend. `batch` holds the micro-batch's
+// tokens and targets (filled from `data` on the first and last stages), `received` what the
+// action's receives brought (the input activation of F, the output gradient of B and I),
+// `d_input` where B and I write the input gradient the previous stage gets (ignored on the first
+// stage), `loss` where the last stage's F puts its loss (used by F only). Returns the weight
+// version the action read (U: the one it created; I reads the current weights, W adds to the
+// version its I read).
 template <typename Runtime>
-std::int32_t run_action(Runtime& rt, const Action& a, const DataFn& data, StageTokens& tokens,
+std::int32_t run_action(Runtime& rt, const Action& a, const DataFn& data, StageTokens& batch,
                         typename Runtime::View received, typename Runtime::MutableView d_input,
                         typename Runtime::Loss* loss) {
   using View = typename Runtime::View;
@@ -66,10 +69,10 @@ std::int32_t run_action(Runtime& rt, const Action& a, const DataFn& data, StageT
   switch (a.kind) {
     case ActionKind::F:
       if (rt.is_first() || rt.is_last())
-        data(static_cast<std::uint64_t>(a.microbatch), tokens.tokens, tokens.targets);
+        data(static_cast<std::uint64_t>(a.microbatch), batch.tokens, batch.targets);
       rt.forward(a.microbatch,
-                 rt.is_first() ? Input::tokens(tokens.tokens) : Input::activations(received),
-                 tokens.targets, loss);
+                 rt.is_first() ? Input::tokens(batch.tokens) : Input::activations(received),
+                 batch.targets, loss);
       return rt.v_f(a.microbatch);
     case ActionKind::B:
       rt.backward(a.microbatch, d_output, into);
@@ -178,15 +181,18 @@ struct DeviceRun {
   DeviceLog<Stamp> log;
 };
 
-// Runs (or queues) device `dev`'s next action when its inputs are there; false when they are not
-// (and `wait` is not set, or the backend cannot wait). Every backend goes through the same steps;
-// `Backend` supplies, for its device type `Device` (a DeviceRun) and stage runtime `Runtime`:
+// One step of a device: runs (or queues) device `dev`'s next action when its inputs are there;
+// false when they are not and `wait` is not set (a backend that waits for them when asked, the
+// CPU's threads, returns true from inputs_ready and waits in take). Each backend keeps its own
+// loop over its devices around it. `Backend` supplies, for its device type `Device` (a
+// DeviceRun) and stage runtime `Runtime`:
 //   bool inputs_ready(Device&, std::span<const Op> receives, bool wait)
 //   Taken take(Device&, std::span<const Op> receives, Runtime&)  -- Taken::view, the data received
 //   Stamp stamp(Runtime&)                                        -- now, on the stage's stream
 //   Buffers& buffers(std::int32_t stage)  -- StageTokens with d_input(): B's and I's output
-//   Loss* loss(std::int32_t microbatch)
-//   void consumed(Device&, Taken&, const Action&, Stamp start)  -- the inputs are read
+//   Loss* loss(std::int32_t microbatch)   -- asked for F only
+//   void consumed(Device&, Taken&, const Action&, Stamp start)  -- the inputs are read (may do
+//                                                                  nothing: the CPU copied them)
 //   void finished(Device&, const Action&, Runtime&, Stamp end)  -- after the action, before sends
 //   void send(Device&, const Op&, View data, Runtime&)
 //   Stamp free_stamp(Stamp end)            -- when the device may begin its next action
@@ -204,8 +210,10 @@ bool advance(Backend& be, Device& dev, bool wait) {
   auto taken = be.take(dev, receives, rt);
   auto& buffers = be.buffers(a.stage);
   const auto start = be.stamp(rt);
+  // U has no micro-batch (-1): only F gets a loss to write.
+  const auto loss = a.kind == ActionKind::F ? be.loss(a.microbatch) : nullptr;
   const std::int32_t version =
-      run_action(rt, a, config.data, buffers, taken.view, buffers.d_input(), be.loss(a.microbatch));
+      run_action(rt, a, config.data, buffers, taken.view, buffers.d_input(), loss);
   const auto end = be.stamp(rt);
   be.consumed(dev, taken, a, start);
   dev.log.action(start, end, version);
@@ -274,9 +282,9 @@ class Pipeline {
       : schedule_(schedule), config_(config) {
     check_runnable(schedule, config);
     backend_checks();
-    analysis_ = analyze(schedule);
+    const Analysis analysis = analyze(schedule);
     if (config.remote) check_launch(schedule, schedule.num_devices());  // links keep their order
-    stages_.allocate(schedule, plan_stages(schedule, analysis_, config),
+    stages_.allocate(schedule, plan_stages(schedule, analysis, config),
                      config.remote ? config.remote->local_device() : -1,
                      [&](const StagePlan& plan) {
                        auto rt = std::make_unique<Runtime>(runtime_config(plan));
@@ -294,7 +302,6 @@ class Pipeline {
 
   const Schedule& schedule_;
   Config config_;
-  Analysis analysis_;
   StageSet<Runtime> stages_;
 };
 

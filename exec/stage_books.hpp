@@ -43,12 +43,6 @@ class StageBooks {
     std::int32_t version = -1;
   };
   Read backward_read(std::int32_t mb) const;
-  // I(mb) has read `read`: the weight-gradient stash it fills.
-  std::size_t hold_for_weight_grad(std::int32_t mb, const Read& read) {
-    return w_book_.hold(mb, read.version);
-  }
-  // W(mb): the stash its I filled (free again) and the version that I read.
-  WeightStashBook::Held release_for_weight_grad(std::int32_t mb) { return w_book_.release(mb); }
 
   // U: the optimizer step of the LR schedule (resumed runs counted) and the stash slot the current
   // weights must be copied into before they change (kCurrent: none); then the version advances.
@@ -60,11 +54,6 @@ class StageBooks {
   // After U's step: the snapshot to copy the new weights into, when `step` keeps one and one of
   // the `capacity` preallocated copies is left.
   std::optional<std::size_t> take_snapshot(std::size_t step, std::size_t capacity);
-
-  // In-flight state, for a runtime's memory_bytes(): micro-batches whose I awaits its W, and the
-  // extra weight copies alive.
-  std::size_t awaiting_weight_grad() const { return w_book_.in_use(); }
-  std::size_t weight_copies_in_use() const { return book_.stash_in_use(); }
 
   StagePlan plan_;
   VersionBook book_;

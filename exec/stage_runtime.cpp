@@ -35,12 +35,12 @@ StageRuntime::View StageRuntime::weights_at(const Read& read) const {
 
 void StageRuntime::input_grad(std::int32_t mb, View d_output, MutableView d_input) {
   const Read read = backward_read(mb);
-  const std::size_t i = hold_for_weight_grad(mb, read);
+  const std::size_t i = w_book_.hold(mb, read.version);
   stage_.backward_input(weights_at(read), activations_.at(mb), d_output, d_input, w_stashes_[i]);
 }
 
 void StageRuntime::weight_grad(std::int32_t mb) {
-  const WeightStashBook::Held held = release_for_weight_grad(mb);
+  const WeightStashBook::Held held = w_book_.release(mb);
   stage_.backward_weight(grads_, activations_.at(mb), w_stashes_[held.stash]);
   activations_.release(mb);
   book_.backward(mb, held.version);  // read at I; its gradient joins this version's step
@@ -91,10 +91,10 @@ std::int64_t StageRuntime::static_bytes() const {
 
 std::int64_t StageRuntime::memory_bytes() const {
   // Output gradients kept from an I for its W.
-  const auto awaiting_w = static_cast<std::int64_t>(awaiting_weight_grad() * weight_stash_bytes());
+  const auto awaiting_w = static_cast<std::int64_t>(w_book_.in_use() * weight_stash_bytes());
   return static_bytes() + awaiting_w +
          static_cast<std::int64_t>(activations_.in_use() * activations_.slot_bytes()) +
-         static_cast<std::int64_t>(weight_copies_in_use()) *
+         static_cast<std::int64_t>(book_.stash_in_use()) *
              static_cast<std::int64_t>(stage_.layout().bytes());
 }
 

@@ -83,7 +83,7 @@ class CpuTrainer {
   }
   std::vector<float> whole_params() {
     return whole_params_of(*this, remote_ != nullptr, t_.schedule.stages,
-                           [&](std::int32_t s) { return ex_.stage(s).params(); });
+                           [&](std::int32_t s) { return ex_.stage(s).weights(); });
   }
   void describe(ordered_json& keys) const {
     keys["device"] = "cpu";

@@ -137,12 +137,12 @@ void GpuStageRuntime::backward(std::int32_t mb, View d_output, MutableView d_inp
 
 void GpuStageRuntime::input_grad(std::int32_t mb, View d_output, MutableView d_input) {
   const Read read = backward_read(mb);
-  const std::size_t i = hold_for_weight_grad(mb, read);
+  const std::size_t i = w_book_.hold(mb, read.version);
   stage_.backward_input(weights_at(read), slots_[slot_of(mb)], d_output, d_input, w_stashes_[i]);
 }
 
 void GpuStageRuntime::weight_grad(std::int32_t mb) {
-  const WeightStashBook::Held held = release_for_weight_grad(mb);
+  const WeightStashBook::Held held = w_book_.release(mb);
   const std::size_t slot = slot_of(mb);
   stage_.backward_weight(cuda::MutableTensorView::of(grads_.data(), grads_.size()), slots_[slot],
                          w_stashes_[held.stash]);
@@ -182,10 +182,10 @@ std::int64_t GpuStageRuntime::memory_bytes() const {
       static_cast<std::int64_t>(master_.size() * cuda::element_bytes(precision_));
   // Output gradients kept from an I for its W.
   const auto awaiting_w = static_cast<std::int64_t>(
-      awaiting_weight_grad() * (w_stashes_.empty() ? 0 : w_stashes_.front().bytes()));
+      w_book_.in_use() * (w_stashes_.empty() ? 0 : w_stashes_.front().bytes()));
   return static_bytes() + awaiting_w +
          static_cast<std::int64_t>(slots_in_use_) * activation_slot_bytes() +
-         static_cast<std::int64_t>(weight_copies_in_use()) * weight_copy;
+         static_cast<std::int64_t>(book_.stash_in_use()) * weight_copy;
 }
 
 }  // namespace paci::exec::gpu

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <deque>
 #include <map>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -16,11 +15,8 @@
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
 #include "exec/event_clock.hpp"
-#include "exec/rank_plan.hpp"
 #include "exec/transport.hpp"
-#include "model/init.hpp"
 #include "schedules/lower.hpp"
-#include "traces/metrics.hpp"
 
 namespace paci::exec::gpu {
 
@@ -54,10 +50,10 @@ struct CudaEvents {
 
 // A stage's buffers: its tokens and targets, and the input gradient its B or I sends back.
 struct GpuBuffers : StageTokens {
-  cuda::DeviceTensor d_input_;
+  cuda::DeviceTensor input_grad;  // empty on the first stage
   GpuBuffers() = default;
   explicit GpuBuffers(std::size_t rows) : StageTokens(rows) {}
-  cuda::MutableTensorView d_input() { return d_input_.view(); }
+  cuda::MutableTensorView d_input() { return input_grad.view(); }
 };
 
 // One schedule device: the core's record, and what its next action's stream must wait for.
@@ -87,19 +83,23 @@ class GpuPipeline::Run {
       if (!p.runs(s)) continue;  // another process runs it
       GpuBuffers& b = buffers_[static_cast<std::size_t>(s)];
       b = GpuBuffers(rows);
-      if (!p.stage(s).is_first()) b.d_input_ = cuda::DeviceTensor(p.config_.precision, width);
+      if (!p.stage(s).is_first()) b.input_grad = cuda::DeviceTensor(p.config_.precision, width);
     }
     width_ = width;
-    // Every message buffer the run can need, allocated now: a cudaMalloc mid-run can wait behind
-    // NCCL transfers that wait on other processes. The lowered program's message_bound() holds
-    // under any timing; free_buffer() grows the pool only when every free buffer is still being
-    // read on the GPU (counted: message_buffers_grown).
+    // A buffer for every message the host can have in flight, allocated now: a cudaMalloc mid-run
+    // can wait behind NCCL transfers that wait on other processes. The lowered program's
+    // message_bound() holds under any timing, but a buffer the host is done with may still be read
+    // (or sent) on the GPU, which runs behind: free_buffer() then grows the pool (counted:
+    // message_buffers_grown).
     preallocated_ = message_bound(program_);
     for (std::int64_t i = 0; i < preallocated_; ++i) add_buffer();
     devices_.reserve(static_cast<std::size_t>(schedule_.num_devices()));
     for (std::int32_t d = 0; d < schedule_.num_devices(); ++d)
       devices_.emplace_back(schedule_, program_, d);
   }
+
+  Run(const Run&) = delete;  // the devices point into program_
+  Run& operator=(const Run&) = delete;
 
   ExecResult execute() {
     PACI_CUDA_CHECK(cudaDeviceSynchronize());
@@ -206,7 +206,8 @@ class GpuPipeline::Run {
       m.consumed.record(taken.stream);
       m.used_before = true;
       m.in_use = false;
-      --in_use_;
+      // Counted at its send; one from another process is not counted, as on the CPU.
+      if (local(it->second.src_device)) --in_use_;
       if (it->second.src_device != dev.device)  // always: the report carries them for a replay
         recorded_.push_back(
             {it->second.producer, a, static_cast<DependencyKind>(std::get<0>(it->first)),

@@ -109,7 +109,10 @@ struct RecordingBackend {
   const TrainingConfig& config() const { return cfg; }
   FakeRuntime& stage(std::int32_t s) { return stages[static_cast<std::size_t>(s)]; }
   FakeBuffers& buffers(std::int32_t s) { return bufs[static_cast<std::size_t>(s)]; }
-  float* loss(std::int32_t mb) { return &losses[static_cast<std::size_t>(mb)]; }
+  float* loss(std::int32_t mb) {
+    log.push_back(fmt::format("loss {}", mb));
+    return &losses.at(static_cast<std::size_t>(mb));
+  }
   std::int64_t memory_bytes(std::int32_t) const { return 1000 + clock; }
   int stamp(const FakeRuntime&) {
     log.push_back(fmt::format("stamp {}", clock));
@@ -157,30 +160,50 @@ TEST(PipelineCore, AdvanceCallsTheHooksInOrderAndWaitsWithoutSideEffects) {
   be.ready = true;
   ASSERT_TRUE(advance(be, dev, false));  // 1F0: receives 0F0's activation
   ASSERT_TRUE(advance(be, dev, false));  // 1B0: sends its gradient to 0B0
-  EXPECT_EQ(be.log, (std::vector<std::string>{
-                        "ready? 1 receives", "take 0F0", "stamp 0", "stamp 1",
-                        "consumed by 1F0 from 0", "finished 1F0 at 1", "free after 1",
-                        "ready? 0 receives", "stamp 3", "stamp 4", "consumed by 1B0 from 3",
-                        "finished 1B0 at 4", "send to 0B0 (4 values of 0)", "free after 4"}));
+  ASSERT_TRUE(advance(be, dev, false));  // 1U: no micro-batch, so no loss is asked for
+  EXPECT_TRUE(dev.done());
+  EXPECT_EQ(be.log, (std::vector<std::string>{"ready? 1 receives",
+                                              "take 0F0",
+                                              "stamp 0",
+                                              "loss 0",
+                                              "stamp 1",
+                                              "consumed by 1F0 from 0",
+                                              "finished 1F0 at 1",
+                                              "free after 1",
+                                              "ready? 0 receives",
+                                              "stamp 3",
+                                              "stamp 4",
+                                              "consumed by 1B0 from 3",
+                                              "finished 1B0 at 4",
+                                              "send to 0B0 (4 values of 0)",
+                                              "free after 4",
+                                              "ready? 0 receives",
+                                              "stamp 6",
+                                              "stamp 7",
+                                              "consumed by 1U from 6",
+                                              "finished 1U at 7",
+                                              "free after 7"}));
   EXPECT_EQ(be.losses[0], 1.5f);  // the last stage's loss where the backend said
-  EXPECT_EQ(dev.next, 2u);
+  EXPECT_EQ(dev.next, 3u);
 
   ExecResult result;
   result.times.resize(2);
   result.device_peak_memory_bytes.assign(2, 0);
   dev.log.collect(result, 1, dev.list, true, [](int stamp) { return stamp * 0.5; });
-  ASSERT_EQ(result.times[1].size(), 2u);  // one per action run so far
+  ASSERT_EQ(result.times[1].size(), 3u);
   EXPECT_EQ(result.times[1][1].start_s, 1.5);
   EXPECT_EQ(result.times[1][1].end_s, 2.0);
   EXPECT_EQ(result.times[1][1].free_s, 2.5);
-  ASSERT_EQ(result.timeline.compute.size(), 2u);
+  ASSERT_EQ(result.timeline.compute.size(), 3u);
   EXPECT_EQ(result.timeline.compute[0].version, 10);  // F0 read v_f(0)
   EXPECT_EQ(result.timeline.compute[1].version, 20);  // B0 read v_b(0)
+  EXPECT_EQ(result.timeline.compute[2].version, 8);   // U created version 8
   // Memory: one sample per change, at the action's end; the peak.
-  ASSERT_EQ(result.timeline.memory.size(), 2u);
+  ASSERT_EQ(result.timeline.memory.size(), 3u);
   EXPECT_EQ(result.timeline.memory[0].bytes, 1002);
   EXPECT_EQ(result.timeline.memory[1].bytes, 1005);
-  EXPECT_EQ(result.device_peak_memory_bytes[1], 1005);
+  EXPECT_EQ(result.timeline.memory[2].bytes, 1008);
+  EXPECT_EQ(result.device_peak_memory_bytes[1], 1008);
 }
 
 TEST(PipelineCore, AResumedDevicesLogKeepsItsListsPositions) {
