@@ -269,6 +269,16 @@ class Pipeline {
   RunSummary summary(const ExecResult& result) const {
     return measured_summary(schedule_, result, config_);
   }
+  // The weights of every stage this process runs (empty for the others), for evaluate(): the
+  // current ones, or those of the i-th validation snapshot.
+  std::vector<typename Runtime::View> weights_of(std::optional<std::size_t> snapshot) const {
+    std::vector<typename Runtime::View> weights(stages_.size());
+    for (std::int32_t s = 0; s < schedule_.stages; ++s)
+      if (runs(s))
+        weights[static_cast<std::size_t>(s)] =
+            snapshot ? stage(s).snapshot(*snapshot) : stage(s).weights();
+    return weights;
+  }
 
  protected:
   // Throws InputError when the schedule cannot run (check_runnable), then `backend_checks()`

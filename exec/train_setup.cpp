@@ -289,16 +289,10 @@ TrainSetup make_train_setup(const TrainOptions& f) {
           f.resume_path, t.schedule.kind));
     // The executor restores every stage from the cut (init_stage is not called).
     e.resume_from = load_cut(std::move(*state), t.schedule, e.ranges, e.snapshot_every);
-  } else if (state) {
-    // One copy of the loaded state, shared by the CPU initialiser below and the GPU backend.
-    t.resume_state = std::make_shared<const model::TrainingState>(std::move(*state));
-    e.init_stage = [state = t.resume_state](std::int32_t, StageRuntime& rt) {
-      rt.copy_state_from(model::stage_state(*state, rt.layout().range()));
-    };
-  } else if (!f.init_path.empty()) {
-    e.init_stage = [path = f.init_path](std::int32_t, StageRuntime& rt) {
-      rt.set_params(model::import_llmc(path, rt.layout()));
-    };
+  } else {
+    // One copy of the loaded state, shared by the CPU initialiser and the GPU backend's.
+    if (state) t.resume_state = std::make_shared<const model::TrainingState>(std::move(*state));
+    e.init_stage = stage_initialiser<StageRuntime>(t);
   }
   return t;
 }

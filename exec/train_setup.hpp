@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "exec/executor.hpp"
+#include "model/checkpoint_llmc.hpp"
 #include "model/checkpoint_state.hpp"
 #include "model/data.hpp"
 
@@ -62,5 +64,21 @@ struct TrainSetup {
 };
 
 TrainSetup make_train_setup(const TrainOptions& options);
+
+// How the stages of a run start, on either backend (Runtime: StageRuntime or GpuStageRuntime):
+// from the training state resumed, from the llm.c model file, or (empty: the seeded GPT-2
+// initialisation) from neither.
+template <typename Runtime>
+std::function<void(std::int32_t, Runtime&)> stage_initialiser(const TrainSetup& t) {
+  if (t.resume_state)
+    return [state = t.resume_state](std::int32_t, Runtime& rt) {
+      rt.copy_state_from(model::stage_state(*state, rt.layout().range()));
+    };
+  if (!t.init_path.empty())
+    return [path = t.init_path](std::int32_t, Runtime& rt) {
+      rt.set_params(model::import_llmc(path, rt.layout()));
+    };
+  return {};
+}
 
 }  // namespace paci::exec

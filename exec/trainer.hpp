@@ -29,10 +29,11 @@
 namespace paci::exec {
 
 // Every stage's weights in stage order: with `remote` (one process per device), from the states
-// `trainer.state_views()` gathers; else `params_of(stage)` of each stage here.
-template <typename Trainer, typename ParamsOf>
+// `trainer.state_views()` gathers; else the host copies of the stages of `pipeline` (an Executor
+// or a GpuPipeline), all of them here.
+template <typename Trainer, typename Pipeline>
 std::vector<float> whole_params_of(Trainer& trainer, bool remote, std::int32_t stages,
-                                   ParamsOf&& params_of) {
+                                   const Pipeline& pipeline) {
   std::vector<float> params;
   if (remote) {
     for (const model::StageStateView& v : trainer.state_views())
@@ -40,7 +41,7 @@ std::vector<float> whole_params_of(Trainer& trainer, bool remote, std::int32_t s
     return params;
   }
   for (std::int32_t s = 0; s < stages; ++s) {
-    const auto p = params_of(s);
+    const std::vector<float> p = pipeline.stage(s).params();
     params.insert(params.end(), p.begin(), p.end());
   }
   return params;
@@ -59,12 +60,7 @@ class CpuTrainer {
   }
   std::size_t snapshots() const { return ex_.stage(ex_.first_local_stage()).snapshots(); }
   double validate(std::optional<std::size_t> snapshot, const DataFn& val, std::uint64_t count) {
-    std::vector<std::span<const float>> params(static_cast<std::size_t>(t_.schedule.stages));
-    for (std::int32_t s = 0; s < t_.schedule.stages; ++s)
-      if (ex_.runs(s))
-        params[static_cast<std::size_t>(s)] =
-            snapshot ? ex_.stage(s).snapshot(*snapshot) : ex_.stage(s).weights();
-    return ex_.evaluate(params, val, 0, count);
+    return ex_.evaluate(ex_.weights_of(snapshot), val, 0, count);
   }
   RunSummary summary(const ExecResult& r) const { return ex_.summary(r); }
   std::vector<model::StageStateView> state_views() {
@@ -82,8 +78,7 @@ class CpuTrainer {
     return views;
   }
   std::vector<float> whole_params() {
-    return whole_params_of(*this, remote_ != nullptr, t_.schedule.stages,
-                           [&](std::int32_t s) { return ex_.stage(s).weights(); });
+    return whole_params_of(*this, remote_ != nullptr, t_.schedule.stages, ex_);
   }
   void describe(ordered_json& keys) const {
     keys["device"] = "cpu";

@@ -2,7 +2,6 @@
 #include "exec/cuda/trainer.hpp"
 
 #include "cuda/device.hpp"
-#include "model/checkpoint_llmc.hpp"
 
 namespace paci::exec::gpu {
 
@@ -11,15 +10,7 @@ GpuExecConfig gpu_config(const TrainSetup& t, const TrainOptions& f, RemoteLinks
   static_cast<TrainingConfig&>(g) = t.exec;
   g.precision = cuda::parse_precision(f.precision);
   g.remote = remote;
-  if (t.resume_state) {
-    g.init_stage = [state = t.resume_state](std::int32_t, GpuStageRuntime& rt) {
-      rt.copy_state_from(model::stage_state(*state, rt.layout().range()));
-    };
-  } else if (!t.init_path.empty()) {
-    g.init_stage = [path = t.init_path](std::int32_t, GpuStageRuntime& rt) {
-      rt.set_params(model::import_llmc(path, rt.layout()));
-    };
-  }
+  g.init_stage = stage_initialiser<GpuStageRuntime>(t);
   return g;
 }
 

@@ -39,12 +39,7 @@ class GpuTrainer {
     return pipeline_.stage(pipeline_.first_local_stage()).snapshots();
   }
   double validate(std::optional<std::size_t> snapshot, const DataFn& val, std::uint64_t count) {
-    std::vector<cuda::TensorView> weights(static_cast<std::size_t>(t_.schedule.stages));
-    for (std::int32_t s = 0; s < t_.schedule.stages; ++s)
-      if (pipeline_.runs(s))
-        weights[static_cast<std::size_t>(s)] =
-            snapshot ? pipeline_.stage(s).snapshot(*snapshot) : pipeline_.stage(s).weights();
-    return pipeline_.evaluate(weights, val, 0, count);
+    return pipeline_.evaluate(pipeline_.weights_of(snapshot), val, 0, count);
   }
   RunSummary summary(const ExecResult& r) const { return pipeline_.summary(r); }
   std::vector<model::StageStateView> state_views() {
@@ -68,8 +63,7 @@ class GpuTrainer {
     return views;
   }
   std::vector<float> whole_params() {
-    return whole_params_of(*this, remote_ != nullptr, t_.schedule.stages,
-                           [&](std::int32_t s) { return pipeline_.stage(s).params(); });
+    return whole_params_of(*this, remote_ != nullptr, t_.schedule.stages, pipeline_);
   }
   void describe(ordered_json& keys) const {
     keys["device"] = cuda::device_description();
