@@ -35,8 +35,6 @@ class StageBooks {
   // weight-gradient stash per slot (an I holds its F's slot until its W).
   StageBooks(const StagePlan& plan, std::size_t activation_slots);
 
-  const StagePlan& plan() const { return plan_; }
-
   // Where the weights that B(mb) or I(mb) reads are: VersionBook::kCurrent or a stash slot.
   struct Read {
     int source = VersionBook::kCurrent;

@@ -21,9 +21,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
-#include <optional>
-#include <span>
 #include <vector>
 
 #include "cuda/precision.hpp"

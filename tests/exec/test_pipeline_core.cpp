@@ -208,7 +208,6 @@ TEST(PipelineCore, AdvanceCallsTheHooksInOrderAndWaitsWithoutSideEffects) {
 
 TEST(PipelineCore, AResumedDevicesLogKeepsItsListsPositions) {
   const Schedule s = generate_schedule("gpipe", 2, 1, 1);
-  const LoweredProgram program = lower(s);
   DeviceLog<double> log;
   log.skip(2);  // resumed before the device's third action, its U
   log.action(5.0, 6.0, 1);

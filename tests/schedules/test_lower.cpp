@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -155,7 +156,7 @@ TEST(MessageBound, NeverBelowWhatASequentialReplayCanReach) {
         const LoweredProgram program = lower(s);
         // Each device, in turn, runs as far as it can before the next: the messages it leaves
         // behind are in flight together.
-        std::map<MessageId, int> in_flight;
+        std::set<MessageId> in_flight;
         std::int64_t most = 0;
         std::vector<std::size_t> pc(program.devices.size(), 0);
         for (bool progress = true; progress;) {
@@ -166,7 +167,7 @@ TEST(MessageBound, NeverBelowWhatASequentialReplayCanReach) {
               const Op& op = dp.ops[pc[d]];
               if (op.kind == OpKind::receive && !in_flight.contains(id_of(op.message))) break;
               if (op.kind == OpKind::receive) in_flight.erase(id_of(op.message));
-              if (op.kind == OpKind::send) ++in_flight[id_of(op.message)];
+              if (op.kind == OpKind::send) in_flight.insert(id_of(op.message));
               most = std::max<std::int64_t>(most, static_cast<std::int64_t>(in_flight.size()));
             }
           }
