@@ -15,9 +15,10 @@
 
 #include "cli/common.hpp"
 #include "cli/load.hpp"
+#include "interop/launch.hpp"
+#include "interop/tool.hpp"
 #include "plan/cluster.hpp"
 #include "plan/cpu.hpp"
-#include "plan/emit.hpp"
 #include "plan/evaluate.hpp"
 #include "plan/model.hpp"
 #include "plan/report.hpp"
@@ -116,9 +117,14 @@ void write_files(const po::variables_map& vm, const plan::PlanResult& best, cons
   const Timeline timeline = plan::plan_timeline(best, sim);
   if (vm.count("trace")) write_chrome_trace(timeline, vm["trace"].as<std::string>());
   if (!vm.count("output")) return;
-  const std::string note =
-      plan::write_plan_outputs(best, timeline, document, frontier, vm["output"].as<std::string>());
-  if (!note.empty() && !vm["quiet"].as<bool>()) std::cerr << "paci plan: note: " << note << '\n';
+  const std::string dir = vm["output"].as<std::string>();
+  std::vector<std::string> notes = {
+      plan::write_plan_outputs(best, timeline, document, frontier, dir)};
+  if (best.config.cluster.name != plan::kCpuClusterName)
+    for (std::string& n : interop::write_launch_files(best, dir)) notes.push_back(std::move(n));
+  if (!vm["quiet"].as<bool>())
+    for (const std::string& note : notes)
+      if (!note.empty()) std::cerr << "paci plan: note: " << note << '\n';
 }
 
 // paci plan --cluster FILE with a per-layer calibration: the CPU executor's plans.
@@ -231,7 +237,8 @@ int run_plan(const std::vector<std::string>& args) {
           "folder: the best plan's schedule.json, schedule.csv (PyTorch pipelining), "
           "costmodel.json, trace.json, plan.json; the frontier as JSON, CSV and a plot");
   add_out("emit", po::value<std::string>(),
-          "print the best plan as launch flags: megatron | torchtitan");
+          "print the best plan for a tool: pytorch (its schedule CSV) | megatron (flags) | "
+          "torchtitan (arguments); the search keeps to what that tool runs");
   add_out("quiet,q", po::bool_switch(), "print nothing but --emit's");
   po::options_description all;
   all.add(model).add(cluster).add(knobs).add(switches).add(limits);
@@ -272,11 +279,14 @@ int run_plan(const std::vector<std::string>& args) {
     std::signal(SIGINT, previous);
     return rc;
   }
-  std::optional<plan::Emitter> emitter;
-  if (vm.count("emit")) emitter = plan::parse_emitter(vm["emit"].as<std::string>());
+  std::optional<interop::Tool> emitter;
+  if (vm.count("emit")) emitter = interop::parse_tool(vm["emit"].as<std::string>());
   const bool files = vm.count("trace") || vm.count("output");
 
   if (const auto config = plan::single_configuration(space)) {
+    if (emitter)  // before anything is printed or written
+      if (const std::string why = interop::refusal(*emitter, *config); !why.empty())
+        throw InputError(why);
     SimResult sim;
     const plan::PlanResult p = plan::evaluate_best_partition(*config, limit, {files}, sim);
     if (max_staleness >= 0 && p.max_staleness > max_staleness)
@@ -286,7 +296,7 @@ int run_plan(const std::vector<std::string>& args) {
     if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
     if (files) write_files(vm, p, sim, document, {p});
     if (!quiet) std::cout << plan::plan_text(p);
-    if (emitter) std::cout << plan::emit(*emitter, p);
+    if (emitter) std::cout << interop::emit(*emitter, p, vm.count("output") ? vm["output"].as<std::string>() : "");
     return 0;
   }
 
@@ -296,6 +306,8 @@ int run_plan(const std::vector<std::string>& args) {
   o.top = vm["top"].as<std::size_t>();
   o.jobs = vm["jobs"].as<std::size_t>();
   o.interrupted = &interrupted;
+  if (emitter)
+    o.runnable = [tool = *emitter](const plan::PlanConfig& c) { return interop::refusal(tool, c); };
   const bool progress = !quiet && isatty(STDERR_FILENO);
   if (progress)
     o.progress = [](const plan::SearchProgress& s) {
@@ -320,7 +332,8 @@ int run_plan(const std::vector<std::string>& args) {
     best.fits = true;
     write_files(vm, best, sim, document, r.frontier);
   }
-  if (emitter) std::cout << plan::emit(*emitter, r.plans.front());
+  if (emitter) std::cout << interop::emit(*emitter, r.plans.front(),
+                                        vm.count("output") ? vm["output"].as<std::string>() : "");
   return r.interrupted ? 130 : 0;
 }
 

@@ -29,7 +29,8 @@ int run_schedule(const std::vector<std::string>& args) {
       "optimizer steps N; N·M micro-batches in all");
   add("output,o", po::value(&output)->default_value("-"), "output file, - for standard output");
   add("format,f", po::value(&format),
-      "json | csv | text (default: from the output's extension, else json)");
+      "json | csv | text | pytorch (PyTorch pipelining's CSV: synchronous schedules only) "
+      "(default: from the output's extension, else json)");
   po::variables_map vm;
   if (!parse_options("schedule", "--kind K --stages P --microbatches M [--steps N] [-o FILE]",
                      options, {}, args, vm))

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "plan/emit.hpp"
+#include "plan/plot.hpp"
 #include "schedules/formats.hpp"
 #include "traces/chrome_trace.hpp"
 
@@ -232,7 +232,6 @@ std::string write_plan_outputs(const PlanResult& best, const Timeline& timeline,
   write_plan_files(best, dir);
   write_file_atomic(dir + "/plan.json", document.dump(2) + "\n");
   write_chrome_trace(timeline, dir + "/trace.json");
-  write_schedule_file(best.schedule, dir + "/schedule.csv", ScheduleFormat::csv);
   ordered_json f = ordered_json::array();
   for (const PlanResult& p : frontier) f.push_back(plan_json(p));
   write_file_atomic(dir + "/frontier.json", f.dump(2) + "\n");

@@ -76,7 +76,9 @@ ordered_json search_document(const SearchResult& r, const SearchSpace& space,
                    {"out_of_memory_least_excess_bytes", r.rejected.least_excess_bytes},
                    {"too_stale", r.rejected.too_stale},
                    {"pruned", r.rejected.pruned},
-                   {"invalid_example", r.rejected.invalid_example}};
+                   {"invalid_example", r.rejected.invalid_example},
+                   {"not_runnable", r.rejected.not_runnable},
+                   {"not_runnable_example", r.rejected.not_runnable_example}};
   j["search"] = {{"configurations", r.configurations},
                  {"simulated", r.simulated},
                  {"pruned", r.rejected.pruned},
@@ -98,6 +100,13 @@ ordered_json search_document(const SearchResult& r, const SearchSpace& space,
 
 std::string nothing_fits(const SearchResult& r) {
   if (!r.plans.empty()) return "";
+  if (!r.smallest && r.rejected.not_runnable > 0)
+    return fmt::format(
+        "no configuration to simulate: of {}, {} cannot run where the plan goes (e.g. {}){}",
+        r.configurations, r.rejected.not_runnable, r.rejected.not_runnable_example,
+        r.rejected.invalid > 0 ? fmt::format(" and {} were invalid ({})", r.rejected.invalid,
+                                             r.rejected.invalid_example)
+                               : "");
   if (!r.smallest)
     return fmt::format("no configuration to simulate: all {} were invalid ({})", r.configurations,
                        r.rejected.invalid_example);
@@ -160,6 +169,9 @@ std::string search_text(const SearchResult& r, const SearchSpace& space) {
       r.rejected.invalid_example.empty() ? ""
                                          : fmt::format(" (e.g. {})", r.rejected.invalid_example),
       r.rejected.pruned, r.plans.size());
+  if (r.rejected.not_runnable > 0)
+    out += fmt::format("left out: {} the target cannot run (e.g. {})\n", r.rejected.not_runnable,
+                       r.rejected.not_runnable_example);
   if (r.best_synchronous && r.best_asynchronous) {
     const PlanResult& s = *r.best_synchronous;
     const PlanResult& a = *r.best_asynchronous;

@@ -473,14 +473,19 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
               continue;
             }
           }
+          // A switch that changes nothing here (sequence parallelism at t = 1, its overlap
+          // without it, the distributed optimizer and the gradient overlap at d = 1) is off,
+          // counted once, whatever was asked.
+          const std::vector<bool> off{false};
+          const auto& sps = t == 1 ? off : space.sequence_parallel;
+          const auto& dists = d == 1 ? off : space.distributed_optimizer;
+          const auto& ovls = d == 1 ? off : space.overlap_grad_reduce;
           for (const std::int32_t v : vs)
             for (const Recompute rc : recomputes)
-              for (const bool sp : space.sequence_parallel)
-                for (const bool tco : space.tp_comm_overlap)
-                  for (const bool dist : space.distributed_optimizer)
-                    for (const bool ovl : space.overlap_grad_reduce) {
-                      // Switches that change nothing here are left out, not counted twice.
-                      if ((sp && t == 1) || (tco && !sp) || ((dist || ovl) && d == 1)) continue;
+              for (const bool sp : sps)
+                for (const bool tco : sp ? space.tp_comm_overlap : off)
+                  for (const bool dist : dists)
+                    for (const bool ovl : ovls) {
                       PlanConfig c = base;
                       c.microbatch_size = b;
                       c.kind = kind;
@@ -496,6 +501,15 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                       } catch (const InputError& e) {
                         invalid(e.what());
                         continue;
+                      }
+                      if (options.runnable) {
+                        if (std::string why = options.runnable(c); !why.empty()) {
+                          ++result.configurations;
+                          ++result.rejected.not_runnable;
+                          if (result.rejected.not_runnable_example.empty())
+                            result.rejected.not_runnable_example = std::move(why);
+                          continue;
+                        }
                       }
                       const ScheduleInfo& info = schedule_for(c);
                       if (!info.error.empty()) {

@@ -54,6 +54,9 @@ struct SearchOptions {
   std::size_t top = 10;
   std::size_t jobs = 0;  // threads simulating; 0: every core
   bool prune = true;     // false: simulate every candidate (the exhaustive reference)
+  // Given: why a configuration cannot run where the plan goes ("" when it can; --emit TOOL asks
+  // interop::refusal), and those that cannot are left out, counted as not runnable.
+  std::function<std::string(const PlanConfig&)> runnable;
   std::function<void(const SearchProgress&)> progress;  // after every batch
   const std::atomic<bool>* interrupted = nullptr;       // set: stop, keep what was found
 };
@@ -64,6 +67,8 @@ struct Rejected {
   std::int64_t out_of_memory = 0;  // peak above the memory limit (bounded or simulated)
   std::int64_t too_stale = 0;      // staleness above --max-staleness
   std::int64_t pruned = 0;         // its bound could neither make the top list nor the frontier
+  std::int64_t not_runnable = 0;   // SearchOptions::runnable refused it
+  std::string not_runnable_example;
   std::int64_t least_excess_bytes = -1;  // of the configurations out of memory, the smallest excess
   std::string invalid_example;           // one invalid configuration's reason
 

@@ -5,7 +5,11 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "base/errors.hpp"
 #include "schedules/format_rows.hpp"
+#include "schedules/formats.hpp"
 
 namespace paci::detail {
 
@@ -71,6 +75,22 @@ std::string write_text(const Schedule& schedule) {
   return write_rows(schedule, ' ');
 }
 
+std::string write_pytorch_csv(const Schedule& s) {
+  if (const std::string why = paci::pytorch_refusal(s); !why.empty()) throw InputError(why);
+  std::string out;
+  for (const auto& list : s.devices) {
+    bool first = true;
+    for (const Action& a : list) {
+      if (a.kind == ActionKind::U) continue;
+      if (!first) out.push_back(',');
+      first = false;
+      append_action(out, a);
+    }
+    out.push_back('\n');
+  }
+  return out;
+}
+
 Schedule parse_csv(std::string_view content, std::string_view source) {
   return parse_rows(content, kCsv, source);
 }
@@ -80,3 +100,40 @@ Schedule parse_text(std::string_view content, std::string_view source) {
 }
 
 }  // namespace paci::detail
+
+namespace paci {
+
+std::string pytorch_refusal(const Schedule& s) {
+  if (s.weight_policy != WeightPolicy::current)
+    return fmt::format(
+        "PyTorch's pipelining cannot run a {} schedule: its backward reads stashed weights ({}), "
+        "and PyTorch keeps one version of each stage's weights",
+        s.kind, to_string(s.weight_policy));
+  if (s.steps != 1)
+    return fmt::format(
+        "PyTorch's pipelining cannot run a {} schedule: it updates weights inside the schedule "
+        "({} optimizer steps without a flush), and PyTorch runs the optimizer after a whole "
+        "schedule",
+        s.kind, s.steps);
+  const auto devices = static_cast<std::int32_t>(s.devices.size());
+  for (std::int32_t stage = 0; stage < s.stages; ++stage)
+    if (s.placement[static_cast<std::size_t>(stage)] != stage % devices)
+      return fmt::format(
+          "PyTorch's pipelining cannot run this {} schedule: stage {} is on device {}, and "
+          "PyTorch's CSV runtime places stage s on rank s mod {}",
+          s.kind, stage, s.placement[static_cast<std::size_t>(stage)], devices);
+  for (std::size_t d = 0; d < s.devices.size(); ++d) {
+    bool updated = false;
+    for (const Action& a : s.devices[d]) {
+      if (a.kind == ActionKind::U) updated = true;
+      else if (updated)
+        return fmt::format(
+            "PyTorch's pipelining cannot run this {} schedule: device {} computes after an "
+            "optimizer step, and PyTorch steps the optimizer after the whole schedule",
+            s.kind, d);
+    }
+  }
+  return "";
+}
+
+}  // namespace paci

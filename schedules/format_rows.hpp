@@ -59,6 +59,9 @@ Schedule parse_json(std::string_view content, std::string_view source);
 std::string write_csv(const Schedule& schedule);
 Schedule parse_csv(std::string_view content, std::string_view source);
 std::string write_text(const Schedule& schedule);
+// PyTorch pipelining's compute-only CSV: no header, one row per rank, no U (PyTorch steps the
+// optimizer after the schedule). InputError with pytorch_refusal()'s line when it cannot run.
+std::string write_pytorch_csv(const Schedule& schedule);
 Schedule parse_text(std::string_view content, std::string_view source);
 
 }  // namespace paci::detail

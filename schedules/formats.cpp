@@ -160,6 +160,8 @@ std::string_view to_string(ScheduleFormat format) {
       return "csv";
     case ScheduleFormat::text:
       return "text";
+    case ScheduleFormat::pytorch:
+      return "pytorch";
   }
   return "?";
 }
@@ -168,7 +170,9 @@ ScheduleFormat parse_schedule_format(std::string_view text) {
   if (text == "json") return ScheduleFormat::json;
   if (text == "csv") return ScheduleFormat::csv;
   if (text == "text") return ScheduleFormat::text;
-  throw InputError(fmt::format("unknown schedule format '{}' (expected json, csv or text)", text));
+  if (text == "pytorch") return ScheduleFormat::pytorch;
+  throw InputError(
+      fmt::format("unknown schedule format '{}' (expected json, csv, text or pytorch)", text));
 }
 
 std::string write_schedule(const Schedule& schedule, ScheduleFormat format) {
@@ -179,6 +183,8 @@ std::string write_schedule(const Schedule& schedule, ScheduleFormat format) {
       return detail::write_csv(schedule);
     case ScheduleFormat::text:
       return detail::write_text(schedule);
+    case ScheduleFormat::pytorch:
+      return detail::write_pytorch_csv(schedule);
   }
   throw std::logic_error("write_schedule: unknown format");
 }
@@ -191,6 +197,7 @@ Schedule parse_schedule(std::string_view content, ScheduleFormat format, std::st
     case ScheduleFormat::json:
       return detail::parse_json(content, source);
     case ScheduleFormat::csv:
+    case ScheduleFormat::pytorch:
       return detail::parse_csv(content, source);
     case ScheduleFormat::text:
       return detail::parse_text(content, source);

@@ -11,14 +11,22 @@
 
 namespace paci {
 
-enum class ScheduleFormat { json, csv, text };
+// pytorch: PyTorch pipelining's compute-only CSV as its own loader reads it (no header, no U);
+// read as csv.
+enum class ScheduleFormat { json, csv, text, pytorch };
 
 inline constexpr std::string_view kScheduleFormatTag = "paci.schedule/1";
 
 std::string_view to_string(ScheduleFormat format);
-ScheduleFormat parse_schedule_format(std::string_view text);  // "json" | "csv" | "text"
+ScheduleFormat parse_schedule_format(std::string_view text);  // "json" | "csv" | "text" | "pytorch"
 
-// Serialises deterministically: parse(write(s)) == s, and write(parse(write(s))) == write(s).
+// Why PyTorch's pipelining runtime cannot run `schedule` as written, in one line, or "" when it
+// can: a weight policy other than current, optimizer steps inside the schedule (N > 1, or a
+// device computing after its U), a stage off rank s mod P.
+std::string pytorch_refusal(const Schedule& schedule);
+
+// Serialises deterministically: parse(write(s)) == s, and write(parse(write(s))) == write(s)
+// (pytorch: drops the metadata and the U's, and throws InputError with pytorch_refusal()'s line).
 std::string write_schedule(const Schedule& schedule, ScheduleFormat format);
 
 // Parses `content` in the given format. `source` names the input in error messages.

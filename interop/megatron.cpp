@@ -1,0 +1,94 @@
+// megatron_args: the plan as Megatron-LM flags.
+#include "interop/megatron.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/errors.hpp"
+
+namespace paci::interop {
+
+std::string megatron_refusal(const plan::PlanConfig& c) {
+  if (c.kind != "1f1b" && c.kind != "interleaved")
+    return fmt::format(
+        "Megatron-LM cannot run a {} schedule: it runs 1F1B and interleaved 1F1B only (no GPipe, "
+        "zero-bubble or asynchronous schedule)",
+        c.kind);
+  return "";
+}
+
+std::string megatron_layout(const plan::PlanConfig& c, const std::vector<std::int32_t>& partition) {
+  const auto S = static_cast<std::int64_t>(partition.size());
+  const bool even = c.model.layers % S == 0 &&
+                    std::all_of(partition.begin(), partition.end(),
+                                [&](std::int32_t l) { return l == c.model.layers / S; });
+  if (even) return "";
+  std::string layout = "E";
+  for (std::size_t s = 0; s < partition.size(); ++s) {
+    if (s > 0) layout += '|';
+    layout.append(static_cast<std::size_t>(partition[s]), 't');
+  }
+  return layout + "L";
+}
+
+std::vector<std::string> megatron_args(const plan::PlanResult& p) {
+  const plan::PlanConfig& c = p.config;
+  if (const std::string why = megatron_refusal(c); !why.empty()) throw InputError(why);
+  const plan::ModelSpec& m = c.model;
+  std::vector<std::string> a;
+  const auto add = [&](std::string flag, auto value) {
+    a.push_back(std::move(flag));
+    a.push_back(fmt::format("{}", value));
+  };
+  add("--tensor-model-parallel-size", c.tp);
+  add("--pipeline-model-parallel-size", c.pp);
+  const std::string layout =
+      megatron_layout(c, c.partition.empty() ? plan::default_partition(c) : c.partition);
+  if (!layout.empty())
+    add("--pipeline-model-parallel-layout", layout);  // the stage count sets the virtual stages
+  else if (c.kind == "interleaved")
+    add("--num-virtual-stages-per-pipeline-rank", c.chunks);
+  add("--micro-batch-size", c.microbatch_size);
+  add("--global-batch-size", c.global_batch);
+  if (c.recompute == plan::Recompute::selective) add("--recompute-granularity", "selective");
+  if (c.recompute == plan::Recompute::full) {
+    add("--recompute-granularity", "full");
+    add("--recompute-method", "uniform");
+    add("--recompute-num-layers", 1);
+  }
+  if (c.sequence_parallel) a.push_back("--sequence-parallel");
+  if (c.tp_comm_overlap) a.push_back("--tp-comm-overlap");
+  if (c.distributed_optimizer) a.push_back("--use-distributed-optimizer");
+  if (c.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
+  a.push_back("--bf16");
+  add("--num-layers", m.layers);
+  add("--hidden-size", m.d_model);
+  add("--num-attention-heads", m.heads);
+  add("--ffn-hidden-size", m.ffn);
+  add("--seq-length", m.seq_len);
+  add("--max-position-embeddings", m.seq_len);
+  add("--attention-backend", c.flash_attention ? "flash" : "unfused");
+  if (m.kv_heads != m.heads) {
+    a.push_back("--group-query-attention");
+    add("--num-query-groups", m.kv_heads);
+  }
+  if (m.arch == plan::Arch::llama) {
+    a.push_back("--swiglu");
+    add("--normalization", "RMSNorm");
+    add("--position-embedding-type", "rope");
+    a.push_back("--disable-bias-linear");
+    add("--hidden-dropout", 0);
+    add("--attention-dropout", 0);
+  }
+  if (!m.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
+  return a;
+}
+
+std::vector<std::pair<std::string, std::string>> megatron_env(const plan::PlanConfig& c) {
+  if (c.tp > 1 && (c.sequence_parallel || c.tp_comm_overlap))
+    return {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}};
+  return {};
+}
+
+}  // namespace paci::interop

@@ -1,0 +1,34 @@
+// pytorch_refusal, pytorch_csv.
+#include "interop/pytorch.hpp"
+
+#include <fmt/format.h>
+
+#include "base/errors.hpp"
+#include "schedules/formats.hpp"
+#include "schedules/generators.hpp"
+
+namespace paci::interop {
+
+std::string pytorch_refusal(const plan::PlanConfig& c) {
+  if (plan::asynchronous_kind(c.kind))
+    return fmt::format(
+        "PyTorch's pipelining cannot run a {} schedule: it keeps one version of each stage's "
+        "weights and steps the optimizer after the whole schedule, so the schedule would run as "
+        "synchronous gradient accumulation, not as planned",
+        c.kind);
+  if (c.kind == "1f1b" && c.microbatches() < c.pp)
+    return fmt::format(
+        "PyTorch's Schedule1F1B refuses {} micro-batches on {} stages (it needs at least one per "
+        "stage); with so few, GPipe is the same schedule: --kind gpipe",
+        c.microbatches(), c.pp);
+  return "";
+}
+
+std::string pytorch_csv(const plan::PlanConfig& c) {
+  if (const std::string why = pytorch_refusal(c); !why.empty()) throw InputError(why);
+  const Schedule s = generate_schedule(c.kind, c.pp, static_cast<std::int32_t>(c.microbatches()), 1,
+                                       c.kind == "interleaved" ? c.chunks : 0);
+  return write_schedule(s, ScheduleFormat::pytorch);
+}
+
+}  // namespace paci::interop

@@ -1,0 +1,102 @@
+// torchtitan_args: the plan as torchtitan 0.3.0's command line.
+#include "interop/torchtitan.hpp"
+
+#include <fmt/format.h>
+
+#include "base/errors.hpp"
+#include "interop/pytorch.hpp"
+
+namespace paci::interop {
+
+std::pair<std::string, std::string> torchtitan_model(const plan::ModelSpec& m) {
+  for (const char* name : {"llama3-8b", "llama3-70b", "llama3-405b"})
+    if (m == plan::model_preset(name))
+      return {"llama3", fmt::format("llama3_{}", std::string_view(name).substr(7))};
+  return {"", ""};
+}
+
+std::string torchtitan_refusal(const plan::PlanConfig& c) {
+  if (plan::asynchronous_kind(c.kind))
+    return fmt::format(
+        "torchtitan cannot run a {} schedule: PyTorch's pipelining ends every step with a flush "
+        "and keeps one weight version",
+        c.kind);
+  if (torchtitan_model(c.model).first.empty())
+    return fmt::format(
+        "torchtitan {} cannot train {}: it builds models from its own configs (of paci's presets: "
+        "llama3-8b, llama3-70b, llama3-405b)",
+        kTorchtitanVersion, c.model.name);
+  return pytorch_refusal(c);
+}
+
+std::vector<std::string> torchtitan_module_parts(const plan::PlanConfig& c) {
+  const std::vector<std::int32_t> layers =
+      c.partition.empty() ? plan::default_partition(c) : c.partition;
+  std::vector<std::string> parts;
+  std::int32_t next = 0;
+  for (std::size_t s = 0; s < layers.size(); ++s) {
+    std::string part = s == 0 ? "tok_embeddings" : "";
+    for (std::int32_t l = 0; l < layers[s]; ++l, ++next)
+      part += fmt::format("{}layers.{}", part.empty() ? "" : ",", next);
+    if (s + 1 == layers.size()) part += ",norm,output";
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+std::string torchtitan_schedule(const plan::PlanConfig& c) {
+  if (c.kind == "gpipe") return "GPipe";
+  if (c.kind == "1f1b") return "1F1B";
+  if (c.kind == "interleaved") return "Interleaved1F1B";
+  return "";  // zero-bubble: paci's CSV
+}
+
+std::string torchtitan_activation_checkpoint(const plan::PlanConfig& c) {
+  return fmt::format("activation-checkpoint:{}", plan::to_string(c.recompute));
+}
+
+std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::string& csv) {
+  const plan::PlanConfig& c = p.config;
+  if (const std::string why = torchtitan_refusal(c); !why.empty()) throw InputError(why);
+  const auto [module, config] = torchtitan_model(c.model);
+  std::vector<std::string> a = {"--module", module, "--config", config};
+  const auto add = [&](std::string option, auto value) {
+    a.push_back(std::move(option));
+    a.push_back(fmt::format("{}", value));
+  };
+  add("--parallelism.tensor-parallel-degree", c.tp);
+  if (c.tp > 1 && !c.sequence_parallel) a.push_back("--parallelism.no-enable-sequence-parallel");
+  add("--parallelism.pipeline-parallel-degree", c.pp);
+  // torchtitan runs DDP (replicate) only when data parallelism is the one dimension; beside TP
+  // or PP it shards (FSDP). paci's distributed optimizer is sharding too.
+  const bool replicate = c.dp() > 1 && c.tp == 1 && c.pp == 1 && !c.distributed_optimizer;
+  add("--parallelism.data-parallel-replicate-degree", replicate ? c.dp() : 1);
+  add("--parallelism.data-parallel-shard-degree", replicate ? 1 : c.dp());
+  if (c.pp > 1) {
+    if (const std::string schedule = torchtitan_schedule(c); !schedule.empty())
+      add("--parallelism.pipeline-parallel-schedule", schedule);
+    else
+      add("--parallelism.pipeline-parallel-schedule-csv", csv);
+    a.push_back("--parallelism.module-fqns-per-model-part");
+    for (std::string& part : torchtitan_module_parts(c)) a.push_back(std::move(part));
+    add("--parallelism.pipeline-parallel-microbatch-size", c.microbatch_size);
+    a.push_back("--training.disable-cuda-graphs");  // torchtitan's CUDA graphs refuse PP
+  }
+  add("--training.local-batch-size", c.global_batch / c.dp());
+  add("--training.global-batch-size", c.global_batch);
+  add("--training.seq-len", c.model.seq_len);
+  add("--training.mixed-precision-param", "bfloat16");
+  add("--training.mixed-precision-reduce", "float32");
+  if (c.tp_comm_overlap) {  // asynchronous TP is a compiler pass
+    a.push_back("--compile.enable");
+    a.push_back("--compile.enable-async-tensor-parallel");
+  }
+  a.push_back(torchtitan_activation_checkpoint(c));  // a subcommand: last
+  return a;
+}
+
+std::vector<std::pair<std::string, std::string>> torchtitan_env(const plan::PlanConfig&) {
+  return {};
+}
+
+}  // namespace paci::interop

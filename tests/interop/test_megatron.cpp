@@ -1,0 +1,115 @@
+// Megatron-LM's flags for a plan: the findings of the interop issue that live in them (a layer
+// count p does not divide, an uneven partition, bf16, the environment), and the shell words the
+// flags travel in. tests/interop/check_megatron.py judges the same flags by Megatron's own code.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/errors.hpp"
+#include "interop/megatron.hpp"
+#include "interop/tool.hpp"
+#include "interop/words.hpp"
+#include "tests/interop/plans.hpp"
+
+namespace paci::interop {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string joined(const plan::PlanResult& p) {
+  return shell_join(megatron_args(p));
+}
+
+TEST(InteropMegatron, FlagsOfAnInterleavedPlan) {
+  const std::string f = joined(test::plan_of("llama3-70b", "interleaved", 256, 8, 4, 2));
+  for (const char* flag : {"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
+                           "--num-virtual-stages-per-pipeline-rank 2", "--micro-batch-size 1",
+                           "--global-batch-size 512",
+                           "--recompute-granularity full --recompute-method uniform "
+                           "--recompute-num-layers 1",
+                           "--sequence-parallel", "--use-distributed-optimizer",
+                           "--overlap-grad-reduce", "--num-layers 80", "--hidden-size 8192",
+                           "--num-attention-heads 64",
+                           "--group-query-attention --num-query-groups 8",
+                           "--ffn-hidden-size 28672", "--seq-length 8192", "--swiglu",
+                           "--normalization RMSNorm", "--position-embedding-type rope",
+                           "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+                           "--attention-backend flash"})
+    EXPECT_THAT(f, HasSubstr(flag)) << flag;
+  EXPECT_THAT(f, Not(HasSubstr("--pipeline-model-parallel-layout")));  // 80 = 4 x 2 x 10
+}
+
+// Finding 7: without --bf16 Megatron-LM trains in fp32.
+TEST(InteropMegatron, TrainsInBf16) {
+  EXPECT_THAT(megatron_args(test::plan_of("llama3-8b", "1f1b", 8, 2, 2)),
+              testing::Contains("--bf16"));
+}
+
+// Finding 4: 126 layers on 64 stages is not Megatron's even split; the layout gives each stage
+// paci's layers.
+TEST(InteropMegatron, LayersPDoesNotDivideGoInALayout) {
+  const plan::PlanResult p = test::plan_of("llama3-405b", "1f1b", 16384, 8, 64);
+  const std::string layout = megatron_layout(p.config, p.config.partition);
+  ASSERT_FALSE(layout.empty());
+  EXPECT_EQ(layout.front(), 'E');
+  EXPECT_EQ(layout.back(), 'L');
+  EXPECT_EQ(std::count(layout.begin(), layout.end(), '|'), 63);
+  EXPECT_EQ(std::count(layout.begin(), layout.end(), 't'), 126);
+  EXPECT_THAT(joined(p), HasSubstr("--pipeline-model-parallel-layout '" + layout + "'"));
+}
+
+// Finding 5: an uneven partition was only a comment; Megatron-LM would have split evenly.
+TEST(InteropMegatron, UnevenPartitionIsTheLayout) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 8, 2, 4);
+  p.config.partition = {7, 9, 9, 7};
+  EXPECT_EQ(megatron_layout(p.config, p.config.partition),
+            "Ettttttt|ttttttttt|ttttttttt|tttttttL");
+  p.config.partition = {8, 8, 8, 8};
+  EXPECT_EQ(megatron_layout(p.config, p.config.partition), "");
+  // Interleaved: the layout lists the p·v stages in model order, and stands for the virtual
+  // stage count.
+  plan::PlanResult v = test::plan_of("llama3-8b", "interleaved", 8, 2, 2, 2);
+  v.config.partition = {7, 9, 9, 7};
+  const std::string f = joined(v);
+  EXPECT_THAT(f, HasSubstr("--pipeline-model-parallel-layout 'Ettttttt|ttttttttt|ttttttttt|tttttttL'"));
+  EXPECT_THAT(f, Not(HasSubstr("--num-virtual-stages-per-pipeline-rank")));
+}
+
+// Finding 9: Megatron-LM asks for CUDA_DEVICE_MAX_CONNECTIONS=1 when TP communication overlaps.
+TEST(InteropMegatron, EnvironmentForOverlappedTensorParallelism) {
+  plan::PlanConfig c = test::plan_of("llama3-8b", "1f1b", 8, 2, 2).config;
+  c.sequence_parallel = c.tp_comm_overlap = true;
+  EXPECT_THAT(megatron_env(c), ElementsAre(std::pair<std::string, std::string>(
+                                   "CUDA_DEVICE_MAX_CONNECTIONS", "1")));
+  EXPECT_THAT(emit(Tool::megatron, test::result_of(c)),
+              HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=1"));
+  c.tp = 1;
+  c.sequence_parallel = c.tp_comm_overlap = false;
+  EXPECT_TRUE(megatron_env(c).empty());
+}
+
+TEST(InteropMegatron, SchedulesItCannotRunAreRefusedInOneLine) {
+  for (const char* kind : {"paci", "pipedream", "2bw", "zb-h1", "zb-h2", "gpipe"}) {
+    const plan::PlanResult p = test::plan_of("llama3-70b", kind, 256, 8, 4);
+    const std::string why = refusal(Tool::megatron, p.config);
+    EXPECT_THAT(why, HasSubstr("Megatron-LM cannot run")) << kind;
+    EXPECT_EQ(why.find('\n'), std::string::npos);
+    EXPECT_THROW(emit(Tool::megatron, p), InputError) << kind;
+  }
+  EXPECT_EQ(refusal(Tool::megatron, test::plan_of("llama3-70b", "1f1b", 256, 8, 4).config), "");
+}
+
+TEST(InteropWords, QuoteAndSplitRoundTrip) {
+  const std::vector<std::string> words = {"--a", "Et|tL", "it's", "", "x y", "plain-1.5"};
+  EXPECT_EQ(shell_join(words), "--a 'Et|tL' 'it'\\''s' '' 'x y' plain-1.5");
+  EXPECT_EQ(shell_split(shell_join(words), "flags"), words);
+  EXPECT_THAT(shell_split("--x \"a b\" c\\ d \\\n --y", "flags"),
+              ElementsAre("--x", "a b", "c d", "--y"));
+  EXPECT_THROW(shell_split("--x 'open", "flags"), InputError);
+  EXPECT_THROW(shell_split("--x \"$HOME\"", "flags"), InputError);
+  EXPECT_THROW(shell_split("--x $(date)", "flags"), InputError);
+}
+
+}  // namespace
+}  // namespace paci::interop
