@@ -168,6 +168,13 @@ def dry_run_load(path: str, m: int, ranks: int | None, strict: bool, placement: 
         for s, kind, mb in seen:
             if kind == S.FULL_BACKWARD and (s, S.BACKWARD_INPUT, mb) in seen:
                 fail(f"stage {s} micro-batch {mb} has both B and I")
+        # The runtime appends the last stage's losses in the order its forwards run and reads
+        # them back as _internal_losses[mb]: the k-th forward of the last stage must be mb k.
+        last = [a.microbatch_index for _, a in leaves
+                if a.stage_index == num_stages - 1 and a.computation_type == S.FORWARD]
+        if last != sorted(last):
+            fail(f"the last stage {num_stages - 1} runs its forwards in the order {last}; "
+                 "PyTorch indexes losses by forward order, so they must be 0, 1, 2, ...")
 
     # PyTorch's own loader on stub stages: parse + _validate_schedule + lowering (SEND/RECV).
     stage_to_rank = None
