@@ -38,7 +38,7 @@ std::vector<std::string> torchtitan_module_parts(const plan::PlanConfig& c) {
     std::string part = s == 0 ? "tok_embeddings" : "";
     for (std::int32_t l = 0; l < layers[s]; ++l, ++next)
       part += fmt::format("{}layers.{}", part.empty() ? "" : ",", next);
-    if (s + 1 == layers.size()) part += ",norm,output";
+    if (s + 1 == layers.size()) part += ",norm,lm_head";
     parts.push_back(std::move(part));
   }
   return parts;

@@ -33,7 +33,7 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& plan,
 std::string torchtitan_schedule(const plan::PlanConfig& config);
 
 // Each model stage's modules, in model order (torchtitan's module_fqns_per_model_part): the
-// embedding on the first, layers.i of the partition, the norm and output on the last.
+// embedding on the first, layers.i of the partition, the norm and lm_head on the last.
 std::vector<std::string> torchtitan_module_parts(const plan::PlanConfig& config);
 
 // The activation checkpointing subcommand ("activation-checkpoint:full"), which ends the

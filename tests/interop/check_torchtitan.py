@@ -241,6 +241,17 @@ def _rank_job(job) -> dict:
                 f"drives only {len(info)} ('{par.pipeline_parallel_schedule}' is "
                 f"{kind}-stage; module_fqns_per_model_part must give 1 part per pp rank "
                 "for single-stage schedules, >=2 per rank for multi-stage ones)")}
+        # With a CSV, _load_csv re-derives stage->rank from the file
+        # (schedules.py PipelineScheduleMulti._load_csv); it must agree with
+        # where pipeline_llm built the stages (schedule-name based mapping).
+        mapping = getattr(schedule, "stage_index_to_group_rank", None)
+        for st in info:
+            if mapping is not None and mapping.get(st["stage"], pp_rank) != pp_rank:
+                return {"error": (
+                    f"schedule maps stage {st['stage']} to pp rank {mapping[st['stage']]} but "
+                    f"torchtitan built it on pp rank {pp_rank} (schedule name "
+                    f"'{cfg.parallelism.pipeline_parallel_schedule}' decides the placement; "
+                    "it must match the CSV's stage layout)")}
         return {"schedule": name, "stages": info}
     except CheckError as e:
         return {"error": f"pp rank {pp_rank}: {e}"}
