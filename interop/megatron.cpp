@@ -86,8 +86,9 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
 }
 
 std::vector<std::pair<std::string, std::string>> megatron_env(const plan::PlanConfig& c) {
-  if (c.tp > 1 && (c.sequence_parallel || c.tp_comm_overlap))
-    return {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}};
+  // Megatron-LM's validate_args asserts it for any t > 1 before Blackwell (core_v0.16.1); on
+  // Blackwell the value is still accepted.
+  if (c.tp > 1) return {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}};
   return {};
 }
 

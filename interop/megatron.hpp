@@ -30,8 +30,8 @@ std::string megatron_layout(const plan::PlanConfig& config,
 std::vector<std::string> megatron_args(const plan::PlanResult& plan);
 
 // Environment variables the plan needs under Megatron-LM, name and value:
-// CUDA_DEVICE_MAX_CONNECTIONS=1 whenever tensor-parallel communication is overlapped or sequence
-// parallelism is on (Megatron-LM's check in validate_args; docs/interop.md).
+// CUDA_DEVICE_MAX_CONNECTIONS=1 whenever t > 1: Megatron-LM's validate_args asserts it for tensor
+// parallelism on GPUs before Blackwell, overlap or not (core_v0.16.1; docs/interop.md).
 std::vector<std::pair<std::string, std::string>> megatron_env(const plan::PlanConfig& config);
 
 }  // namespace paci::interop

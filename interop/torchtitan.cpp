@@ -26,6 +26,11 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
         "torchtitan {} cannot train {}: it builds models from its own configs (of paci's presets: "
         "llama3-8b, llama3-70b, llama3-405b)",
         kTorchtitanVersion, c.model.name);
+  if (c.model == plan::model_preset("llama3-405b"))
+    return fmt::format(
+        "torchtitan {}'s llama3_405b trains its linear layers in float8 (torchao's Float8Linear, "
+        "fixed when the config is built; no option turns it off), and paci plans bf16",
+        kTorchtitanVersion);
   return pytorch_refusal(c);
 }
 

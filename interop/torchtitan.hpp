@@ -18,7 +18,8 @@ std::pair<std::string, std::string> torchtitan_model(const plan::ModelSpec& mode
 
 // Why torchtitan cannot run `config`, or "": an asynchronous kind (PyTorch's pipelining flushes
 // every step), a model torchtitan does not define (it builds models from its own configs: the
-// Llama 3 presets), what PyTorch's schedules refuse (pytorch_refusal).
+// Llama 3 presets), Llama 3 405B (its config trains in float8, paci plans bf16), what PyTorch's
+// schedules refuse (pytorch_refusal).
 std::string torchtitan_refusal(const plan::PlanConfig& config);
 
 // The arguments after `python -m torchtitan.train`: module and config, the parallel degrees

@@ -76,12 +76,17 @@ TEST(InteropMegatron, UnevenPartitionIsTheLayout) {
   EXPECT_THAT(f, Not(HasSubstr("--num-virtual-stages-per-pipeline-rank")));
 }
 
-// Finding 9: Megatron-LM asks for CUDA_DEVICE_MAX_CONNECTIONS=1 when TP communication overlaps.
-TEST(InteropMegatron, EnvironmentForOverlappedTensorParallelism) {
+// Finding 9: Megatron-LM's validate_args (core_v0.16.1) asserts CUDA_DEVICE_MAX_CONNECTIONS=1
+// for any tensor parallelism before Blackwell, with or without SP and overlap (found by running
+// it: tests/interop/check_megatron.py --tree).
+TEST(InteropMegatron, EnvironmentForTensorParallelism) {
   plan::PlanConfig c = test::plan_of("llama3-8b", "1f1b", 8, 2, 2).config;
+  const auto needed = ElementsAre(std::pair<std::string, std::string>(
+      "CUDA_DEVICE_MAX_CONNECTIONS", "1"));
+  c.sequence_parallel = c.tp_comm_overlap = false;
+  EXPECT_THAT(megatron_env(c), needed);
   c.sequence_parallel = c.tp_comm_overlap = true;
-  EXPECT_THAT(megatron_env(c), ElementsAre(std::pair<std::string, std::string>(
-                                   "CUDA_DEVICE_MAX_CONNECTIONS", "1")));
+  EXPECT_THAT(megatron_env(c), needed);
   EXPECT_THAT(emit(Tool::megatron, test::result_of(c)),
               HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=1"));
   c.tp = 1;

@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Check a Megatron-LM flag list (as `paci plan --emit megatron` prints it) with Megatron's code.
+
+    python check_megatron.py --flags-file FILE --world N --layers-per-stage a,b,... \
+        [--options data/megatron_options_core_v0.16.1.json] [--tree MEGATRON_LM_CHECKOUT]
+
+FILE holds the shell words that follow `pretrain_gpt.py` ('#' starts a comment, shlex rules).
+--layers-per-stage gives paci's transformer layers per pipeline stage, in stage order (stage s
+of an interleaved plan is chunk s // p of pipeline rank s % p).
+
+Two modes:
+
+* Default (CI; only the megatron-core wheel is installed). megatron/training is not in that
+  wheel, so the option table of Megatron-LM's parser is read from --options (recorded by
+  record_megatron_options.py, which runs add_megatron_arguments() on a checkout at the tag the
+  file names). An argparse parser is rebuilt from it (names, arity, types, choices), the
+  flags are parsed, and megatron-core's own TransformerConfig is built from them as
+  core_transformer_config_from_args() does: every parsed option whose destination is a
+  TransformerConfig field, plus that function's translations (swiglu, GQA, the first/last
+  stage layer counts, the pipeline dtype) and what validate_args() derives before it (the
+  parameter dtype from --bf16, kv_channels, the virtual pipeline size). TransformerConfig's
+  __post_init__ then runs its own checks (the layout among them), and megatron-core's
+  ConstantNumMicroBatchesCalculator checks the batch. What is rebuilt here rather than run is
+  said in docs/interop.md.
+* --tree DIR: Megatron-LM's own parse_args(), validate_args() and
+  core_transformer_config_from_args() from a checkout (by hand; not in CI).
+
+In both, the layers each (pipeline rank, virtual stage) builds come from megatron-core
+(get_num_layers_to_build / get_transformer_layer_offset, or the layout's layer id lists) and
+must equal --layers-per-stage, contiguous and in order. For the interleaved schedule the
+micro-batch count must satisfy the condition forward_backward_pipelining_with_interleaving
+raises on (megatron/core/pipeline_parallel/schedules.py).
+
+Output: one line, `megatron: ok ...` (exit 0) or `megatron: FAIL <what>` (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import shlex
+import sys
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_OPTIONS = os.path.join(HERE, "data", "megatron_options_core_v0.16.1.json")
+
+
+class CheckError(Exception):
+    pass
+
+
+def read_words(path: str) -> list[str]:
+    with open(path) as f:
+        return shlex.split(f.read(), comments=True)
+
+
+# ------------------------------------------------------------------------------------------
+# Default mode: the recorded parser and megatron-core.
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump, no exit
+        raise CheckError(f"Megatron-LM's parser: {message}")
+
+
+def recorded_parser(table: dict) -> _Parser:
+    """An argparse parser with the recorded options; defaults suppressed, so the namespace
+    holds what the flags set and nothing else."""
+    p = _Parser(allow_abbrev=False, add_help=False)
+    seen = set()
+    for name, o in table["options"].items():
+        if id(o) in seen or o["names"][0] in seen:
+            continue
+        seen.add(o["names"][0])
+        kw = {"dest": o["dest"], "default": argparse.SUPPRESS}
+        action = o["action"]
+        if action in ("store_true", "store_false", "store_const"):
+            kw["action"] = "store_const"
+            kw["const"] = {"store_true": True, "store_false": False}.get(action, o.get("const"))
+        elif action == "help":
+            continue
+        elif action in ("store", "append"):
+            kw["action"] = action
+            if o["nargs"] not in (None, 0):
+                kw["nargs"] = o["nargs"]
+            t = o["type"] or "str"
+            if t in ("int", "float"):
+                kw["type"] = {"int": int, "float": float}[t]
+            elif t.startswith("enum:"):
+                kw["choices"] = t[len("enum:"):].split(",")
+            if o["choices"] is not None and all(isinstance(c, (int, float, str)) for c in o["choices"]):
+                kw["choices"] = o["choices"]
+        else:
+            kw["action"] = "store"
+        p.add_argument(*o["names"], **kw)
+    return p
+
+
+def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dict]:
+    """TransformerConfig keyword arguments as core_transformer_config_from_args() makes them
+    from the namespace validate_args() leaves; returns (kwargs, facts for the report)."""
+    import torch
+    import torch.nn.functional as F
+    from megatron.core.transformer.enums import AttnBackend
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    a = vars(ns)
+    fields = {f.name for f in dataclasses.fields(TransformerConfig)}
+    kw = {k: v for k, v in a.items() if k in fields}
+    t = a.get("tensor_model_parallel_size", 1)
+    p = a.get("pipeline_model_parallel_size", 1)
+    cp = a.get("context_parallel_size", 1)
+    if world % (t * p * cp):
+        raise CheckError(f"validate_args: world size ({world}) is not divisible by t*p*cp ({t * p * cp})")
+    # validate_args: the parameter dtype, kv_channels, SP off at t = 1, the virtual size.
+    params_dtype = torch.bfloat16 if a.get("bf16") else torch.half if a.get("fp16") else torch.float
+    kw["params_dtype"] = params_dtype
+    kw["pipeline_dtype"] = params_dtype
+    kw["bf16"] = bool(a.get("bf16"))
+    if "kv_channels" not in a and "hidden_size" in a and "num_attention_heads" in a:
+        kw["kv_channels"] = a["hidden_size"] // a["num_attention_heads"]
+    if t == 1:
+        kw["sequence_parallel"] = False
+    layout = a.get("pipeline_model_parallel_layout")
+    vp = None
+    if layout is not None:
+        from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+
+        stages = PipelineParallelLayerLayout.get_num_stages_from_str(layout)
+        vp = stages // p if stages // p > 1 else None
+        kw.pop("num_layers", None)  # validate_args: the layout sets the layer count
+        kw["num_layers"] = layout.count("t")
+    elif a.get("num_virtual_stages_per_pipeline_rank") is not None:
+        vp = a["num_virtual_stages_per_pipeline_rank"]
+        vp = vp if vp > 1 else None
+    kw["virtual_pipeline_model_parallel_size"] = vp
+    # core_transformer_config_from_args' translations
+    if a.get("swiglu"):
+        kw["activation_func"] = F.silu
+        kw["gated_linear_unit"] = True
+    kw["num_query_groups"] = a.get("num_query_groups") if a.get("group_query_attention") else None
+    kw["num_layers_in_first_pipeline_stage"] = a.get("decoder_first_pipeline_num_layers")
+    kw["num_layers_in_last_pipeline_stage"] = a.get("decoder_last_pipeline_num_layers")
+    if "attention_backend" in kw:
+        kw["attention_backend"] = AttnBackend[kw["attention_backend"]]
+    if "recompute_granularity" in a and a["recompute_granularity"] == "selective":
+        kw.setdefault("recompute_modules", ["core_attn"])
+    facts = {
+        "t": t, "p": p, "cp": cp, "d": world // (t * p * cp), "vp": vp or 1,
+        "mbs": a.get("micro_batch_size", 1), "gbs": a.get("global_batch_size"),
+    }
+    return kw, facts
+
+
+def build_default(words: list[str], world: int, options_path: str, arch: int):
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    with open(options_path) as f:
+        table = json.load(f)
+    ns = recorded_parser(table).parse_args(words)
+    kw, facts = derived_config_kwargs(ns, world)
+    # validate_args (arguments.py, "CUDA_DEVICE_MAX_CONNECTIONS requirement"): before Blackwell,
+    # TP or CP without FSDP needs the variable set to 1.
+    if (facts["t"] > 1 or facts["cp"] > 1) and arch < 10 and not (
+        getattr(ns, "use_torch_fsdp2", False) or getattr(ns, "use_megatron_fsdp", False)
+    ):
+        if os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
+            raise CheckError(
+                "validate_args: tensor or context parallelism before Blackwell requires "
+                "CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment"
+            )
+    try:
+        config = TransformerConfig(**kw)
+    except (AssertionError, ValueError, TypeError) as e:
+        raise CheckError(f"TransformerConfig: {type(e).__name__}: {one_line(e)}")
+    return config, facts, f"recorded parser of Megatron-LM {table['tag']}"
+
+
+# ------------------------------------------------------------------------------------------
+# --tree mode: Megatron-LM's own argument handling.
+
+
+def build_tree(words: list[str], world: int, tree: str, arch: int):
+    sys.path.insert(0, os.path.abspath(tree))
+    os.environ["WORLD_SIZE"] = str(world)
+    os.environ.setdefault("RANK", "0")
+    import megatron.training.arguments as margs
+    from megatron.training.arguments import (
+        core_transformer_config_from_args,
+        parse_args,
+        validate_args,
+    )
+
+    # validate_args asks the GPU for its architecture; there is none here: the planned GPU's.
+    margs.get_device_arch_version = lambda: arch
+
+    note = ""
+    try:
+        import transformer_engine  # noqa: F401
+    except ImportError:
+        # Without Transformer Engine, TransformerConfig refuses the rope fusion Megatron-LM turns
+        # on by default; a cluster has TE. The flag is the only change to the launch.
+        words = [*words, "--no-rope-fusion"]
+        note = ", no TE here: --no-rope-fusion added"
+    argv = sys.argv
+    sys.argv = ["pretrain_gpt.py", *words]
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            args = parse_args()
+            validate_args(args, {})
+            config = core_transformer_config_from_args(args)
+    except SystemExit:
+        msg = [l for l in err.getvalue().splitlines() if l.strip()]
+        raise CheckError(f"Megatron-LM parse_args: {msg[-1] if msg else 'exit'}")
+    except (AssertionError, ValueError, TypeError, RuntimeError) as e:
+        raise CheckError(f"Megatron-LM validate_args/config: {type(e).__name__}: {one_line(e)}")
+    finally:
+        sys.argv = argv
+    facts = {
+        "t": args.tensor_model_parallel_size, "p": args.pipeline_model_parallel_size,
+        "cp": args.context_parallel_size, "d": args.data_parallel_size,
+        "vp": args.virtual_pipeline_model_parallel_size or 1,
+        "mbs": args.micro_batch_size, "gbs": args.global_batch_size,
+    }
+    return config, facts, f"Megatron-LM's own parse_args/validate_args from {tree}{note}"
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+def stage_layers(config, p: int, vp: int) -> list[list[int]]:
+    """Layer ids per stage, stage = virtual stage * p + pipeline rank, from megatron-core."""
+    from megatron.core import parallel_state
+    from megatron.core.transformer.enums import LayerType
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.core.transformer.transformer_layer import get_transformer_layer_offset
+
+    parallel_state.set_virtual_pipeline_model_parallel_world_size(vp if vp > 1 else None)
+    parallel_state.set_pipeline_model_parallel_world_size(p)
+    out = [[] for _ in range(p * vp)]
+    for v in range(vp):
+        for r in range(p):
+            parallel_state.set_pipeline_model_parallel_rank(r)
+            vs = v if vp > 1 else None
+            layout = config.pipeline_model_parallel_layout
+            if layout is not None:
+                ids = layout.get_layer_id_list(LayerType.decoder, vp_stage=vs, pp_rank=r)
+            else:
+                n = get_num_layers_to_build(config, vp_stage=vs, pp_rank=r)
+                off = get_transformer_layer_offset(config, vp_stage=vs, pp_rank=r)
+                ids = list(range(off, off + n))
+            out[v * p + r] = list(ids)
+    return out
+
+
+def check(a) -> str:
+    words = read_words(a.flags_file)
+    lps = [int(x) for x in a.layers_per_stage.split(",") if x.strip()]
+    for kv in a.env:
+        k, _, v = kv.partition("=")
+        os.environ[k] = v
+    if a.tree:
+        config, f, how = build_tree(words, a.world, a.tree, a.gpu_arch)
+    else:
+        config, f, how = build_default(words, a.world, a.options, a.gpu_arch)
+    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+
+    if f["gbs"] is None:
+        raise CheckError("no --global-batch-size")
+    try:
+        calc = ConstantNumMicroBatchesCalculator(f["gbs"], f["mbs"], f["d"], None, 0)
+    except AssertionError as e:
+        raise CheckError(f"ConstantNumMicroBatchesCalculator: {one_line(e) or 'global batch not divisible'}")
+    m = calc.get()
+    p, vp = f["p"], f["vp"]
+    if vp > 1:  # schedules.py, forward_backward_pipelining_with_interleaving
+        group = config.microbatch_group_size_per_vp_stage or p
+        if group > m or group < p:
+            raise CheckError(f"interleaved schedule: micro-batch group {group} not in [p={p}, M={m}]")
+        if 0 < m % group < p:
+            raise CheckError(f"interleaved schedule: M={m} leaves a last group of {m % group} < p={p}")
+    try:
+        stages = stage_layers(config, p, vp)
+    except (AssertionError, ValueError) as e:
+        raise CheckError(f"megatron-core's stage split: {type(e).__name__}: {one_line(e)}")
+    got = [len(s) for s in stages]
+    if got != lps:
+        raise CheckError(f"layers per stage: Megatron {got}, paci {lps}")
+    order = [i for s in stages for i in s]
+    if order != list(range(config.num_layers)):
+        raise CheckError(f"layers not contiguous and in order across stages: {order[:40]}")
+    return (
+        f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "
+        f"stages={','.join(map(str, got))} dtype={str(config.params_dtype).replace('torch.', '')} "
+        f"sp={config.sequence_parallel} recompute={config.recompute_granularity}"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--flags-file", required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--layers-per-stage", required=True)
+    ap.add_argument("--options", default=DEFAULT_OPTIONS, help="recorded option table (JSON)")
+    ap.add_argument("--tree", help="a Megatron-LM checkout: run its own parse_args/validate_args")
+    ap.add_argument("--env", action="append", default=[], metavar="K=V",
+                    help="the launch's environment (as its script exports it)")
+    ap.add_argument("--gpu-arch", type=int, default=9,
+                    help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
+    a = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            line = check(a)
+    except CheckError as e:
+        print(f"megatron: FAIL {e}")
+        return 1
+    except Exception as e:  # anything unexpected is a failure with its name, not a traceback
+        print(f"megatron: FAIL {type(e).__name__}: {one_line(e)}")
+        return 1
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

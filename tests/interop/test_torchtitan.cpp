@@ -1,0 +1,114 @@
+// torchtitan 0.3.0's command line for a plan: the findings of the interop issue that live in it
+// (FSDP beside TP/PP, each stage's modules, async TP's compile, precision, the CSV by absolute
+// path, the model) and what it refuses. tests/interop/check_torchtitan.py judges the same words
+// by torchtitan's own parser, parallel dimensions and stage split.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/errors.hpp"
+#include "interop/tool.hpp"
+#include "interop/torchtitan.hpp"
+#include "interop/words.hpp"
+#include "tests/interop/plans.hpp"
+
+namespace paci::interop {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+std::string joined(const plan::PlanResult& p, const std::string& csv = "") {
+  return shell_join(torchtitan_args(p, csv));
+}
+
+TEST(InteropTorchtitan, ModelIsTorchtitansConfig) {
+  const std::string a = joined(test::plan_of("llama3-8b", "1f1b", 8, 2, 2));
+  EXPECT_THAT(a, StartsWith("--module llama3 --config llama3_8b "));
+  EXPECT_THAT(joined(test::plan_of("llama3-70b", "1f1b", 64, 8, 4)),
+              StartsWith("--module llama3 --config llama3_70b "));
+}
+
+// Finding 2: torchtitan refuses DDP (replicate) beside TP or PP; it shards.
+TEST(InteropTorchtitan, DataParallelismShardsBesideTensorAndPipeline) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 16, 2, 2);  // d = 4
+  p.config.distributed_optimizer = false;
+  const std::string a = joined(p);
+  EXPECT_THAT(a, HasSubstr("--parallelism.data-parallel-replicate-degree 1 "));
+  EXPECT_THAT(a, HasSubstr("--parallelism.data-parallel-shard-degree 4 "));
+  plan::PlanResult dp_only = test::plan_of("llama3-8b", "1f1b", 8, 1, 1);
+  dp_only.config.distributed_optimizer = false;
+  EXPECT_THAT(joined(dp_only), HasSubstr("--parallelism.data-parallel-replicate-degree 8 "));
+  dp_only.config.distributed_optimizer = true;  // sharded state: FSDP
+  EXPECT_THAT(joined(dp_only), HasSubstr("--parallelism.data-parallel-shard-degree 8 "));
+}
+
+// Findings 3 and 5: every stage's modules, exactly as paci partitioned them.
+TEST(InteropTorchtitan, EachStageGetsItsModules) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "interleaved", 8, 2, 2, 2);
+  p.config.partition = {7, 9, 9, 7};
+  const std::vector<std::string> parts = torchtitan_module_parts(p.config);
+  ASSERT_EQ(parts.size(), 4U);
+  EXPECT_THAT(parts[0], StartsWith("tok_embeddings,layers.0,"));
+  EXPECT_THAT(parts[0], EndsWith(",layers.6"));
+  EXPECT_THAT(parts[1], StartsWith("layers.7,"));
+  EXPECT_THAT(parts[1], EndsWith(",layers.15"));
+  EXPECT_THAT(parts[3], StartsWith("layers.25,"));
+  EXPECT_THAT(parts[3], EndsWith(",layers.31,norm,lm_head"));
+  const std::string a = joined(p);
+  EXPECT_THAT(a, HasSubstr("--parallelism.pipeline-parallel-schedule Interleaved1F1B "));
+  EXPECT_THAT(a, HasSubstr("--parallelism.module-fqns-per-model-part tok_embeddings,layers.0,"));
+  EXPECT_THAT(a, HasSubstr("--training.disable-cuda-graphs"));  // PP: CUDA graphs refuse it
+}
+
+// Finding 6: asynchronous TP is a compiler pass.
+TEST(InteropTorchtitan, AsyncTensorParallelismTurnsOnCompile) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 8, 2, 2);
+  EXPECT_THAT(joined(p), Not(HasSubstr("--compile.")));
+  p.config.tp_comm_overlap = true;
+  EXPECT_THAT(joined(p), HasSubstr("--compile.enable --compile.enable-async-tensor-parallel"));
+}
+
+// Finding 7: bf16 mixed precision, reductions in fp32; sequence parallelism off when planned off.
+TEST(InteropTorchtitan, MixedPrecisionAndSequenceParallelism) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 8, 2, 2);
+  EXPECT_THAT(joined(p), HasSubstr("--training.mixed-precision-param bfloat16 "
+                                   "--training.mixed-precision-reduce float32"));
+  EXPECT_THAT(joined(p), Not(HasSubstr("no-enable-sequence-parallel")));
+  p.config.sequence_parallel = false;
+  EXPECT_THAT(joined(p), HasSubstr("--parallelism.no-enable-sequence-parallel"));
+}
+
+// Finding 10: a zero-bubble schedule is loaded from paci's CSV, named by its absolute path; the
+// checkpointing subcommand is the last word.
+TEST(InteropTorchtitan, ZeroBubbleNamesTheCsvByAbsolutePath) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "zb-h1", 8, 1, 4);
+  const std::string a = joined(p, "/runs/plan/schedule.csv");
+  EXPECT_THAT(a, HasSubstr("--parallelism.pipeline-parallel-schedule-csv /runs/plan/schedule.csv"));
+  EXPECT_THAT(a, Not(HasSubstr("--parallelism.pipeline-parallel-schedule ")));
+  EXPECT_THAT(a, EndsWith(" activation-checkpoint:full"));
+  // --emit without -o DIR has no CSV to name: refused, not printed with a relative path.
+  EXPECT_THROW(emit(Tool::torchtitan, p, ""), InputError);
+  EXPECT_THAT(emit(Tool::torchtitan, p, "/runs/plan"),
+              HasSubstr("--parallelism.pipeline-parallel-schedule-csv /runs/plan/schedule.csv"));
+}
+
+TEST(InteropTorchtitan, RefusesWhatItCannotRunInOneLine) {
+  const auto why = [](const plan::PlanResult& p) { return refusal(Tool::torchtitan, p.config); };
+  for (const char* kind : {"paci", "pipedream", "2bw"}) {
+    const std::string w = why(test::plan_of("llama3-8b", kind, 8, 1, 4));
+    EXPECT_THAT(w, HasSubstr("flush")) << kind;
+    EXPECT_EQ(w.find('\n'), std::string::npos);
+  }
+  EXPECT_THAT(why(test::plan_of("gpt3-13b", "1f1b", 8, 1, 4)), HasSubstr("own configs"));
+  // Llama 3 405B: torchtitan's config is float8, fixed when built; paci plans bf16.
+  EXPECT_THAT(why(test::plan_of("llama3-405b", "1f1b", 512, 8, 16)), HasSubstr("float8"));
+  EXPECT_THROW(torchtitan_args(test::plan_of("llama3-405b", "1f1b", 512, 8, 16), ""),
+               InputError);
+  EXPECT_TRUE(why(test::plan_of("llama3-70b", "1f1b", 64, 8, 4)).empty());
+}
+
+}  // namespace
+}  // namespace paci::interop
