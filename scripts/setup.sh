@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
-  python3-matplotlib
+  python3-matplotlib python3-venv
   clang libclang-rt-dev
 )
 

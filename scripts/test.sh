@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything CI does: install dependencies, build into build/, run the whole test suite, then the
 # model and executor tests under older OpenBLAS kernels, the kernel and training tests under a
-# simulated fallback, the sanitizers (scripts/sanitize.sh) and every fuzz target for 10 s
-# (scripts/fuzz.sh).
+# simulated fallback, the interop stage (scripts/interop.sh), the sanitizers (scripts/sanitize.sh)
+# and every fuzz target for 10 s (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -33,6 +33,11 @@ done
 echo "test: kernel, model and training tests, simulated OpenBLAS fallback to Prescott"
 OPENBLAS_CORETYPE=Prescott PACI_BLAS_TEST_FALLBACK=1 \
   ctest --output-on-failure -j "${PACI_JOBS:-2}" --timeout 600 -R "^(BlasKernel|CliBlas|CliTrain|CliGolden)\."
+# What paci plan emits, judged by PyTorch's, torchtitan's and Megatron-LM's own code (pinned in
+# tests/interop/requirements.txt, installed once into ~/.cache/paci-interop; docs/interop.md).
+cd ..
+bash scripts/interop.sh
+cd build
 # The sanitizers (docs/reliability.md): the whole suite under ASan + UBSan, the executor's and the
 # launch's tests under TSan, each in a build tree of its own (build-asan/, build-tsan/).
 cd ..

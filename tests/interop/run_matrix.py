@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""The interop matrix: plans paci emits, run through PyTorch's, torchtitan's and Megatron-LM's code.
+
+    python run_matrix.py --paci build/cli/paci --python VENV/bin/python [--work DIR]
+                         [--megatron-lm TREE] [--jobs N] [--only SUBSTRING]
+
+For every case, `paci plan ... -o DIR` (with --emit TOOL for the searched cases) writes the plan
+and its launch files. Then, for each file the case expects:
+
+  schedule.csv   check_pytorch.py: PyTorch's own CSV loader and runtime on a gloo world of p
+                 processes, loss and gradients against a one-process reference;
+  megatron.sh    run with PACI_DRY_RUN=1; the words after pretrain_gpt.py and the variables it
+                 exports go to check_megatron.py (with --megatron-lm also with Megatron-LM's own
+                 parse_args/validate_args from that checkout);
+  torchtitan.sh  run with PACI_DRY_RUN=1; the words after torchtitan.train go to
+                 check_torchtitan.py (ConfigManager, ParallelDims, the pipeline split);
+
+each against the plan's own partition (plan.json), micro-batches and GPU count. A file the case
+does not expect must be absent, and --emit's output must be the words of its file. Refusal
+cases must exit 2 with one line on stderr naming the reason, print nothing, and leave no -o DIR.
+
+Prints one line per check and a summary; exits 1 if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+H100 = ["--gpu", "h100-80gb"]
+L8 = ["--preset", "llama3-8b", *H100]
+
+
+# name, paci plan arguments, the files expected (the others must be absent), --emit or None
+CASES = [
+    ("llama3-8b 1f1b uneven SP selective",
+     [*L8, "--gpus", "8", "--global-batch", "32", "--tp", "2", "--pp", "2",
+      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "selective",
+      "--sequence-parallel", "--partition", "15,17"],
+     {"pytorch", "megatron", "torchtitan"}, None),
+    ("llama3-8b interleaved v2 even",
+     [*L8, "--gpus", "16", "--global-batch", "64", "--tp", "2", "--pp", "4",
+      "--microbatch-size", "1", "--kind", "interleaved", "--chunks", "2", "--recompute", "none",
+      "--sequence-parallel"],
+     {"pytorch", "megatron", "torchtitan"}, None),
+    ("llama3-8b interleaved v2 uneven",
+     [*L8, "--gpus", "8", "--global-batch", "32", "--tp", "1", "--pp", "4",
+      "--microbatch-size", "2", "--kind", "interleaved", "--chunks", "2", "--recompute", "full",
+      "--partition", "3,5,4,4,4,4,5,3", "--distributed-optimizer"],
+     {"pytorch", "megatron", "torchtitan"}, None),
+    ("llama3-8b zb-h1",
+     [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "1", "--pp", "4",
+      "--microbatch-size", "1", "--kind", "zb-h1", "--recompute", "full"],
+     {"pytorch", "torchtitan"}, None),
+    ("llama3-8b zb-h2 async TP",
+     [*L8, "--gpus", "8", "--global-batch", "8", "--tp", "2", "--pp", "4",
+      "--microbatch-size", "1", "--kind", "zb-h2", "--recompute", "selective",
+      "--sequence-parallel", "--tp-comm-overlap"],
+     {"pytorch", "torchtitan"}, None),
+    ("llama3-8b gpipe p8",
+     [*L8, "--gpus", "8", "--global-batch", "8", "--tp", "1", "--pp", "8",
+      "--microbatch-size", "1", "--kind", "gpipe", "--recompute", "full"],
+     {"pytorch", "torchtitan"}, None),
+    ("llama3-8b 1f1b M<p",
+     [*L8, "--gpus", "8", "--global-batch", "4", "--tp", "1", "--pp", "8",
+      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full"],
+     {"megatron"}, None),
+    ("llama3-8b paci (asynchronous)",
+     [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "1", "--pp", "4",
+      "--microbatch-size", "1", "--kind", "paci", "--recompute", "full"],
+     set(), None),
+    ("llama3-70b 1f1b TP overlap, dist-opt, grad overlap, full",
+     ["--preset", "llama3-70b", *H100, "--gpus", "64", "--global-batch", "128", "--tp", "8",
+      "--pp", "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
+      "--sequence-parallel", "--tp-comm-overlap", "--distributed-optimizer",
+      "--overlap-grad-reduce"],
+     {"pytorch", "megatron", "torchtitan"}, None),
+    ("llama3-405b 126 layers on p=8",
+     ["--preset", "llama3-405b", *H100, "--gpus", "512", "--global-batch", "512", "--tp", "8",
+      "--pp", "8", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
+      "--sequence-parallel", "--distributed-optimizer"],
+     {"pytorch", "megatron"}, None),
+    ("gpt3-175b interleaved v3 A100",
+     ["--preset", "gpt3-175b", "--gpu", "a100-80gb", "--gpus", "1024", "--global-batch", "1536",
+      "--tp", "8", "--pp", "8", "--microbatch-size", "1", "--kind", "interleaved", "--chunks",
+      "3", "--recompute", "selective", "--sequence-parallel", "--distributed-optimizer"],
+     {"pytorch", "megatron"}, None),
+    ("gpt2-medium 1f1b d2",
+     ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
+      "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
+      "none"],
+     {"pytorch", "megatron"}, None),
+    # Searches for one tool: the best plan it can run, at staleness 0 and 1.
+    ("search llama3-8b 64 GPUs --max-staleness 0 --emit pytorch",
+     [*L8, "--gpus", "64", "--global-batch", "256", "--max-staleness", "0"], None, "pytorch"),
+    ("search llama3-8b 64 GPUs --max-staleness 1 --emit megatron",
+     [*L8, "--gpus", "64", "--global-batch", "256", "--max-staleness", "1"], None, "megatron"),
+    ("search llama3-70b 128 GPUs --max-staleness 1 --emit torchtitan",
+     ["--preset", "llama3-70b", *H100, "--gpus", "128", "--global-batch", "256",
+      "--max-staleness", "1", "--sequence-parallel", "on,off"], None, "torchtitan"),
+    ("search gpt3-13b 32 GPUs --max-staleness 1 --emit megatron",
+     ["--preset", "gpt3-13b", *H100, "--gpus", "32", "--global-batch", "256",
+      "--max-staleness", "1", "--distributed-optimizer", "on,off"], None, "megatron"),
+    ("search gpt3-1.3b 8 GPUs --max-staleness 1 --emit pytorch",
+     ["--preset", "gpt3-1.3b", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
+      "--max-staleness", "1"], None, "pytorch"),
+]
+
+# name, paci plan arguments (with --emit), a word the one-line reason must contain
+_ASYNC = [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "1", "--pp", "4",
+          "--microbatch-size", "1", "--recompute", "full"]
+REFUSALS = [
+    ("paci for PyTorch", [*_ASYNC, "--kind", "paci", "--emit", "pytorch"], "weight"),
+    ("pipedream for Megatron-LM", [*_ASYNC, "--kind", "pipedream", "--emit", "megatron"], "1F1B"),
+    ("2bw for torchtitan", [*_ASYNC, "--kind", "2bw", "--emit", "torchtitan"], "flush"),
+    ("zb-h1 for Megatron-LM", [*_ASYNC, "--kind", "zb-h1", "--emit", "megatron"], "zb-h1"),
+    ("1f1b M<p for PyTorch",
+     [*L8, "--gpus", "8", "--global-batch", "4", "--tp", "1", "--pp", "8", "--microbatch-size", "1",
+      "--kind", "1f1b", "--recompute", "full", "--emit", "pytorch"], "gpipe"),
+    ("1f1b M<p for torchtitan",
+     [*L8, "--gpus", "8", "--global-batch", "4", "--tp", "1", "--pp", "8", "--microbatch-size", "1",
+      "--kind", "1f1b", "--recompute", "full", "--emit", "torchtitan"], "gpipe"),
+    ("GPT for torchtitan",
+     ["--preset", "gpt3-13b", *H100, "--gpus", "8", "--global-batch", "64", "--tp", "2", "--pp",
+      "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full", "--emit",
+      "torchtitan"], "own configs"),
+    ("405B for torchtitan",
+     ["--preset", "llama3-405b", *H100, "--gpus", "512", "--global-batch", "512", "--tp", "8",
+      "--pp", "8", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
+      "--emit", "torchtitan"], "float8"),
+]
+
+TOOL_FILE = {"pytorch": "schedule.csv", "megatron": "megatron.sh", "torchtitan": "torchtitan.sh"}
+
+
+class Runner:
+    def __init__(self, a):
+        self.a = a
+        self.lock = threading.Lock()
+        self.gloo = threading.Lock()  # one gloo world at a time: p processes on few cores
+        self.results: list[tuple[bool, str]] = []
+
+    def report(self, ok: bool, line: str) -> None:
+        with self.lock:
+            self.results.append((ok, line))
+            print(("PASS " if ok else "FAIL ") + line, flush=True)
+
+    def paci(self, args: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run([self.a.paci, "plan", *args], capture_output=True, text=True,
+                              timeout=600, stdin=subprocess.DEVNULL)
+
+    def tool(self, script: str, args: list[str], timeout: int) -> tuple[bool, str]:
+        cmd = [self.a.python, os.path.join(HERE, script), *args]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                               stdin=subprocess.DEVNULL,
+                               env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        except subprocess.TimeoutExpired:
+            return False, f"{script}: timeout after {timeout} s"
+        lines = [l for l in p.stdout.splitlines() if l.strip()]
+        last = lines[-1] if lines else (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return p.returncode == 0, last
+
+    # ------------------------------------------------------------------------------------
+    def dry_run(self, path: str) -> tuple[list[str], dict]:
+        env = dict(os.environ, PACI_DRY_RUN="1", MEGATRON_LM="/megatron-lm")
+        for k in ("DATA_PATH", "TOKENIZER_MODEL", "NODE_RANK", "MASTER_ADDR", "SLURM_NODEID",
+                  "SLURM_JOB_NODELIST"):
+            env.pop(k, None)
+        p = subprocess.run(["bash", path], capture_output=True, text=True, env=env, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError(f"PACI_DRY_RUN=1 bash {os.path.basename(path)}: rc {p.returncode}: "
+                               f"{p.stderr.strip()[:200]}")
+        exports = {}
+        with open(path) as f:
+            for line in f:
+                if line.startswith("export "):
+                    k, _, v = line[len("export "):].strip().partition("=")
+                    exports[k] = shlex.split(v)[0] if v else ""
+        return p.stdout.splitlines(), exports
+
+    def check_case(self, name, args, expected, emit) -> None:
+        work = os.path.join(self.a.work, name.replace(" ", "_").replace("/", "_"))
+        shutil.rmtree(work, ignore_errors=True)
+        out = os.path.join(work, "plan")
+        call = [*args, "-o", out, "-q"] + (["--emit", emit] if emit else [])
+        p = self.paci(call)
+        if p.returncode != 0:
+            self.report(False, f"{name}: paci plan rc {p.returncode}: {p.stderr.strip()[:300]}")
+            return
+        with open(os.path.join(out, "plan.json")) as f:
+            plan = json.load(f)["plans"][0]
+        if expected is None:  # a search for one tool: its file, and every other file written
+            expected = {emit} | {t for t, f in TOOL_FILE.items()
+                                 if os.path.exists(os.path.join(out, f))}
+        desc = (f"{plan['kind']} t={plan['tp']} p={plan['pp']} d={plan['dp']} v={plan['chunks']} "
+                f"M={plan['microbatches']} partition={','.join(map(str, plan['partition']))}")
+        gpus = plan["tp"] * plan["pp"] * plan["dp"]
+        for tool, file in TOOL_FILE.items():
+            present = os.path.exists(os.path.join(out, file))
+            if present != (tool in expected):
+                self.report(False, f"{name}: {file} {'written' if present else 'missing'} ({desc})")
+        lps = ",".join(map(str, plan["partition"]))
+        jobs = []
+        if "pytorch" in expected and os.path.exists(os.path.join(out, "schedule.csv")):
+            jobs.append(("pytorch", lambda: self.pytorch(out, plan)))
+        if "megatron" in expected and os.path.exists(os.path.join(out, "megatron.sh")):
+            jobs.append(("megatron", lambda: self.megatron(out, gpus, lps, emit == "megatron",
+                                                            p.stdout)))
+        if "torchtitan" in expected and os.path.exists(os.path.join(out, "torchtitan.sh")):
+            jobs.append(("torchtitan", lambda: self.torchtitan(out, gpus, lps,
+                                                                emit == "torchtitan", p.stdout)))
+        if emit == "pytorch" and os.path.exists(os.path.join(out, "schedule.csv")):
+            body = [l for l in p.stdout.splitlines() if l and not l.startswith("#")]
+            with open(os.path.join(out, "schedule.csv")) as f:
+                if body != [l for l in f.read().splitlines() if l]:
+                    self.report(False, f"{name}: --emit pytorch differs from schedule.csv")
+        for tool, job in jobs:
+            try:
+                ok, line = job()
+            except Exception as e:  # a dry run that failed, a file that is not there
+                ok, line = False, f"{type(e).__name__}: {e}"
+            self.report(ok, f"{name} [{desc}] {tool}: {line}")
+
+    def pytorch(self, out, plan):
+        with self.gloo:
+            return self.tool("check_pytorch.py", [
+                "--csv", os.path.join(out, "schedule.csv"), "--microbatches",
+                str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement", "loop",
+                "--timeout", "240", "--pg-timeout", "120"], 300)
+
+    def megatron(self, out, gpus, lps, emitted, stdout):
+        words, env = self.dry_run(os.path.join(out, "megatron.sh"))
+        i = words.index("/megatron-lm/pretrain_gpt.py")
+        flags = words[i + 1:]
+        if emitted:
+            printed = shlex.split(stdout, comments=True)
+            if flags[:len(printed)] != printed:
+                return False, "--emit megatron's flags are not megatron.sh's"
+        path = os.path.join(out, "megatron.flags")
+        with open(path, "w") as f:
+            f.write(shlex.join(flags) + "\n")
+        base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps]
+        for k, v in env.items():
+            base += ["--env", f"{k}={v}"]
+        ok, line = self.tool("check_megatron.py", base, 300)
+        if ok and self.a.megatron_lm:
+            ok, line2 = self.tool("check_megatron.py", [*base, "--tree", self.a.megatron_lm], 300)
+            line = f"{line} | {line2}"
+        return ok, line
+
+    def torchtitan(self, out, gpus, lps, emitted, stdout):
+        words, _ = self.dry_run(os.path.join(out, "torchtitan.sh"))
+        i = words.index("torchtitan.train")
+        args = words[i + 1:]
+        if emitted:
+            printed = shlex.split(stdout, comments=True)
+            rest = list(args)
+            at = rest.index("--training.steps") if "--training.steps" in rest else -1
+            if at >= 0:
+                del rest[at:at + 2]  # the script's TRAIN words, not --emit's
+            if rest != printed:
+                return False, "--emit torchtitan's words are not torchtitan.sh's"
+        path = os.path.join(out, "torchtitan.args")
+        with open(path, "w") as f:
+            f.write(shlex.join(args) + "\n")
+        return self.tool("check_torchtitan.py", ["--args-file", path, "--world", str(gpus),
+                                                 "--layers-per-stage", lps, "--timeout", "300"], 330)
+
+    def check_refusal(self, name, args, word) -> None:
+        work = os.path.join(self.a.work, "refuse_" + name.replace(" ", "_").replace("/", "_"))
+        shutil.rmtree(work, ignore_errors=True)
+        out = os.path.join(work, "plan")
+        for call in (args, [*args, "-o", out]):
+            p = self.paci(call)
+            err = [l for l in p.stderr.splitlines() if l.strip()]
+            problems = []
+            if p.returncode != 2:
+                problems.append(f"rc {p.returncode}")
+            if len(err) != 1 or word not in err[0]:
+                problems.append(f"stderr {err!r:.300}")
+            if p.stdout.strip():
+                problems.append(f"stdout {p.stdout.strip()[:100]!r}")
+            if os.path.exists(out) and os.listdir(out):
+                problems.append(f"-o DIR holds {sorted(os.listdir(out))}")
+            with_o = " with -o DIR" if "-o" in call else ""
+            if problems:
+                self.report(False, f"refusal {name}{with_o}: {'; '.join(problems)}")
+            else:
+                self.report(True, f"refusal {name}{with_o}: {err[0]}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--paci", required=True)
+    ap.add_argument("--python", default=sys.executable, help="python with the pinned tools")
+    ap.add_argument("--work", help="folder for the plans (default: a temporary one, removed)")
+    ap.add_argument("--megatron-lm", help="a Megatron-LM checkout: also its own parse_args")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", default="", help="cases whose name contains this")
+    a = ap.parse_args()
+    a.paci = os.path.abspath(a.paci)
+    keep = a.work is not None
+    a.work = os.path.abspath(a.work or tempfile.mkdtemp(prefix="paci-interop-"))
+    os.makedirs(a.work, exist_ok=True)
+    r = Runner(a)
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        futures = [pool.submit(r.check_case, *c) for c in CASES if a.only in c[0]]
+        futures += [pool.submit(r.check_refusal, *c) for c in REFUSALS if a.only in c[0]]
+        for f in futures:
+            f.result()
+    failed = sum(1 for ok, _ in r.results if not ok)
+    print(f"interop: {len(r.results) - failed} of {len(r.results)} checks passed in "
+          f"{time.monotonic() - start:.0f} s" + (f"; plans in {a.work}" if keep else ""))
+    if not keep:
+        shutil.rmtree(a.work, ignore_errors=True)
+    return 1 if failed or not r.results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
