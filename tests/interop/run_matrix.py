@@ -18,6 +18,8 @@ and its launch files. Then, for each file the case expects:
 each against the plan's own partition (plan.json), micro-batches and GPU count. A file the case
 does not expect must be absent, and --emit's output must be the words of its file. Refusal
 cases must exit 2 with one line on stderr naming the reason, print nothing, and leave no -o DIR.
+Last, a self-test: each checker must fail on a wrong partition, a missing variable, a CSV with
+an action dropped.
 
 Prints one line per check and a summary; exits 1 if any check failed.
 """
@@ -165,7 +167,9 @@ class Runner:
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                stdin=subprocess.DEVNULL,
-                               env=dict(os.environ, PYTHONWARNINGS="ignore"))
+                               env={k: v for k, v in os.environ.items()
+                                    if k != "CUDA_DEVICE_MAX_CONNECTIONS"} |
+                               {"PYTHONWARNINGS": "ignore"})
         except subprocess.TimeoutExpired:
             return False, f"{script}: timeout after {timeout} s"
         lines = [l for l in p.stdout.splitlines() if l.strip()]
@@ -278,6 +282,37 @@ class Runner:
         return self.tool("check_torchtitan.py", ["--args-file", path, "--world", str(gpus),
                                                  "--layers-per-stage", lps, "--timeout", "300"], 330)
 
+    def self_test(self) -> None:
+        """Each checker must fail on a plan it should refuse: the first case's files with a
+        wrong partition (16,16 for paci's 15,17) and a CSV with one action dropped."""
+        name = CASES[0][0]
+        out = os.path.join(self.a.work, name.replace(" ", "_").replace("/", "_"), "plan")
+        if not os.path.exists(os.path.join(out, "torchtitan.args")):
+            self.report(False, f"self-test: {name} left no files to mutate")
+            return
+        wrong = "16,16"
+        for script, args in (
+            ("check_torchtitan.py", ["--args-file", os.path.join(out, "torchtitan.args"),
+                                     "--world", "8", "--layers-per-stage", wrong]),
+            ("check_megatron.py", ["--flags-file", os.path.join(out, "megatron.flags"), "--world",
+                                   "8", "--layers-per-stage", wrong,
+                                   "--env", "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
+            ("check_megatron.py", ["--flags-file", os.path.join(out, "megatron.flags"), "--world",
+                                   "8", "--layers-per-stage", "15,17"]),  # no env variable
+        ):
+            ok, line = self.tool(script, args, 300)
+            self.report(not ok, f"self-test {script} {' '.join(args[-3:])} must fail: {line}")
+        with open(os.path.join(out, "schedule.csv")) as f:
+            rows = [r.split(",") for r in f.read().splitlines()]
+        rows[1] = [c for c in rows[1] if c != "1B3"]  # stage 1 never runs micro-batch 3 back
+        bad = os.path.join(out, "dropped.csv")
+        with open(bad, "w") as f:
+            f.write("\n".join(",".join(r) for r in rows) + "\n")
+        with self.gloo:
+            ok, line = self.tool("check_pytorch.py", ["--csv", bad, "--microbatches", "16",
+                                                      "--ranks", "2", "--timeout", "120"], 150)
+        self.report(not ok, f"self-test check_pytorch.py with 1B3 dropped must fail: {line}")
+
     def check_refusal(self, name, args, word) -> None:
         work = os.path.join(self.a.work, "refuse_" + name.replace(" ", "_").replace("/", "_"))
         shutil.rmtree(work, ignore_errors=True)
@@ -321,6 +356,8 @@ def main() -> int:
         futures += [pool.submit(r.check_refusal, *c) for c in REFUSALS if a.only in c[0]]
         for f in futures:
             f.result()
+    if not a.only:
+        r.self_test()
     failed = sum(1 for ok, _ in r.results if not ok)
     print(f"interop: {len(r.results) - failed} of {len(r.results)} checks passed in "
           f"{time.monotonic() - start:.0f} s" + (f"; plans in {a.work}" if keep else ""))
