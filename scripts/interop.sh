@@ -11,7 +11,7 @@ root=$(pwd)
 req="$root/tests/interop/requirements.txt"
 paci="$root/build/cli/paci"
 [ -x "$paci" ] || { echo "interop: $paci not built (scripts/build.sh)" >&2; exit 2; }
-cache="${PACI_INTEROP_CACHE:-$HOME/.cache/paci-interop}"
+cache="${PACI_INTEROP_CACHE:-${HOME:-/root}/.cache/paci-interop}"
 hash=$(sha256sum "$req" | cut -c1-16)
 venv="$cache/venv-$hash"
 mkdir -p "$cache"
