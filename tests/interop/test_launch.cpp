@@ -42,8 +42,9 @@ class InteropLaunch : public ::testing::Test {
   }
   // The words the script would launch, from bash itself (PACI_DRY_RUN=1).
   std::vector<std::string> dry_run(const std::string& name, const std::string& env = "") const {
-    const std::string cmd = fmt::format("cd / && env PACI_DRY_RUN=1 MEGATRON_LM=/opt/mlm {} bash '{}'",
-                                        env, (dir_ / name).string());
+    const std::string cmd =
+        fmt::format("cd / && env PACI_DRY_RUN=1 MEGATRON_LM=/opt/mlm {} bash '{}'", env,
+                    (dir_ / name).string());
     FILE* pipe = ::popen(cmd.c_str(), "r");
     EXPECT_NE(pipe, nullptr);
     std::vector<std::string> words;

@@ -23,18 +23,27 @@ std::string joined(const plan::PlanResult& p) {
 
 TEST(InteropMegatron, FlagsOfAnInterleavedPlan) {
   const std::string f = joined(test::plan_of("llama3-70b", "interleaved", 256, 8, 4, 2));
-  for (const char* flag : {"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
-                           "--num-virtual-stages-per-pipeline-rank 2", "--micro-batch-size 1",
+  for (const char* flag : {"--tensor-model-parallel-size 8",
+                           "--pipeline-model-parallel-size 4",
+                           "--num-virtual-stages-per-pipeline-rank 2",
+                           "--micro-batch-size 1",
                            "--global-batch-size 512",
                            "--recompute-granularity full --recompute-method uniform "
                            "--recompute-num-layers 1",
-                           "--sequence-parallel", "--use-distributed-optimizer",
-                           "--overlap-grad-reduce", "--num-layers 80", "--hidden-size 8192",
+                           "--sequence-parallel",
+                           "--use-distributed-optimizer",
+                           "--overlap-grad-reduce",
+                           "--num-layers 80",
+                           "--hidden-size 8192",
                            "--num-attention-heads 64",
                            "--group-query-attention --num-query-groups 8",
-                           "--ffn-hidden-size 28672", "--seq-length 8192", "--swiglu",
-                           "--normalization RMSNorm", "--position-embedding-type rope",
-                           "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+                           "--ffn-hidden-size 28672",
+                           "--seq-length 8192",
+                           "--swiglu",
+                           "--normalization RMSNorm",
+                           "--position-embedding-type rope",
+                           "--untie-embeddings-and-output-weights",
+                           "--disable-bias-linear",
                            "--attention-backend flash"})
     EXPECT_THAT(f, HasSubstr(flag)) << flag;
   EXPECT_THAT(f, Not(HasSubstr("--pipeline-model-parallel-layout")));  // 80 = 4 x 2 x 10
@@ -63,8 +72,7 @@ TEST(InteropMegatron, LayersPDoesNotDivideGoInALayout) {
 TEST(InteropMegatron, UnevenPartitionIsTheLayout) {
   plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 8, 2, 4);
   p.config.partition = {7, 9, 9, 7};
-  EXPECT_EQ(megatron_layout(p.config, p.config.partition),
-            "Ettttttt|ttttttttt|ttttttttt|tttttttL");
+  EXPECT_EQ(megatron_layout(p.config, p.config.partition), "Ettttttt|ttttttttt|ttttttttt|tttttttL");
   p.config.partition = {8, 8, 8, 8};
   EXPECT_EQ(megatron_layout(p.config, p.config.partition), "");
   // Interleaved: the layout lists the p·v stages in model order, and stands for the virtual
@@ -72,7 +80,8 @@ TEST(InteropMegatron, UnevenPartitionIsTheLayout) {
   plan::PlanResult v = test::plan_of("llama3-8b", "interleaved", 8, 2, 2, 2);
   v.config.partition = {7, 9, 9, 7};
   const std::string f = joined(v);
-  EXPECT_THAT(f, HasSubstr("--pipeline-model-parallel-layout 'Ettttttt|ttttttttt|ttttttttt|tttttttL'"));
+  EXPECT_THAT(
+      f, HasSubstr("--pipeline-model-parallel-layout 'Ettttttt|ttttttttt|ttttttttt|tttttttL'"));
   EXPECT_THAT(f, Not(HasSubstr("--num-virtual-stages-per-pipeline-rank")));
 }
 
@@ -81,14 +90,13 @@ TEST(InteropMegatron, UnevenPartitionIsTheLayout) {
 // it: tests/interop/check_megatron.py --tree).
 TEST(InteropMegatron, EnvironmentForTensorParallelism) {
   plan::PlanConfig c = test::plan_of("llama3-8b", "1f1b", 8, 2, 2).config;
-  const auto needed = ElementsAre(std::pair<std::string, std::string>(
-      "CUDA_DEVICE_MAX_CONNECTIONS", "1"));
+  const auto needed =
+      ElementsAre(std::pair<std::string, std::string>("CUDA_DEVICE_MAX_CONNECTIONS", "1"));
   c.sequence_parallel = c.tp_comm_overlap = false;
   EXPECT_THAT(megatron_env(c), needed);
   c.sequence_parallel = c.tp_comm_overlap = true;
   EXPECT_THAT(megatron_env(c), needed);
-  EXPECT_THAT(emit(Tool::megatron, test::result_of(c)),
-              HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=1"));
+  EXPECT_THAT(emit(Tool::megatron, test::result_of(c)), HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=1"));
   c.tp = 1;
   c.sequence_parallel = c.tp_comm_overlap = false;
   EXPECT_TRUE(megatron_env(c).empty());

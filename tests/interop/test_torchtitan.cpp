@@ -105,8 +105,7 @@ TEST(InteropTorchtitan, RefusesWhatItCannotRunInOneLine) {
   EXPECT_THAT(why(test::plan_of("gpt3-13b", "1f1b", 8, 1, 4)), HasSubstr("own configs"));
   // Llama 3 405B: torchtitan's config is float8, fixed when built; paci plans bf16.
   EXPECT_THAT(why(test::plan_of("llama3-405b", "1f1b", 512, 8, 16)), HasSubstr("float8"));
-  EXPECT_THROW(torchtitan_args(test::plan_of("llama3-405b", "1f1b", 512, 8, 16), ""),
-               InputError);
+  EXPECT_THROW(torchtitan_args(test::plan_of("llama3-405b", "1f1b", 512, 8, 16), ""), InputError);
   EXPECT_TRUE(why(test::plan_of("llama3-70b", "1f1b", 64, 8, 4)).empty());
 }
 
