@@ -73,8 +73,8 @@ def recorded_parser(table: dict) -> _Parser:
     holds what the flags set and nothing else."""
     p = _Parser(allow_abbrev=False, add_help=False)
     seen = set()
-    for name, o in table["options"].items():
-        if id(o) in seen or o["names"][0] in seen:
+    for o in table["options"].values():  # one entry per name: aliases repeat it
+        if o["names"][0] in seen:
             continue
         seen.add(o["names"][0])
         kw = {"dest": o["dest"], "default": argparse.SUPPRESS}
@@ -133,8 +133,7 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
 
         stages = PipelineParallelLayerLayout.get_num_stages_from_str(layout)
         vp = stages // p if stages // p > 1 else None
-        kw.pop("num_layers", None)  # validate_args: the layout sets the layer count
-        kw["num_layers"] = layout.count("t")
+        kw["num_layers"] = layout.count("t")  # validate_args: the layout sets the layer count
     elif a.get("num_virtual_stages_per_pipeline_rank") is not None:
         vp = a["num_virtual_stages_per_pipeline_rank"]
         vp = vp if vp > 1 else None

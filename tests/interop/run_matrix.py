@@ -147,6 +147,9 @@ TOOL_FILE = {"pytorch": "schedule.csv", "megatron": "megatron.sh", "torchtitan":
 
 
 class Runner:
+    def case_dir(self, name: str, prefix: str = "") -> str:
+        return os.path.join(self.a.work, prefix + name.replace(" ", "_").replace("/", "_"))
+
     def __init__(self, a):
         self.a = a
         self.lock = threading.Lock()
@@ -195,7 +198,7 @@ class Runner:
         return p.stdout.splitlines(), exports
 
     def check_case(self, name, args, expected, emit) -> None:
-        work = os.path.join(self.a.work, name.replace(" ", "_").replace("/", "_"))
+        work = self.case_dir(name)
         shutil.rmtree(work, ignore_errors=True)
         out = os.path.join(work, "plan")
         call = [*args, "-o", out, "-q"] + (["--emit", emit] if emit else [])
@@ -286,7 +289,7 @@ class Runner:
         """Each checker must fail on a plan it should refuse: the first case's files with a
         wrong partition (16,16 for paci's 15,17) and a CSV with one action dropped."""
         name = CASES[0][0]
-        out = os.path.join(self.a.work, name.replace(" ", "_").replace("/", "_"), "plan")
+        out = os.path.join(self.case_dir(name), "plan")
         if not os.path.exists(os.path.join(out, "torchtitan.args")):
             self.report(False, f"self-test: {name} left no files to mutate")
             return
@@ -314,7 +317,7 @@ class Runner:
         self.report(not ok, f"self-test check_pytorch.py with 1B3 dropped must fail: {line}")
 
     def check_refusal(self, name, args, word) -> None:
-        work = os.path.join(self.a.work, "refuse_" + name.replace(" ", "_").replace("/", "_"))
+        work = self.case_dir(name, "refuse_")
         shutil.rmtree(work, ignore_errors=True)
         out = os.path.join(work, "plan")
         for call in (args, [*args, "-o", out]):
