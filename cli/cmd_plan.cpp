@@ -16,8 +16,11 @@
 #include "cli/common.hpp"
 #include "cli/load.hpp"
 #include "interop/launch.hpp"
+#include "interop/read/launch.hpp"
+#include "interop/read/options.hpp"
 #include "interop/tool.hpp"
 #include "plan/cluster.hpp"
+#include "plan/compare.hpp"
 #include "plan/cpu.hpp"
 #include "plan/evaluate.hpp"
 #include "plan/model.hpp"
@@ -170,6 +173,106 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
   return r.interrupted ? 130 : 0;
 }
 
+// paci plan --from-megatron FLAGS | --from-torchtitan ARGS: the launch predicted, the best plan
+// for the same model, GPUs and batch that the same tool runs, and the walk between them.
+int plan_from_launch(const po::variables_map& vm, const std::string& cluster_text, double limit) {
+  const bool megatron = vm.count("from-megatron");
+  const char* flag = megatron ? "from-megatron" : "from-torchtitan";
+  if (vm.count("from-megatron") && vm.count("from-torchtitan"))
+    throw UsageError("--from-megatron and --from-torchtitan cannot be combined");
+  std::istringstream launch_flags(
+      "preset layers d-model heads kv-heads ffn seq-len arch tied-embeddings global-batch tp pp "
+      "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
+      "distributed-optimizer overlap-grad-reduce attention");
+  for (std::string f; launch_flags >> f;)
+    if (given(vm, f.c_str()))
+      throw UsageError(fmt::format("--{} does not apply with --{}: the launch sets it", f, flag));
+  std::string text = vm[flag].as<std::string>();
+  if (text.starts_with("@")) text = read_input(text.substr(1));
+  interop::LaunchContext context;
+  if (vm.count("gpu") && vm.count("cluster"))
+    throw UsageError("--gpu and --cluster cannot be combined (a cluster file names its GPU)");
+  if (vm.count("cluster"))
+    context.cluster = plan::parse_cluster(cluster_text, vm["cluster"].as<std::string>());
+  else if (vm.count("gpu"))
+    context.cluster = plan::cluster_preset(vm["gpu"].as<std::string>());
+  else
+    throw UsageError("give the GPU: --gpu a100-40gb|a100-80gb|h100-80gb|h200, or --cluster FILE");
+  if (vm.count("gpus")) context.gpus = vm["gpus"].as<std::int64_t>();
+  if (vm.count("vocab")) context.vocab = vm["vocab"].as<std::int64_t>();
+  const interop::Tool tool = megatron ? interop::Tool::megatron : interop::Tool::torchtitan;
+  const interop::ReadLaunch launch =
+      megatron ? interop::read_megatron(text, context) : interop::read_torchtitan(text, context);
+  std::optional<interop::Tool> emitter;
+  if (vm.count("emit")) emitter = interop::parse_tool(vm["emit"].as<std::string>());
+
+  SimResult launch_sim;
+  const plan::PlanResult mine = plan::evaluate_best_partition(launch.config, limit, {}, launch_sim);
+  plan::SearchSpace space;
+  space.model = launch.config.model;
+  space.cluster = launch.config.cluster;
+  space.gpus = launch.config.gpus;
+  space.global_batch = launch.config.global_batch;
+  space.flash_attention = launch.config.flash_attention;
+  space.sequence_parallel = space.tp_comm_overlap = space.distributed_optimizer =
+      space.overlap_grad_reduce = {false, true};
+  plan::SearchOptions o;
+  o.memory_limit_bytes = limit;
+  o.max_staleness = 0;
+  o.top = vm["top"].as<std::size_t>();
+  o.jobs = vm["jobs"].as<std::size_t>();
+  o.interrupted = &interrupted;
+  const interop::Tool runs = emitter.value_or(tool);
+  const auto runnable = [runs](const plan::PlanConfig& c) { return interop::refusal(runs, c); };
+  o.runnable = runnable;
+  const auto previous = std::signal(SIGINT, on_interrupt);
+  const plan::SearchResult r = plan::search(space, o);
+  std::signal(SIGINT, previous);
+  const bool quiet = vm["quiet"].as<bool>();
+  if (!quiet) {
+    std::cout
+        << fmt::format(
+               "the launch, read as {} reads it:\n",
+               (megatron ? interop::megatron_options() : interop::torchtitan_options()).tool())
+        << plan::plan_text(mine);
+    for (const std::string& note : launch.notes) std::cout << "  note: " << note << '\n';
+    std::cout << '\n';
+  }
+  if (r.plans.empty()) {
+    if (!quiet)
+      std::cout << "no plan " << interop::to_string(runs) << " runs fits: " << plan::nothing_fits(r)
+                << '\n';
+    return r.interrupted ? 130 : 0;
+  }
+  // The launch is a candidate too: when the search's best is no faster, the launch is the answer.
+  plan::PlanResult found = r.plans.front();
+  found.memory_limit_bytes = r.memory_limit_bytes;
+  const bool launch_wins = mine.fits && mine.step_s <= found.step_s;
+  const plan::PlanResult& best = launch_wins ? mine : found;
+  const std::vector<plan::GapStep> steps =
+      launch_wins ? std::vector<plan::GapStep>{}
+                  : plan::walk(mine, found, r.memory_limit_bytes, runnable);
+  if (!quiet) std::cout << plan::gap_text(mine, best, steps);
+  ordered_json document = plan::search_document(r, space, 0);
+  document["launch"] = {{"tool", interop::to_string(tool)},
+                        {"notes", launch.notes},
+                        {"plan", plan::plan_json(mine)},
+                        {"best_is_launch", launch_wins},
+                        {"walk", plan::walk_json(steps)}};
+  if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
+  if (vm.count("trace") || vm.count("output")) {
+    SimResult sim;
+    plan::PlanResult shown = plan::evaluate(best.config, {true}, sim);
+    shown.memory_limit_bytes = r.memory_limit_bytes;
+    shown.fits = true;
+    write_files(vm, shown, sim, document, r.frontier);
+  }
+  if (emitter)
+    std::cout << interop::emit(*emitter, best,
+                               vm.count("output") ? vm["output"].as<std::string>() : "");
+  return r.interrupted ? 130 : 0;
+}
+
 }  // namespace
 
 int run_plan(const std::vector<std::string>& args) {
@@ -240,8 +343,17 @@ int run_plan(const std::vector<std::string>& args) {
           "print the best plan for a tool: pytorch (its schedule CSV) | megatron (flags) | "
           "torchtitan (arguments); the search keeps to what that tool runs");
   add_out("quiet,q", po::bool_switch(), "print nothing but --emit's");
+  po::options_description launches(
+      "a launch you already have (with --gpu or --cluster, and --gpus unless its torchrun says; "
+      "@FILE reads it from FILE)");
+  auto add_launch = launches.add_options();
+  add_launch("from-megatron", po::value<std::string>(),
+             "Megatron-LM pretrain_gpt.py flags (or the whole torchrun line): predicted, and the "
+             "best plan Megatron-LM runs for the same model, GPUs and batch, with why");
+  add_launch("from-torchtitan", po::value<std::string>(),
+             "torchtitan 0.3.0's arguments (--module llama3 --config llama3_8b ...): the same");
   po::options_description all;
-  all.add(model).add(cluster).add(knobs).add(switches).add(limits);
+  all.add(model).add(cluster).add(knobs).add(switches).add(limits).add(launches);
   po::variables_map vm;
   if (!parse_options("plan",
                      "--preset NAME --gpu NAME --gpus N --global-batch B [--tp t --pp p "
@@ -252,7 +364,9 @@ int run_plan(const std::vector<std::string>& args) {
   std::string cluster_text;
   if (vm.count("cluster")) cluster_text = read_input(vm["cluster"].as<std::string>());
   const bool cpu = plan::is_layer_calibration(cluster_text);
-  const plan::SearchSpace space = cpu ? plan::SearchSpace{} : space_from(vm, cluster_text);
+  const bool from_launch = vm.count("from-megatron") || vm.count("from-torchtitan");
+  const plan::SearchSpace space =
+      cpu || from_launch ? plan::SearchSpace{} : space_from(vm, cluster_text);
   const bool quiet = vm["quiet"].as<bool>();
   double limit = 0;
   if (vm["jobs"].as<std::size_t>() > 1024)
@@ -267,6 +381,10 @@ int run_plan(const std::vector<std::string>& args) {
       vm.count("max-staleness") ? vm["max-staleness"].as<std::int32_t>() : -1;
   if (vm.count("max-staleness") && max_staleness < 0)
     throw UsageError("--max-staleness must be 0 or more");
+  if (vm.count("from-megatron") || vm.count("from-torchtitan")) {
+    if (cpu) throw UsageError("--from-megatron/--from-torchtitan plan a GPU cluster, not this CPU");
+    return plan_from_launch(vm, cluster_text, limit);
+  }
   if (cpu) {
     plan::SearchOptions o;
     o.memory_limit_bytes = limit;
@@ -296,7 +414,9 @@ int run_plan(const std::vector<std::string>& args) {
     if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
     if (files) write_files(vm, p, sim, document, {p});
     if (!quiet) std::cout << plan::plan_text(p);
-    if (emitter) std::cout << interop::emit(*emitter, p, vm.count("output") ? vm["output"].as<std::string>() : "");
+    if (emitter)
+      std::cout << interop::emit(*emitter, p,
+                                 vm.count("output") ? vm["output"].as<std::string>() : "");
     return 0;
   }
 
@@ -332,8 +452,9 @@ int run_plan(const std::vector<std::string>& args) {
     best.fits = true;
     write_files(vm, best, sim, document, r.frontier);
   }
-  if (emitter) std::cout << interop::emit(*emitter, r.plans.front(),
-                                        vm.count("output") ? vm["output"].as<std::string>() : "");
+  if (emitter)
+    std::cout << interop::emit(*emitter, r.plans.front(),
+                               vm.count("output") ? vm["output"].as<std::string>() : "");
   return r.interrupted ? 130 : 0;
 }
 

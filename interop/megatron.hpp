@@ -1,5 +1,5 @@
 // A plan as Megatron-LM's pretrain_gpt.py flags (option names recorded from Megatron-LM's own
-// argument parser, interop/data/megatron_lm_arguments.json), and the environment it needs.
+// argument parser, interop/data/megatron_options_core_v0.16.1.json), and the environment it needs.
 #pragma once
 
 #include <string>

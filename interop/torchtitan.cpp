@@ -9,9 +9,12 @@
 namespace paci::interop {
 
 std::pair<std::string, std::string> torchtitan_model(const plan::ModelSpec& m) {
-  for (const char* name : {"llama3-8b", "llama3-70b", "llama3-405b"})
-    if (m == plan::model_preset(name))
-      return {"llama3", fmt::format("llama3_{}", std::string_view(name).substr(7))};
+  for (const char* name : {"llama3-8b", "llama3-70b", "llama3-405b"}) {
+    plan::ModelSpec preset = plan::model_preset(name);  // its shape; --training.seq-len sets s
+    preset.seq_len = m.seq_len;
+    preset.name = m.name;
+    if (m == preset) return {"llama3", fmt::format("llama3_{}", std::string_view(name).substr(7))};
+  }
   return {"", ""};
 }
 
@@ -26,7 +29,7 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
         "torchtitan {} cannot train {}: it builds models from its own configs (of paci's presets: "
         "llama3-8b, llama3-70b, llama3-405b)",
         kTorchtitanVersion, c.model.name);
-  if (c.model == plan::model_preset("llama3-405b"))
+  if (torchtitan_model(c.model).second == "llama3_405b")
     return fmt::format(
         "torchtitan {}'s llama3_405b trains its linear layers in float8 (torchao's Float8Linear, "
         "fixed when the config is built; no option turns it off), and paci plans bf16",

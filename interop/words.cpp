@@ -22,8 +22,10 @@ std::string shell_quote(std::string_view word) {
   if (simple) return std::string(word);
   std::string out = "'";
   for (const char c : word) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -53,6 +55,9 @@ std::vector<std::string> shell_split(std::string_view text, std::string_view wha
       if (in_word) words.push_back(std::move(word));
       word.clear();
       in_word = false;
+    } else if (c == '#' && !in_word) {  // a comment, to the end of the line
+      const std::size_t end = text.find('\n', i);
+      i = end == std::string_view::npos ? text.size() : end;
     } else if (c == '\\') {
       if (i + 1 >= text.size()) throw InputError(fmt::format("{}: ends with a backslash", what));
       if (text[++i] != '\n') {

@@ -15,7 +15,8 @@ std::string shell_join(const std::vector<std::string>& words);  // quoted, space
 
 // Splits a command line as POSIX sh does for words: whitespace outside quotes separates; single
 // quotes keep everything; double quotes keep everything but \" \\ \$ \`; a backslash outside
-// quotes escapes the next character (and a backslash-newline joins lines). No expansion: "$X" or
+// quotes escapes the next character (and a backslash-newline joins lines); '#' beginning a word
+// starts a comment to the end of the line. No expansion: "$X" or
 // a backquote gets InputError naming it, as does an unterminated quote. `what` names the input.
 std::vector<std::string> shell_split(std::string_view text, std::string_view what);
 

@@ -2,7 +2,7 @@
 """Check a Megatron-LM flag list (as `paci plan --emit megatron` prints it) with Megatron's code.
 
     python check_megatron.py --flags-file FILE --world N --layers-per-stage a,b,... \
-        [--options data/megatron_options_core_v0.16.1.json] [--tree MEGATRON_LM_CHECKOUT]
+        [--options interop/data/megatron_options_core_v0.16.1.json] [--tree MEGATRON_LM_CHECKOUT]
 
 FILE holds the shell words that follow `pretrain_gpt.py` ('#' starts a comment, shlex rules).
 --layers-per-stage gives paci's transformer layers per pipeline stage, in stage order (stage s
@@ -47,7 +47,7 @@ import sys
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_OPTIONS = os.path.join(HERE, "data", "megatron_options_core_v0.16.1.json")
+DEFAULT_OPTIONS = os.path.join(HERE, "..", "..", "interop", "data", "megatron_options_core_v0.16.1.json")
 
 
 class CheckError(Exception):

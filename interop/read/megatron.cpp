@@ -1,0 +1,340 @@
+// read_megatron: Megatron-LM pretrain_gpt.py flags (core_v0.16.1) as a plan configuration. Its
+// defaults, splits and refusals as its own code has them: megatron/training/arguments.py
+// (validate_args) and megatron-core's get_num_layers_to_build and PipelineParallelLayerLayout.
+#include <fmt/format.h>
+
+#include <regex>
+
+#include "base/errors.hpp"
+#include "interop/megatron.hpp"
+#include "interop/read/launch.hpp"
+#include "interop/read/options.hpp"
+#include "interop/words.hpp"
+
+namespace paci::interop {
+
+namespace {
+
+constexpr std::string_view kWhat = "--from-megatron";
+
+// Options that change what a step costs and that paci does not model: the line says which.
+struct Unmodelled {
+  const char* option;
+  const char* what;
+};
+constexpr Unmodelled kUnmodelled[] = {
+    {"--num-experts", "mixture-of-experts layers"},
+    {"--fp8-format", "FP8 training"},
+    {"--fp4-format", "FP4 training"},
+    {"--use-torch-fsdp2", "FSDP (ZeRO-3)"},
+    {"--use-megatron-fsdp", "FSDP (ZeRO-3)"},
+    {"--mtp-num-layers", "multi-token prediction layers"},
+    {"--hybrid-override-pattern", "hybrid (Mamba) layers"},
+    {"--cpu-offloading", "CPU offloading"},
+    {"--rampup-batch-size", "a batch-size ramp (paci predicts one global batch)"},
+};
+
+struct Reader {
+  std::vector<GivenOption> given;
+  std::optional<std::string> value(std::string_view name) const { return last_value(given, name); }
+  bool on(std::string_view name) const { return value(name) == "true"; }
+  std::optional<std::int64_t> number(std::string_view name) const {
+    const auto v = value(name);
+    if (!v) return std::nullopt;
+    return to_integer(*v, name);
+  }
+  std::int64_t number_or(std::string_view name, std::int64_t fallback) const {
+    return number(name).value_or(fallback);
+  }
+};
+
+[[noreturn]] void refuse(const std::string& why) {
+  throw InputError(fmt::format("{}: {}", kWhat, why));
+}
+
+// PipelineParallelLayerLayout.parse_str_to_list: commas dropped, (...)*n and x*n unrolled, '|'
+// between stages; E, L, t (and m, which paci refuses) per stage. Layers per model stage.
+std::vector<std::int32_t> layout_partition(std::string layout) {
+  layout.erase(std::remove(layout.begin(), layout.end(), ','), layout.end());
+  for (const std::regex& pattern :
+       {std::regex(R"(\(([^)]+)\)\*(\d+))"), std::regex(R"((.)\*(\d+))")}) {
+    std::string out;
+    auto begin = layout.cbegin();
+    for (std::sregex_iterator it(layout.begin(), layout.end(), pattern), end; it != end; ++it) {
+      out.append(begin, layout.cbegin() + it->position());
+      const std::int64_t n = to_integer((*it)[2].str(), "--pipeline-model-parallel-layout's *n");
+      if (n > 1 << 16)
+        refuse("--pipeline-model-parallel-layout repeats something more than 65536 times");
+      for (std::int64_t k = 0; k < n; ++k) out += (*it)[1].str();
+      begin = layout.cbegin() + it->position() + it->length();
+    }
+    out.append(begin, layout.cend());
+    layout = out;
+  }
+  std::vector<std::string> stages(1);
+  for (char c : layout) {
+    if (c == '|')
+      stages.emplace_back();
+    else
+      stages.back().push_back(c);
+  }
+  std::vector<std::int32_t> partition;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    std::int32_t layers = 0;
+    for (char c : stages[s]) {
+      if (c == 't')
+        ++layers;
+      else if (c == 'm')
+        refuse("the layout has multi-token prediction layers (m), which paci does not model");
+      else if (c == 'E' ? s != 0 : c == 'L' ? s + 1 != stages.size() : true)
+        refuse(fmt::format("--pipeline-model-parallel-layout: '{}' {}", c,
+                           c == 'E' || c == 'L'
+                               ? "must be in the first (E) or last (L) stage as paci places them"
+                               : "is not a layer Megatron-LM knows (E, L, t, m)"));
+    }
+    if (stages[s].find(s == 0 ? 'E' : 'L') == std::string::npos &&
+        (s == 0 || s + 1 == stages.size()))
+      refuse(fmt::format("--pipeline-model-parallel-layout: the {} stage has no {}",
+                         s == 0 ? "first" : "last", s == 0 ? "embedding (E)" : "loss (L)"));
+    if (layers == 0)
+      refuse(fmt::format(
+          "--pipeline-model-parallel-layout: stage {} holds no transformer layer; paci's stages "
+          "hold at least one",
+          s));
+    partition.push_back(layers);
+  }
+  return partition;
+}
+
+plan::ModelSpec model_of(const Reader& r, const LaunchContext& context,
+                         std::vector<std::string>& notes) {
+  plan::ModelSpec m;
+  for (const char* required :
+       {"--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length"})
+    if (!r.value(required)) refuse(fmt::format("{} is missing (Megatron-LM needs it)", required));
+  m.layers = *r.number("--num-layers");
+  m.d_model = *r.number("--hidden-size");
+  m.heads = *r.number("--num-attention-heads");
+  m.seq_len = *r.number("--seq-length");
+  m.kv_heads = r.on("--group-query-attention") ? r.number_or("--num-query-groups", 1) : m.heads;
+  const bool swiglu = r.on("--swiglu");
+  // validate_args: SwiGLU's two input projections get 2/3 of 4h, rounded down to a multiple of 64.
+  m.ffn = r.number("--ffn-hidden-size")
+              .value_or(swiglu ? (4 * m.d_model * 2 / 3) / 64 * 64 : 4 * m.d_model);
+  const std::string norm = r.value("--normalization").value_or("LayerNorm");
+  const std::string position = r.value("--position-embedding-type").value_or("learned_absolute");
+  if (swiglu && norm == "RMSNorm" && position == "rope") {
+    m.arch = plan::Arch::llama;
+  } else if (!swiglu && norm == "LayerNorm" && position == "learned_absolute") {
+    m.arch = plan::Arch::gpt;
+  } else {
+    refuse(fmt::format(
+        "a model with {}, {} and {} positions: paci models GPT (LayerNorm, GeLU, learned "
+        "positions) and Llama (RMSNorm, SwiGLU, rotary)",
+        swiglu ? "SwiGLU" : "GeLU", norm, position));
+  }
+  m.tied_embeddings = !r.on("--untie-embeddings-and-output-weights");
+  if (const auto v = r.number("--vocab-size"))
+    m.vocab = *v;
+  else if (context.vocab)
+    m.vocab = *context.vocab;
+  // The preset of this shape (its vocabulary when the flags do not say), one of this sequence
+  // length first (Llama 2 70B and Llama 3 70B differ only in vocabulary and sequence).
+  const plan::ModelSpec* match = nullptr;
+  for (const plan::ModelSpec& preset : plan::model_presets()) {
+    plan::ModelSpec same = m;
+    same.name = preset.name;
+    same.seq_len = preset.seq_len;
+    if (!m.vocab) same.vocab = preset.vocab;
+    if (same == preset && (!match || (preset.seq_len == m.seq_len && match->seq_len != m.seq_len)))
+      match = &preset;
+  }
+  if (match) {
+    if (!m.vocab) {
+      m.vocab = match->vocab;
+      notes.push_back(fmt::format(
+          "the vocabulary is {}'s, {} (Megatron-LM takes it from its tokenizer; --vocab N sets it)",
+          match->name, match->vocab));
+    }
+    m.name = m.seq_len == match->seq_len ? match->name : match->name + " (modified)";
+  }
+  if (!m.vocab)
+    refuse(
+        "the vocabulary is not in the flags (Megatron-LM takes it from its tokenizer) and the "
+        "shape is no preset's: give --vocab-size in the flags or paci's --vocab N");
+  plan::check_model(m);
+  return m;
+}
+
+// Layers per model stage (p·v, model order) as megatron-core's get_num_layers_to_build gives them
+// to (pipeline rank r, virtual stage j): model stage j·p + r.
+std::vector<std::int32_t> megatron_partition(const Reader& r, const plan::PlanConfig& c) {
+  const std::int64_t L = c.model.layers, p = c.pp, v = c.chunks;
+  const auto first = r.number("--decoder-first-pipeline-num-layers");
+  const auto last = r.number("--decoder-last-pipeline-num-layers");
+  const bool account_embedding = r.on("--account-for-embedding-in-pipeline-split");
+  const bool account_loss = r.on("--account-for-loss-in-pipeline-split");
+  std::vector<std::int64_t> per_rank(static_cast<std::size_t>(p));
+  if (first || last) {
+    if (account_embedding || account_loss)
+      refuse(
+          "Megatron-LM refuses --account-for-embedding/loss-in-pipeline-split with "
+          "--decoder-first/last-pipeline-num-layers");
+    std::int64_t rest = L, left = p;
+    if (first) rest -= *first, --left;
+    if (last) rest -= *last, --left;
+    if (left > 0 && (rest < 0 || rest % left != 0))
+      refuse(
+          fmt::format("Megatron-LM refuses the split: the {} layers left over do not divide "
+                      "among the {} middle stages",
+                      rest, left));
+    std::fill(per_rank.begin(), per_rank.end(), left > 0 ? rest / left : 0);
+    if (first) per_rank.front() = *first;
+    if (last) per_rank.back() = *last;
+  } else {
+    const std::int64_t counted = L + (account_embedding ? 1 : 0) + (account_loss ? 1 : 0);
+    if (counted % p != 0)
+      refuse(
+          fmt::format("Megatron-LM refuses {} layers{} on {} pipeline stages: num_layers must "
+                      "be divisible by the pipeline size (or give a layout)",
+                      L, counted != L ? " (counting the embedding/loss)" : "", p));
+    std::fill(per_rank.begin(), per_rank.end(), counted / p);
+  }
+  std::vector<std::int32_t> partition(static_cast<std::size_t>(p * v));
+  for (std::int64_t rank = 0; rank < p; ++rank) {
+    if (v > 1 && per_rank[rank] % v != 0)
+      refuse(
+          fmt::format("Megatron-LM refuses pipeline rank {}'s {} layers for {} virtual stages "
+                      "(not divisible)",
+                      rank, per_rank[rank], v));
+    for (std::int64_t j = 0; j < v; ++j)
+      partition[static_cast<std::size_t>(j * p + rank)] =
+          static_cast<std::int32_t>(per_rank[rank] / v);
+  }
+  if (account_embedding) --partition.front();
+  if (account_loss) --partition.back();
+  for (std::size_t s = 0; s < partition.size(); ++s)
+    if (partition[s] < 1)
+      refuse(
+          fmt::format("model stage {} would hold {} transformer layers; paci's stages hold at "
+                      "least one",
+                      s, partition[s]));
+  return partition;
+}
+
+}  // namespace
+
+ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
+  const LaunchWords words = split_launch(shell_split(text, kWhat), kWhat);
+  Reader r{parse_options(megatron_options(), words.options)};
+  ReadLaunch out;
+  out.program = words.launcher;
+  if (!words.program.empty()) out.program.push_back(words.program);
+  for (const Unmodelled& u : kUnmodelled)
+    if (r.value(u.option)) refuse(fmt::format("{}: paci does not model {} yet", u.option, u.what));
+  for (const char* degree : {"--context-parallel-size", "--expert-model-parallel-size"})
+    if (r.number_or(degree, 1) != 1)
+      refuse(fmt::format("{} {}: paci does not model {} yet", degree, *r.value(degree),
+                         std::string_view(degree) == "--context-parallel-size"
+                             ? "context parallelism"
+                             : "expert parallelism"));
+  if (const auto s = r.value("--data-parallel-sharding-strategy"); s && *s != "no_shard")
+    refuse(fmt::format(
+        "--data-parallel-sharding-strategy {}: paci does not model FSDP sharding yet", *s));
+  if (r.on("--fp16")) refuse("--fp16: paci models bf16 mixed-precision training");
+  if (!r.on("--bf16"))
+    refuse("no --bf16: Megatron-LM would train in fp32, and paci models bf16 mixed precision");
+
+  plan::PlanConfig& c = out.config;
+  c.cluster = context.cluster;
+  c.gpus = launch_gpus(context, words, "Megatron-LM");
+  c.model = model_of(r, context, out.notes);
+  c.tp = static_cast<std::int32_t>(r.number_or("--tensor-model-parallel-size", 1));
+  c.pp = static_cast<std::int32_t>(r.number_or("--pipeline-model-parallel-size", 1));
+  if (c.tp < 1 || c.pp < 1) refuse("the parallel sizes must be 1 or more");
+  if (c.gpus % (std::int64_t{c.tp} * c.pp) != 0)
+    refuse(
+        fmt::format("Megatron-LM refuses a world of {} GPUs for tensor {} × pipeline {} (not "
+                    "divisible)",
+                    c.gpus, c.tp, c.pp));
+  const auto layout = r.value("--pipeline-model-parallel-layout");
+  const auto vstages = r.number("--num-virtual-stages-per-pipeline-rank");
+  const auto vlayers = r.number("--num-layers-per-virtual-pipeline-stage");
+  if ((layout ? 1 : 0) + (vstages ? 1 : 0) + (vlayers ? 1 : 0) > 1)
+    refuse(
+        "Megatron-LM takes one of --pipeline-model-parallel-layout, "
+        "--num-virtual-stages-per-pipeline-rank and --num-layers-per-virtual-pipeline-stage");
+  c.chunks = 1;
+  if (layout) {
+    c.partition = layout_partition(*layout);
+    if (c.partition.size() % static_cast<std::size_t>(c.pp) != 0)
+      refuse(fmt::format("the layout's {} stages are no multiple of the pipeline size {}",
+                         c.partition.size(), c.pp));
+    c.chunks = static_cast<std::int32_t>(c.partition.size() / static_cast<std::size_t>(c.pp));
+  } else if (vstages) {
+    c.chunks = static_cast<std::int32_t>(*vstages);
+  } else if (vlayers) {
+    if (*vlayers < 1 || c.model.layers % (c.pp * *vlayers) != 0)
+      refuse(
+          fmt::format("Megatron-LM refuses {} layers per virtual stage: {} layers on {} "
+                      "pipeline stages do not divide into them",
+                      *vlayers, c.model.layers, c.pp));
+    c.chunks = static_cast<std::int32_t>(c.model.layers / (c.pp * *vlayers));
+  }
+  if (c.chunks < 1) refuse("the virtual stages per pipeline rank must be 1 or more");
+  if (c.chunks > 1 && c.pp == 1)
+    refuse("Megatron-LM refuses virtual pipeline stages with a pipeline size of 1");
+  c.kind = c.chunks > 1 ? "interleaved" : "1f1b";
+  if (!layout) c.partition = megatron_partition(r, c);
+  if (!r.value("--micro-batch-size")) refuse("--micro-batch-size is missing");
+  c.microbatch_size = *r.number("--micro-batch-size");
+  c.global_batch = r.number("--global-batch-size").value_or(c.microbatch_size * c.dp());
+  if (c.microbatch_size < 1 || c.global_batch < 1) refuse("the batch sizes must be 1 or more");
+  if (c.global_batch % (c.microbatch_size * c.dp()) != 0)
+    refuse(
+        fmt::format("Megatron-LM refuses global batch {}: not divisible by micro-batch {} × "
+                    "data parallel {}",
+                    c.global_batch, c.microbatch_size, c.dp()));
+
+  const auto granularity = r.value("--recompute-granularity");
+  if (r.on("--recompute-activations") || granularity == "selective") {
+    c.recompute = plan::Recompute::selective;
+  } else if (granularity == "full") {
+    const std::string method = r.value("--recompute-method").value_or("");
+    if (method.empty())
+      refuse("--recompute-granularity full needs --recompute-method (Megatron-LM)");
+    const std::int64_t n = r.number_or("--recompute-num-layers", 1);
+    const std::int32_t fewest = *std::min_element(c.partition.begin(), c.partition.end());
+    if (method == "block" && n < fewest)
+      refuse(
+          fmt::format("--recompute-method block --recompute-num-layers {} recomputes part of a "
+                      "stage's {} layers; paci models recomputing all of them or none",
+                      n, fewest));
+    c.recompute = plan::Recompute::full;
+  }
+  c.sequence_parallel = r.on("--sequence-parallel");
+  if (c.sequence_parallel && c.tp == 1) {
+    c.sequence_parallel = false;  // validate_args turns it off, with a warning
+    out.notes.push_back(
+        "--sequence-parallel with tensor parallel size 1: Megatron-LM turns it off");
+  }
+  c.tp_comm_overlap = r.on("--tp-comm-overlap");
+  if (c.tp_comm_overlap && !c.sequence_parallel)
+    refuse("Megatron-LM refuses --tp-comm-overlap without --sequence-parallel");
+  c.distributed_optimizer = r.on("--use-distributed-optimizer");
+  c.overlap_grad_reduce = r.on("--overlap-grad-reduce");
+  if (r.on("--overlap-param-gather"))
+    out.notes.push_back(
+        "--overlap-param-gather: paci keeps the distributed optimizer's parameter "
+        "all-gather in the optimizer step, not overlapped (docs/costmodel.md)");
+  c.flash_attention = r.value("--attention-backend").value_or("auto") != "unfused";
+  if (words.env.empty() && c.tp > 1)
+    out.notes.push_back(
+        "Megatron-LM needs CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism "
+        "before Blackwell; the launch does not set it here");
+  if (const std::string why = megatron_refusal(c); !why.empty()) refuse(why);
+  plan::check_config(c);
+  return out;
+}
+
+}  // namespace paci::interop
