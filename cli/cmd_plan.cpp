@@ -46,9 +46,13 @@ std::vector<T> numbers(const po::variables_map& vm, const char* flag, long long 
   return parse_counts<T>(vm[flag].as<std::string>(), flag, at_most);
 }
 
-// A switch: absent off; bare on; on, off, or both (on,off: searched).
+constexpr const char* kGiveGpu =
+    "give the GPU: --gpu a100-40gb|a100-80gb|h100-80gb|h200|b200|gb200-nvl72, or --cluster FILE";
+
+// A switch: absent searched (off and on, as every current run may turn it on); bare on; on, off,
+// or both (on,off: searched).
 std::vector<bool> switch_values(const po::variables_map& vm, const char* name) {
-  if (!vm.count(name)) return {false};
+  if (!vm.count(name)) return {false, true};
   std::vector<bool> out;
   for (const std::string& v : split_commas(vm[name].as<std::string>())) {
     if (v != "on" && v != "off")
@@ -89,7 +93,7 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   else if (vm.count("gpu"))
     s.cluster = plan::cluster_preset(vm["gpu"].as<std::string>());
   else
-    throw UsageError("give the GPU: --gpu a100-40gb|a100-80gb|h100-80gb|h200, or --cluster FILE");
+    throw UsageError(kGiveGpu);
   for (const char* flag : {"gpus", "global-batch"})
     if (!vm.count(flag)) throw UsageError(fmt::format("--{} is missing", flag));
   s.gpus = vm["gpus"].as<std::int64_t>();
@@ -197,7 +201,7 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
   else if (vm.count("gpu"))
     context.cluster = plan::cluster_preset(vm["gpu"].as<std::string>());
   else
-    throw UsageError("give the GPU: --gpu a100-40gb|a100-80gb|h100-80gb|h200, or --cluster FILE");
+    throw UsageError(kGiveGpu);
   if (vm.count("gpus")) context.gpus = vm["gpus"].as<std::int64_t>();
   if (vm.count("vocab")) context.vocab = vm["vocab"].as<std::int64_t>();
   const interop::Tool tool = megatron ? interop::Tool::megatron : interop::Tool::torchtitan;
@@ -292,7 +296,8 @@ int run_plan(const std::vector<std::string>& args) {
   add_model("tied-embeddings", po::value<std::string>(), "yes | no (default: gpt yes, llama no)");
   po::options_description cluster("cluster");
   auto add_cluster = cluster.add_options();
-  add_cluster("gpu", po::value<std::string>(), "a100-40gb | a100-80gb | h100-80gb | h200");
+  add_cluster("gpu", po::value<std::string>(),
+              "a100-40gb | a100-80gb | h100-80gb | h200 | b200 | gb200-nvl72 (72 GPUs on NVLink)");
   add_cluster("cluster", po::value<std::string>(),
               "your own cluster (docs/cluster.md), or this CPU: a paci calibrate --per-layer file "
               "(plans paci train's runs on 1, 2 or 4 stage threads)");
@@ -317,13 +322,14 @@ int run_plan(const std::vector<std::string>& args) {
   po::options_description switches("switches (absent: off; bare: on; on,off: searched)");
   auto add_switch = switches.add_options();
   add_switch("sequence-parallel", po::value<std::string>()->implicit_value("on"),
-             "sequence parallelism (t > 1)");
+             "sequence parallelism (t > 1); on | off | on,off (absent: searched)");
   add_switch("tp-comm-overlap", po::value<std::string>()->implicit_value("on"),
-             "overlap the sequence-parallel collectives with their GEMMs (Transformer Engine)");
+             "overlap the sequence-parallel collectives with their GEMMs (Transformer Engine); "
+             "absent: searched");
   add_switch("distributed-optimizer", po::value<std::string>()->implicit_value("on"),
-             "shard the optimizer state over the data-parallel replicas");
+             "shard the optimizer state over the data-parallel replicas; absent: searched");
   add_switch("overlap-grad-reduce", po::value<std::string>()->implicit_value("on"),
-             "reduce gradients during the last backward");
+             "reduce gradients during the last backward; absent: searched");
   add_switch("attention", po::value<std::string>()->default_value("flash"),
              "flash (FlashAttention) | unfused (Megatron's softmax kernels, s x s scores kept)");
   po::options_description limits("constraints and output");
@@ -420,6 +426,11 @@ int run_plan(const std::vector<std::string>& args) {
     return 0;
   }
 
+  // Every knob but the switches given: a tool that cannot run that configuration is refused
+  // before anything is printed or written, whatever the switches.
+  if (const auto config = plan::fixed_but_switches(space); config && emitter)
+    if (const std::string why = interop::refusal(*emitter, *config); !why.empty())
+      throw InputError(why);
   plan::SearchOptions o;
   o.memory_limit_bytes = limit;
   o.max_staleness = max_staleness;
@@ -443,8 +454,8 @@ int run_plan(const std::vector<std::string>& args) {
   if (progress) std::cerr << "\r" << std::string(78, ' ') << "\r";
   const ordered_json document = plan::search_document(r, space, max_staleness);
   if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
+  if (r.plans.empty()) throw InputError(plan::nothing_fits(r));  // one line, nothing printed
   if (!quiet) std::cout << plan::search_text(r, space);
-  if (r.plans.empty()) throw InputError(plan::nothing_fits(r));
   if (files) {  // the best plan again, with its timeline
     SimResult sim;
     plan::PlanResult best = plan::evaluate(r.plans.front().config, {true}, sim);

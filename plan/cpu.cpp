@@ -68,6 +68,9 @@ SearchSpace cpu_search_space(const LayerCalibration& cal, double memory_bytes,
   s.cluster = cpu_cluster(cal, memory_bytes);
   s.gpus = cal.cores;
   s.global_batch = global_batch;
+  // The CPU executor has no tensor parallelism, optimizer sharding or overlapped reduction.
+  s.sequence_parallel = s.tp_comm_overlap = s.distributed_optimizer =
+      s.overlap_grad_reduce = {false};
   return s;
 }
 

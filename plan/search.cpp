@@ -169,15 +169,19 @@ struct Kept {
 
   // Whether a candidate with these bounds can neither enter the top list nor the frontier, nor
   // be the best of its class (synchronous or asynchronous) so far in `result`.
+  // The bound is a sum of the same durations the simulation adds in another order, so it may
+  // exceed a plan's simulated step by a rounding error: it rules out only past that margin (a plan
+  // tied with a kept one must be simulated, the tie being broken by configuration).
   bool rules_out(const Candidate& c, const SearchResult& result) const {
-    if (top.size() < limit || !(c.step_bound_s > top.back().first.step_s)) return false;
+    const double step = c.step_bound_s * (1 - 1e-9);
+    if (top.size() < limit || !(step > top.back().first.step_s)) return false;
     const auto& best =
         asynchronous_kind(c.config.kind) ? result.best_asynchronous : result.best_synchronous;
-    if (!best || !(c.step_bound_s > best->step_s)) return false;
+    if (!best || !(step > best->step_s)) return false;
     return std::any_of(frontier.begin(), frontier.end(), [&](const auto& e) {
       const PlanResult& q = e.first;
-      return dominates(q.step_s, q.peak_memory_bytes, q.max_staleness, c.step_bound_s,
-                       c.memory_bound_bytes, c.staleness);
+      return dominates(q.step_s, q.peak_memory_bytes, q.max_staleness, step, c.memory_bound_bytes,
+                       c.staleness);
     });
   }
 };
@@ -281,6 +285,14 @@ std::vector<std::int32_t> bottleneck_partition(const PlanConfig& c, const Config
   return partition_under(partition_tables(c, costs, in_flight), limit_bytes);
 }
 
+std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
+  SearchSpace fixed = space;
+  for (std::vector<bool>* knob : {&fixed.sequence_parallel, &fixed.tp_comm_overlap,
+                                  &fixed.distributed_optimizer, &fixed.overlap_grad_reduce})
+    if (!knob->empty()) knob->resize(1);
+  return single_configuration(fixed);
+}
+
 std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   const auto one = [](const auto& list) { return list.size() == 1; };
   if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
@@ -370,6 +382,9 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
     throw InputError(fmt::format("--gpus must be at least 1, got {}", space.gpus));
   if (space.global_batch < 1)
     throw InputError(fmt::format("--global-batch must be at least 1, got {}", space.global_batch));
+  // Every knob but the switches given: that configuration's own error (a degree that does not
+  // divide, a batch, a partition) is the answer, whatever the switches.
+  if (const std::optional<PlanConfig> c = fixed_but_switches(space)) check_config(*c);
   SearchResult result;
   result.memory_limit_bytes = options.memory_limit_bytes > 0
                                   ? options.memory_limit_bytes

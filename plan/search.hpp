@@ -34,8 +34,10 @@ struct SearchSpace {
   std::vector<std::string> kinds;             // whole range: all eight
   std::vector<std::int32_t> chunks;  // interleaved; whole range: v >= 2 with p·v dividing L
   std::vector<Recompute> recompute;  // whole range: none, selective, full
-  std::vector<bool> sequence_parallel{false}, tp_comm_overlap{false}, distributed_optimizer{false},
-      overlap_grad_reduce{false};
+  // The switches of today's runs, searched off and on unless fixed (a switch that changes nothing
+  // for a configuration, SP at t = 1 or the optimizer's at d = 1, is tried off only).
+  std::vector<bool> sequence_parallel{false, true}, tp_comm_overlap{false, true},
+      distributed_optimizer{false, true}, overlap_grad_reduce{false, true};
   bool flash_attention = true;
   // Given: every configuration runs it. Empty: the balanced partition (the slowest stage's work
   // smallest) and the one that is smallest under the memory limit, where they differ.
@@ -108,6 +110,11 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options = {})
 // Every knob given one value: the configuration they give (chunks 2 for interleaved unless
 // given); nullopt when any knob is searched.
 std::optional<PlanConfig> single_configuration(const SearchSpace& space);
+
+// Every knob but the switches given one value: that configuration with each switch at its first
+// value (what does not depend on the switches, a degree that does not divide or a tool that
+// cannot run the kind, is decided on it); nullopt when another knob is searched.
+std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space);
 
 // The top `top` of `plans` (each fits and is fresh enough), the frontier over them and the best
 // synchronous and asynchronous one, into `result`, ties broken by configuration as search() does.

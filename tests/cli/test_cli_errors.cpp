@@ -140,7 +140,8 @@ std::vector<Case> catalogue() {
        "gpt3-13b, gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, "
        "llama3-405b)"},
       {"plan --preset llama3-8b --gpu v100 --gpus 8 --global-batch 8",
-       "paci plan: error: unknown GPU 'v100' (known: a100-40gb, a100-80gb, h100-80gb, h200)"},
+       "paci plan: error: unknown GPU 'v100' (known: a100-40gb, a100-80gb, h100-80gb, h200, b200, "
+       "gb200-nvl72)"},
       {kPlan + "--gpus 60 --global-batch 512 --tp 8",
        "paci plan: error: --gpus 60 is not divisible by --tp 8 x --pp 4 = 32"},
       {kPlan + "--gpus 96 --global-batch 512 --tp 3",
@@ -155,9 +156,22 @@ std::vector<Case> catalogue() {
        "paci plan: error: nopeak.json: missing key 'peak_flops'"},
       {"plan --preset llama3-70b --gpu a100-40gb --gpus 8 --global-batch 8 --recompute none -q",
        "paci plan: error: no configuration fits in 35.4 GiB per GPU: the smallest peak found needs "
-       "151.5 GiB (interleaved t=4 p=2 d=1 v=40 b=1 M=8 none); with --recompute full: 150.1 GiB; "
-       "with --sequence-parallel on: 150.0 GiB; its weights, gradients and optimizer state alone "
-       "need 147.9 GiB: it takes more GPUs (or larger ones)"},
+       "150.0 GiB (interleaved t=4 p=2 d=1 v=40 b=1 M=8 none sp); with --recompute full: 149.5 "
+       "GiB; its weights, gradients and optimizer state alone need 147.9 GiB: it takes more GPUs "
+       "(or larger ones)"},
+      // A launch read back (docs/interop.md): the tool's recorded parser, what paci does not
+      // model, a knob the launch already sets.
+      {"plan --gpu h100-80gb --gpus 16 --from-megatron '--num-layers 4 --tensor-parallel-size 2'",
+       "paci plan: error: Megatron-LM core_v0.16.1 has no option --tensor-parallel-size"},
+      {"plan --gpu h100-80gb --gpus 16 --from-torchtitan '--module llama3 --config llama3_8b "
+       "--parallelism.context-parallel-degree 2'",
+       "paci plan: error: --from-torchtitan: --parallelism.context-parallel-degree 2: paci does "
+       "not "
+       "model context parallelism yet"},
+      {"plan --gpu h100-80gb --gpus 16 --tp 2 --from-torchtitan '--module llama3 --config "
+       "llama3_8b'",
+       "paci plan: error: --tp does not apply with --from-torchtitan: the launch sets it (see paci "
+       "plan --help)"},
       {"frobnicate", "paci: error: unknown command 'frobnicate' (see paci --help)"},
       {"validate good.json --bogus",
        "paci validate: error: unrecognised option '--bogus' (see paci validate --help)"},

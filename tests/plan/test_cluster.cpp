@@ -44,10 +44,11 @@ std::string input_error(const std::function<void()>& fn) {
   return "";
 }
 
-TEST(ClusterPresets, TheFourInAFixedOrder) {
+TEST(ClusterPresets, TheSixInAFixedOrder) {
   std::vector<std::string> names;
   for (const ClusterSpec& preset : cluster_presets()) names.push_back(preset.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"a100-40gb", "a100-80gb", "h100-80gb", "h200"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"a100-40gb", "a100-80gb", "h100-80gb", "h200", "b200",
+                                             "gb200-nvl72"}));
   EXPECT_EQ(&cluster_presets(), &cluster_presets());  // parsed once
 }
 
@@ -96,7 +97,42 @@ TEST(ClusterPresets, DatasheetValues) {
     EXPECT_EQ(c.nvlink.bandwidth_bytes_per_s, 450e9);
     EXPECT_EQ(c.network.bandwidth_bytes_per_s, 50e9);  // NDR 400 Gb/s per GPU
   }
-  for (const ClusterSpec& c : cluster_presets()) EXPECT_EQ(c.gpus_per_node, 8) << c.name;
+  for (const ClusterSpec& c : cluster_presets())
+    EXPECT_EQ(c.gpus_per_node, c.name == "gb200-nvl72" ? 72 : 8) << c.name;
+}
+
+// Blackwell (docs/cluster.md, "Blackwell"): datasheet values, device-reported memory and SMs, and
+// the shares that reproduce the measurements they were taken from.
+TEST(ClusterPresets, BlackwellValuesAndTheirMeasurements) {
+  const ClusterSpec b200 = cluster_preset("b200"), gb200 = cluster_preset("gb200-nvl72");
+  EXPECT_EQ(b200.peak_flops, 2250e12);   // dense BF16, DGX B200
+  EXPECT_EQ(gb200.peak_flops, 2500e12);  // dense BF16 per GPU, GB200 NVL72
+  for (const ClusterSpec& c : {b200, gb200}) {
+    EXPECT_EQ(c.memory_bandwidth_bytes_per_s, 8e12);
+    EXPECT_EQ(c.nvlink.bandwidth_bytes_per_s, 900e9);  // NVLink 5, per direction
+    EXPECT_EQ(c.network.bandwidth_bytes_per_s, 50e9);  // ConnectX-7 400 Gb/s per GPU
+  }
+  EXPECT_EQ(b200.memory_bytes, 183359 * kMiB);  // nvidia-smi
+  EXPECT_EQ(gb200.memory_bytes, 189471 * kMiB);
+  EXPECT_EQ(b200.sms, 148);
+  EXPECT_EQ(gb200.sms, 152);
+  const auto near = [](double value, double expected) {
+    EXPECT_NEAR(value / expected, 1.0, 5e-4) << value << " vs " << expected;
+  };
+  // XLA's sm_100_B200 table, batch 1, m = 4096, n and k in {2048, 4096}.
+  near(b200.peak_flops * b200.gemm_efficiency,
+       (1170.01e12 + 1277.79e12 + 1343.54e12 + 1416.87e12) / 4);
+  // GB200: B200's GEMMs scaled by the best-shape ratio 1822 / 1745.
+  near(gb200.peak_flops * gb200.gemm_efficiency,
+       b200.peak_flops * b200.gemm_efficiency * 1822.0 / 1745.0);
+  near(b200.peak_flops * b200.flash_forward_efficiency, 1418.1e12);           // FA4, causal, 8k
+  near(b200.peak_flops * b200.flash_backward_efficiency, 1208.6e12);          // FA4 2-CTA backward
+  near(b200.nvlink.bandwidth_bytes_per_s * b200.nvlink.efficiency, 682.2e9);  // NVLS off, 8 GiB
+  near(gb200.nvlink.bandwidth_bytes_per_s * gb200.nvlink.efficiency, 680e9);  // 32 GPUs
+  near(gb200.nvlink.bandwidth_bytes_per_s * gb200.nvlink.p2p_efficiency, 746e9);
+  near(b200.memory_bandwidth_bytes_per_s * b200.memory_efficiency, 6.3e12);  // B300 clone
+  EXPECT_EQ(b200.nvlink.allreduce_busbw_by_bytes.size(), 20u);
+  EXPECT_TRUE(gb200.nvlink.allreduce_busbw_by_bytes.empty());  // no NVL72 sweep found
 }
 
 // The stored efficiencies reproduce the measurements docs/cluster.md quotes (to 0.05%).
@@ -135,7 +171,7 @@ TEST(ClusterPresets, EfficienciesReproduceTheMeasurements) {
 
 TEST(ClusterPresets, UnknownNameListsTheKnownOnes) {
   EXPECT_EQ(input_error([] { cluster_preset("v100"); }),
-            "unknown GPU 'v100' (known: a100-40gb, a100-80gb, h100-80gb, h200)");
+            "unknown GPU 'v100' (known: a100-40gb, a100-80gb, h100-80gb, h200, b200, gb200-nvl72)");
   EXPECT_THAT(input_error([] { cluster_preset("H100-80GB"); }), HasSubstr("unknown GPU"));
 }
 
