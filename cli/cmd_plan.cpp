@@ -16,11 +16,9 @@
 #include "cli/common.hpp"
 #include "cli/load.hpp"
 #include "interop/launch.hpp"
-#include "interop/read/launch.hpp"
-#include "interop/read/options.hpp"
+#include "interop/read/compare.hpp"
 #include "interop/tool.hpp"
 #include "plan/cluster.hpp"
-#include "plan/compare.hpp"
 #include "plan/cpu.hpp"
 #include "plan/evaluate.hpp"
 #include "plan/model.hpp"
@@ -205,64 +203,29 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
   if (vm.count("gpus")) context.gpus = vm["gpus"].as<std::int64_t>();
   if (vm.count("vocab")) context.vocab = vm["vocab"].as<std::int64_t>();
   const interop::Tool tool = megatron ? interop::Tool::megatron : interop::Tool::torchtitan;
-  const interop::ReadLaunch launch =
-      megatron ? interop::read_megatron(text, context) : interop::read_torchtitan(text, context);
   std::optional<interop::Tool> emitter;
   if (vm.count("emit")) emitter = interop::parse_tool(vm["emit"].as<std::string>());
-
-  SimResult launch_sim;
-  const plan::PlanResult mine = plan::evaluate_best_partition(launch.config, limit, {}, launch_sim);
-  plan::SearchSpace space;
-  space.model = launch.config.model;
-  space.cluster = launch.config.cluster;
-  space.gpus = launch.config.gpus;
-  space.global_batch = launch.config.global_batch;
-  space.flash_attention = launch.config.flash_attention;
-  space.sequence_parallel = space.tp_comm_overlap = space.distributed_optimizer =
-      space.overlap_grad_reduce = {false, true};
   plan::SearchOptions o;
   o.memory_limit_bytes = limit;
-  o.max_staleness = 0;
   o.top = vm["top"].as<std::size_t>();
   o.jobs = vm["jobs"].as<std::size_t>();
   o.interrupted = &interrupted;
-  const interop::Tool runs = emitter.value_or(tool);
-  const auto runnable = [runs](const plan::PlanConfig& c) { return interop::refusal(runs, c); };
-  o.runnable = runnable;
   const auto previous = std::signal(SIGINT, on_interrupt);
-  const plan::SearchResult r = plan::search(space, o);
+  const interop::LaunchComparison c = interop::compare_launch(tool, text, context, emitter, o);
   std::signal(SIGINT, previous);
+  const plan::SearchResult& r = c.search;
   const bool quiet = vm["quiet"].as<bool>();
-  if (!quiet) {
-    std::cout
-        << fmt::format(
-               "the launch, read as {} reads it:\n",
-               (megatron ? interop::megatron_options() : interop::torchtitan_options()).tool())
-        << plan::plan_text(mine);
-    for (const std::string& note : launch.notes) std::cout << "  note: " << note << '\n';
-    std::cout << '\n';
-  }
-  if (r.plans.empty()) {
+  if (!quiet) std::cout << interop::launch_text(c);
+  if (!c.best) {
     if (!quiet)
-      std::cout << "no plan " << interop::to_string(runs) << " runs fits: " << plan::nothing_fits(r)
-                << '\n';
+      std::cout << "no plan " << interop::to_string(c.runs)
+                << " runs fits: " << plan::nothing_fits(r) << '\n';
     return r.interrupted ? 130 : 0;
   }
-  // The launch is a candidate too: when the search's best is no faster, the launch is the answer.
-  plan::PlanResult found = r.plans.front();
-  found.memory_limit_bytes = r.memory_limit_bytes;
-  const bool launch_wins = mine.fits && mine.step_s <= found.step_s;
-  const plan::PlanResult& best = launch_wins ? mine : found;
-  const std::vector<plan::GapStep> steps =
-      launch_wins ? std::vector<plan::GapStep>{}
-                  : plan::walk(mine, found, r.memory_limit_bytes, runnable);
-  if (!quiet) std::cout << plan::gap_text(mine, best, steps);
-  ordered_json document = plan::search_document(r, space, 0);
-  document["launch"] = {{"tool", interop::to_string(tool)},
-                        {"notes", launch.notes},
-                        {"plan", plan::plan_json(mine)},
-                        {"best_is_launch", launch_wins},
-                        {"walk", plan::walk_json(steps)}};
+  const plan::PlanResult& best = *c.best;
+  if (!quiet) std::cout << plan::gap_text(c.mine, best, c.walk);
+  ordered_json document = plan::search_document(r, c.space, 0);
+  document["launch"] = interop::launch_json(c);
   if (vm.count("json")) write_output(vm["json"].as<std::string>(), document.dump(2) + "\n");
   if (vm.count("trace") || vm.count("output")) {
     SimResult sim;

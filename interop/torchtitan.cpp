@@ -90,7 +90,9 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::s
     add("--parallelism.pipeline-parallel-microbatch-size", c.microbatch_size);
     a.push_back("--training.disable-cuda-graphs");  // torchtitan's CUDA graphs refuse PP
   }
-  add("--training.local-batch-size", c.global_batch / c.dp());
+  // With PP the local batch is the pipeline's (its micro-batches inside); without, each local
+  // batch is one micro-batch and torchtitan accumulates M of them.
+  add("--training.local-batch-size", c.pp > 1 ? c.global_batch / c.dp() : c.microbatch_size);
   add("--training.global-batch-size", c.global_batch);
   add("--training.seq-len", c.model.seq_len);
   add("--training.mixed-precision-param", "bfloat16");

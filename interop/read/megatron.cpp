@@ -3,6 +3,8 @@
 // (validate_args) and megatron-core's get_num_layers_to_build and PipelineParallelLayerLayout.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <regex>
 
 #include "base/errors.hpp"
@@ -328,10 +330,12 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
         "--overlap-param-gather: paci keeps the distributed optimizer's parameter "
         "all-gather in the optimizer step, not overlapped (docs/costmodel.md)");
   c.flash_attention = r.value("--attention-backend").value_or("auto") != "unfused";
-  if (words.env.empty() && c.tp > 1)
+  const bool connections_set = std::find(words.env.begin(), words.env.end(),
+                                         "CUDA_DEVICE_MAX_CONNECTIONS=1") != words.env.end();
+  if (!connections_set && c.tp > 1)
     out.notes.push_back(
-        "Megatron-LM needs CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism "
-        "before Blackwell; the launch does not set it here");
+        "Megatron-LM core_v0.16.1's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with "
+        "tensor parallelism before Blackwell; the words read do not set it");
   if (const std::string why = megatron_refusal(c); !why.empty()) refuse(why);
   plan::check_config(c);
   return out;

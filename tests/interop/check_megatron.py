@@ -131,9 +131,12 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
     if layout is not None:
         from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
 
-        stages = PipelineParallelLayerLayout.get_num_stages_from_str(layout)
-        vp = stages // p if stages // p > 1 else None
-        kw["num_layers"] = layout.count("t")  # validate_args: the layout sets the layer count
+        from megatron.core.transformer.enums import LayerType
+
+        stages = PipelineParallelLayerLayout.parse_str_to_list(layout)  # megatron-core's unrolling
+        vp = len(stages) // p if len(stages) // p > 1 else None
+        # validate_args: the layout sets the layer count.
+        kw["num_layers"] = sum(stage.count(LayerType.decoder) for stage in stages)
     elif a.get("num_virtual_stages_per_pipeline_rank") is not None:
         vp = a["num_virtual_stages_per_pipeline_rank"]
         vp = vp if vp > 1 else None
@@ -263,6 +266,17 @@ def stage_layers(config, p: int, vp: int) -> list[list[int]]:
     return out
 
 
+def check_expected(expect: list[str], seen: dict, tool: str) -> None:
+    """--expect KEY=VALUE: what the tool's own code made of the flags must be VALUE (another
+    program's reading of the same launch: paci plan --from-megatron's)."""
+    for kv in expect:
+        k, _, v = kv.partition("=")
+        if k not in seen:
+            raise CheckError(f"--expect {k}: no such fact (of {', '.join(seen)})")
+        if str(seen[k]).lower() != v.lower():
+            raise CheckError(f"{k}: {tool} {seen[k]}, expected {v}")
+
+
 def check(a) -> str:
     words = read_words(a.flags_file)
     lps = [int(x) for x in a.layers_per_stage.split(",") if x.strip()]
@@ -299,6 +313,10 @@ def check(a) -> str:
     order = [i for s in stages for i in s]
     if order != list(range(config.num_layers)):
         raise CheckError(f"layers not contiguous and in order across stages: {order[:40]}")
+    seen = {"t": f["t"], "p": p, "vp": vp, "d": f["d"], "cp": f["cp"], "M": m, "mbs": f["mbs"],
+            "gbs": f["gbs"], "sp": bool(config.sequence_parallel),
+            "recompute": config.recompute_granularity or "none"}
+    check_expected(a.expect, seen, "Megatron")
     return (
         f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "
         f"stages={','.join(map(str, got))} dtype={str(config.params_dtype).replace('torch.', '')} "
@@ -315,6 +333,8 @@ def main() -> int:
     ap.add_argument("--tree", help="a Megatron-LM checkout: run its own parse_args/validate_args")
     ap.add_argument("--env", action="append", default=[], metavar="K=V",
                     help="the launch's environment (as its script exports it)")
+    ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
+                    help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute")
     ap.add_argument("--gpu-arch", type=int, default=9,
                     help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
     a = ap.parse_args()

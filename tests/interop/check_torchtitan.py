@@ -125,6 +125,17 @@ def _trainer_inline_checks(cfg, pd) -> dict:
     return {"gbs": gbs, "grad_accum": grad_accum, "n_microbatches": n_mb}
 
 
+def _ac_mode(ac) -> str:
+    """none / selective / full, from the activation-checkpoint subcommand's config class."""
+    if ac is None:
+        return "none"
+    name = type(ac).__qualname__.lower()
+    for mode in ("none", "selective", "full", "memory_budget"):
+        if mode.replace("_", "") in name.replace("_", ""):
+            return mode
+    return getattr(ac, "mode", name)
+
+
 def _stage_report(schedule, model_parts) -> list[dict]:
     stages = getattr(schedule, "_stages", None)
     if stages is None:
@@ -329,7 +340,16 @@ def worker(words: list[str], world: int, lps: list[int]) -> dict:
         if s["norm"] != (k == num - 1) or s["lm_head"] != (k == num - 1):
             raise CheckError(f"stage {k}: norm={s['norm']} lm_head={s['lm_head']}")
     rank_of = {k: stages[k].get("pp_rank", 0) for k in range(num)}
+    ac = cfg.activation_checkpoint
     return {
+        # What torchtitan made of the words, for --expect: the degrees, the batch, the
+        # micro-batches of a step (the pipeline's times the accumulation), the checkpointing.
+        "facts": {"tp": pd.tp, "pp": pd.pp, "cp": pd.cp, "dp": pd.dp_replicate * pd.dp_shard,
+                  "dp_shard": pd.dp_shard, "dp_replicate": pd.dp_replicate,
+                  "gbs": inline["gbs"], "seq_len": cfg.training.seq_len,
+                  "M": inline["n_microbatches"] * inline["grad_accum"],
+                  "sp": bool(par.enable_sequence_parallel and pd.tp > 1),
+                  "recompute": _ac_mode(ac), "schedule": sched_cls_name or "none"},
         "ok": True,
         "model": f"{cfg.model_spec.name}/{cfg.model_spec.flavor}",
         "dims": f"dp_replicate={pd.dp_replicate} dp_shard={pd.dp_shard} cp={pd.cp} "
@@ -430,6 +450,9 @@ def main() -> int:
     ap.add_argument("--layers-per-stage", required=True,
                     help="comma-separated transformer layers per pipeline stage (one value when pp=1)")
     ap.add_argument("--run-steps", type=int, default=0)
+    ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
+                    help="a fact that must come out: tp, pp, cp, dp, dp_shard, dp_replicate, gbs, "
+                    "seq_len, M, sp, recompute, schedule")
     ap.add_argument("--timeout", type=int, default=600, help="seconds for the whole check")
     ap.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -470,6 +493,15 @@ def main() -> int:
     if not res.get("ok"):
         print(f"torchtitan: FAIL {res.get('error')}")
         return 1
+    for kv in a.expect:  # another program's reading of the same words: paci's --from-torchtitan
+        k, _, v = kv.partition("=")
+        seen = res["facts"].get(k)
+        if seen is None:
+            print(f"torchtitan: FAIL --expect {k}: no such fact (of {', '.join(res['facts'])})")
+            return 1
+        if str(seen).lower() != v.lower():
+            print(f"torchtitan: FAIL {k}: torchtitan {seen}, expected {v}")
+            return 1
     extra = f" [{res['run']}]" if "run" in res else ""
     print(
         f"torchtitan: ok {res['model']} world={a.world} {res['dims']} schedule={res['schedule']} "

@@ -18,7 +18,10 @@ and its launch files. Then, for each file the case expects:
 each against the plan's own partition (plan.json), micro-batches and GPU count. A file the case
 does not expect must be absent, and --emit's output must be the words of its file. Refusal
 cases must exit 2 with one line on stderr naming the reason, print nothing, and leave no -o DIR.
-Last, a self-test: each checker must fail on a wrong partition, a missing variable, a CSV with
+Then launches as users write them (READS) go through `paci plan --from-megatron/--from-torchtitan`,
+and what paci read (degrees, micro-batches, SP, recomputation, each stage's layers) must be what
+the same checkers get from the tool's own code for the same words (--expect); launches paci must
+refuse (READ_REFUSALS) must exit 2 with one line. Last, a self-test: each checker must fail on a wrong partition, a missing variable, a CSV with
 an action dropped.
 
 Prints one line per check and a summary; exits 1 if any check failed.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -39,6 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 H100 = ["--gpu", "h100-80gb"]
 L8 = ["--preset", "llama3-8b", *H100]
@@ -141,6 +146,66 @@ REFUSALS = [
      ["--preset", "llama3-405b", *H100, "--gpus", "512", "--global-batch", "512", "--tp", "8",
       "--pp", "8", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
       "--emit", "torchtitan"], "float8"),
+]
+
+# Launches as users write them, read by `paci plan --from-megatron/--from-torchtitan`: what paci
+# reads (degrees, micro-batches, sequence parallelism, recomputation, each stage's layers) must be
+# what the tool's own code makes of the same words. name, tool, GPUs, the launch.
+_LLAMA8B_MEGATRON = (
+    "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+    "--num-query-groups 8 --ffn-hidden-size 14336 --swiglu --normalization RMSNorm "
+    "--position-embedding-type rope --untie-embeddings-and-output-weights --bf16 "
+    "--vocab-size 128256 --seq-length 8192 --max-position-embeddings 8192 ")
+READS = [
+    ("megatron llama3-8b t2 p2 torchrun world", "megatron", None,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py "
+     + _LLAMA8B_MEGATRON + "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+     "--sequence-parallel --micro-batch-size 1 --global-batch-size 64 "
+     "--recompute-granularity selective --lr 3e-4 --train-iters 100 --mock-data"),
+    ("megatron llama3-8b first/last stage layers", "megatron", 16,
+     _LLAMA8B_MEGATRON + "--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 6 "
+     "--decoder-last-pipeline-num-layers 6 --micro-batch-size 2 --global-batch-size 64 "
+     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"),
+    ("megatron gpt3-175b interleaved v3", "megatron", 1024,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
+     "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
+     "--global-batch-size 1536 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+     "--num-virtual-stages-per-pipeline-rank 3 --sequence-parallel --use-distributed-optimizer"),
+    ("megatron layout, account for embedding", "megatron", 8,
+     "--num-layers 30 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
+     "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
+     "--global-batch-size 32 --pipeline-model-parallel-size 4 "
+     "--pipeline-model-parallel-layout 'Et*6|t*8|t*9|t*7,L'"),
+    ("torchtitan llama3_8b as shipped", "torchtitan", 8, "--module llama3 --config llama3_8b"),
+    ("torchtitan llama3_70b as shipped", "torchtitan", 32, "--module llama3 --config llama3_70b"),
+    ("torchtitan llama3_8b pp4 default split", "torchtitan", 8,
+     "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 4 "
+     "--training.disable-cuda-graphs --training.local-batch-size 8"),
+    ("torchtitan llama3_8b tp2 pp2 interleaved", "torchtitan", 16,
+     "--module llama3 --config llama3_8b --parallelism.tensor-parallel-degree 2 "
+     "--parallelism.pipeline-parallel-degree 2 --parallelism.pipeline-parallel-schedule "
+     "Interleaved1F1B --training.disable-cuda-graphs --training.local-batch-size 8 "
+     "--training.seq-len 4096 activation-checkpoint:none"),
+    ("torchtitan llama3_70b tp8 pp4 hsdp", "torchtitan", 128,
+     "--module llama3 --config llama3_70b --parallelism.pipeline-parallel-degree 4 "
+     "--parallelism.data-parallel-replicate-degree 2 --parallelism.data-parallel-shard-degree 2 "
+     "--parallelism.pipeline-parallel-microbatch-size 2 --training.local-batch-size 16 "
+     "--training.disable-cuda-graphs activation-checkpoint:selective"),
+]
+# Launches paci must refuse in one line (exit 2): what the tool refuses or paci does not model.
+READ_REFUSALS = [
+    ("megatron unknown flag", "megatron", 16, _LLAMA8B_MEGATRON +
+     "--micro-batch-size 1 --global-batch-size 64 --tensor-parallel-size 2", "no option"),
+    ("megatron context parallelism", "megatron", 16, _LLAMA8B_MEGATRON +
+     "--micro-batch-size 1 --global-batch-size 64 --context-parallel-size 2", "context"),
+    ("megatron layers not divisible", "megatron", 12, _LLAMA8B_MEGATRON +
+     "--micro-batch-size 1 --global-batch-size 64 --pipeline-model-parallel-size 3", "divisible"),
+    ("torchtitan DDP beside TP", "torchtitan", 16,
+     "--module llama3 --config llama3_8b --parallelism.tensor-parallel-degree 2 "
+     "--parallelism.data-parallel-replicate-degree 8 --parallelism.data-parallel-shard-degree 1",
+     "DDP"),
+    ("torchtitan PP with CUDA graphs", "torchtitan", 8,
+     "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 2", "cuda-graphs"),
 ]
 
 TOOL_FILE = {"pytorch": "schedule.csv", "megatron": "megatron.sh", "torchtitan": "torchtitan.sh"}
@@ -316,6 +381,65 @@ class Runner:
                                                       "--ranks", "2", "--timeout", "120"], 150)
         self.report(not ok, f"self-test check_pytorch.py with 1B3 dropped must fail: {line}")
 
+    def from_args(self, tool, gpus, launch) -> list[str]:
+        return [f"--from-{tool}", launch, *H100] + (["--gpus", str(gpus)] if gpus else [])
+
+    def check_read(self, name, tool, gpus, launch) -> None:
+        """paci's reading of a user's launch against the tool's own reading of the same words."""
+        work = self.case_dir(name, "read_")
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        doc = os.path.join(work, "plan.json")
+        p = self.paci([*self.from_args(tool, gpus, launch), "--json", doc, "-q", "--top", "1"])
+        if p.returncode != 0:
+            self.report(False, f"read {name}: paci plan rc {p.returncode}: {p.stderr.strip()[:300]}")
+            return
+        with open(doc) as f:
+            read = json.load(f)["launch"]
+        plan = read["plan"]
+        world = plan["tp"] * plan["pp"] * plan["dp"]
+        lps = ",".join(map(str, plan["partition"]))
+        words = shlex.split(launch)
+        if tool == "megatron":
+            # The launch's leading NAME=VALUE words are its environment; the flags follow the
+            # program (pretrain_gpt.py) when there is one, else the environment.
+            n_env = next((i for i, w in enumerate(words) if not ENV_WORD.match(w)), len(words))
+            env = words[:n_env]
+            at = next((i for i, w in enumerate(words) if w.endswith(".py")), n_env - 1)
+            path = os.path.join(work, "megatron.flags")
+            with open(path, "w") as f:
+                f.write(shlex.join(words[at + 1:]) + "\n")
+            expect = {"t": plan["tp"], "p": plan["pp"], "vp": plan["chunks"], "d": plan["dp"],
+                      "M": plan["microbatches"], "mbs": plan["microbatch_size"],
+                      "sp": plan["sequence_parallel"], "recompute": plan["recompute"]}
+            args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
+            for e in env:
+                args += ["--env", e]
+            script = "check_megatron.py"
+        else:
+            path = os.path.join(work, "torchtitan.args")
+            with open(path, "w") as f:
+                f.write(shlex.join(words) + "\n")
+            expect = {"tp": plan["tp"], "pp": plan["pp"], "dp": plan["dp"],
+                      "M": plan["microbatches"], "sp": plan["sequence_parallel"],
+                      "recompute": plan["recompute"], "gbs": read["global_batch"],
+                      "seq_len": read["seq_len"]}
+            args = ["--args-file", path, "--world", str(world), "--layers-per-stage", lps,
+                    "--timeout", "300"]
+            script = "check_torchtitan.py"
+        for k, v in expect.items():
+            args += ["--expect", f"{k}={v}"]
+        ok, line = self.tool(script, args, 330)
+        self.report(ok, f"read {name} [paci: {plan['kind']} t={plan['tp']} p={plan['pp']} "
+                        f"d={plan['dp']} v={plan['chunks']} M={plan['microbatches']} "
+                        f"partition={lps}] {tool}: {line}")
+
+    def check_read_refusal(self, name, tool, gpus, launch, word) -> None:
+        p = self.paci(self.from_args(tool, gpus, launch))
+        err = [l for l in p.stderr.splitlines() if l.strip()]
+        ok = p.returncode == 2 and len(err) == 1 and word in err[0] and not p.stdout.strip()
+        self.report(ok, f"read refusal {name}: rc {p.returncode}: {' | '.join(err)[:300]}")
+
     def check_refusal(self, name, args, word) -> None:
         work = self.case_dir(name, "refuse_")
         shutil.rmtree(work, ignore_errors=True)
@@ -357,6 +481,9 @@ def main() -> int:
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         futures = [pool.submit(r.check_case, *c) for c in CASES if a.only in c[0]]
         futures += [pool.submit(r.check_refusal, *c) for c in REFUSALS if a.only in c[0]]
+        futures += [pool.submit(r.check_read, *c) for c in READS if a.only in c[0]]
+        futures += [pool.submit(r.check_read_refusal, *c) for c in READ_REFUSALS
+                    if a.only in c[0]]
         for f in futures:
             f.result()
     if not a.only:

@@ -1,0 +1,343 @@
+// paci plan --from-megatron / --from-torchtitan: a launch read back as its tool reads it. What paci
+// emits reads back to the same configuration; the splits follow the tools' own rules
+// (megatron-core's get_num_layers_to_build and layout parser, torchtitan's
+// _generate_llm_fqn_per_model_part: the matrix in tests/interop/run_matrix.py checks the same
+// readings against that code); each option is checked against the recorded parser; what a tool
+// refuses or paci does not model is one line.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "base/errors.hpp"
+#include "interop/megatron.hpp"
+#include "interop/pytorch.hpp"
+#include "interop/read/launch.hpp"
+#include "interop/read/options.hpp"
+#include "interop/torchtitan.hpp"
+#include "interop/words.hpp"
+#include "tests/interop/plans.hpp"
+
+namespace paci::interop {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+LaunchContext on_h100(std::optional<std::int64_t> gpus) {
+  LaunchContext c;
+  c.cluster = plan::cluster_preset("h100-80gb");
+  c.gpus = gpus;
+  return c;
+}
+
+// The knobs a launch carries, as one comparable tuple.
+auto knobs(const plan::PlanConfig& c) {
+  return std::make_tuple(c.model, c.gpus, c.global_batch, c.tp, c.pp, c.chunks, c.kind,
+                         c.microbatch_size, c.recompute, c.sequence_parallel, c.tp_comm_overlap,
+                         c.distributed_optimizer, c.overlap_grad_reduce, c.flash_attention,
+                         c.partition);
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string megatron_error(const std::string& flags, std::int64_t gpus = 16) {
+  return message_of([&] { read_megatron(flags, on_h100(gpus)); });
+}
+
+std::string torchtitan_error(const std::string& args, std::int64_t gpus = 16) {
+  return message_of([&] { read_torchtitan(args, on_h100(gpus)); });
+}
+
+const std::string kLlama8b =
+    "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+    "--num-query-groups 8 --ffn-hidden-size 14336 --seq-length 8192 --swiglu --normalization "
+    "RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights --bf16 "
+    "--micro-batch-size 1 --global-batch-size 64 ";
+
+// --- Megatron-LM ---------------------------------------------------------------------------------
+
+TEST(InteropRead, MegatronReadsBackWhatPaciEmits) {
+  std::vector<plan::PlanResult> plans = {
+      test::plan_of("llama3-70b", "1f1b", 64, 8, 4),
+      test::plan_of("llama3-70b", "interleaved", 64, 8, 4, 5),
+      test::plan_of("gpt3-175b", "1f1b", 1024, 8, 16),
+      test::plan_of("gpt3-1.3b", "1f1b", 8, 1, 1),
+  };
+  plan::PlanResult uneven = test::plan_of("llama3-8b", "1f1b", 16, 2, 4);
+  uneven.config.partition = {7, 9, 9, 7};
+  uneven.config.recompute = plan::Recompute::selective;
+  uneven.config.tp_comm_overlap = true;
+  plans.push_back(uneven);
+  for (const plan::PlanResult& p : plans) {
+    const std::string flags = shell_join(megatron_args(p));
+    const ReadLaunch r = read_megatron(flags, on_h100(p.config.gpus));
+    EXPECT_EQ(knobs(r.config), knobs(p.config)) << flags;
+  }
+}
+
+TEST(InteropRead, MegatronLayoutUnrollsAsMegatronCoreDoes) {
+  // "Et*3|(tt|)*2,t|tL": the comma dropped, the group and t*3 unrolled: "Ettt|tt|tt|t|tL".
+  const ReadLaunch r = read_megatron(
+      "--num-layers 9 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --bf16 "
+      "--micro-batch-size 1 --global-batch-size 8 --vocab-size 50257 "
+      "--pipeline-model-parallel-size 5 "
+      "--pipeline-model-parallel-layout 'Et*3|(tt|)*2,t|tL'",
+      on_h100(5));
+  EXPECT_THAT(r.config.partition, ElementsAre(3, 2, 2, 1, 1));
+  EXPECT_EQ(r.config.kind, "1f1b");
+  // Ten stages on five ranks: two virtual stages each.
+  const ReadLaunch v = read_megatron(
+      "--num-layers 20 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --bf16 "
+      "--micro-batch-size 1 --global-batch-size 10 --vocab-size 50257 "
+      "--pipeline-model-parallel-size 5 --pipeline-model-parallel-layout 'E(tt|)*9tt,L'",
+      on_h100(5));
+  EXPECT_EQ(v.config.kind, "interleaved");
+  EXPECT_EQ(v.config.chunks, 2);
+  EXPECT_EQ(v.config.partition, std::vector<std::int32_t>(10, 2));
+}
+
+TEST(InteropRead, MegatronUnevenSplitsFollowGetNumLayersToBuild) {
+  const std::string base =
+      "--hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --bf16 --micro-batch-size 1 "
+      "--global-batch-size 8 --vocab-size 50257 --pipeline-model-parallel-size 4 ";
+  EXPECT_THAT(read_megatron(base + "--num-layers 30 --decoder-first-pipeline-num-layers 6 "
+                                   "--decoder-last-pipeline-num-layers 6",
+                            on_h100(4))
+                  .config.partition,
+              ElementsAre(6, 9, 9, 6));
+  EXPECT_THAT(
+      read_megatron(base + "--num-layers 31 --account-for-embedding-in-pipeline-split", on_h100(4))
+          .config.partition,
+      ElementsAre(7, 8, 8, 8));
+  // Two virtual stages: rank r's layers split in two, model stage j·p + r.
+  EXPECT_THAT(read_megatron(base + "--num-layers 28 --decoder-first-pipeline-num-layers 4 "
+                                   "--num-virtual-stages-per-pipeline-rank 2",
+                            on_h100(4))
+                  .config.partition,
+              ElementsAre(2, 4, 4, 4, 2, 4, 4, 4));
+  EXPECT_THAT(megatron_error(base + "--num-layers 30"),
+              HasSubstr("num_layers must be divisible by the pipeline size"));
+}
+
+TEST(InteropRead, MegatronTakesTheWorldFromTorchrun) {
+  const ReadLaunch r = read_megatron(
+      "CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes 2 --nproc-per-node=8 --rdzv-backend c10d "
+      "pretrain_gpt.py --tensor-model-parallel-size 2 " +
+          kLlama8b,
+      on_h100(std::nullopt));
+  EXPECT_EQ(r.config.gpus, 16);
+  EXPECT_EQ(r.config.dp(), 8);
+  EXPECT_EQ(r.config.model.name, "llama3-8b");
+  EXPECT_THAT(r.program, ElementsAre("torchrun", "--nnodes", "2", "--nproc-per-node", "8",
+                                     "--rdzv-backend", "c10d", "pretrain_gpt.py"));
+  EXPECT_THAT(message_of([&] { read_megatron(kLlama8b, on_h100(std::nullopt)); }),
+              HasSubstr("--gpus is missing"));
+  EXPECT_THAT(message_of([&] {
+                read_megatron("torchrun --nproc-per-node 8 pretrain_gpt.py " + kLlama8b,
+                              on_h100(16));
+              }),
+              HasSubstr("--gpus 16 but the launch's torchrun starts 8 processes"));
+}
+
+TEST(InteropRead, MegatronDefaultsAreMegatronsOwn) {
+  // No --global-batch-size: micro-batch × data parallel; SwiGLU without --ffn-hidden-size:
+  // 2/3 of 4h rounded down to 64 (validate_args).
+  const ReadLaunch r = read_megatron(
+      "--num-layers 4 --hidden-size 1000 --num-attention-heads 10 --seq-length 512 --swiglu "
+      "--normalization RMSNorm --position-embedding-type rope --bf16 --micro-batch-size 2 "
+      "--vocab-size 32000",
+      on_h100(8));
+  EXPECT_EQ(r.config.global_batch, 16);
+  EXPECT_EQ(r.config.model.ffn, 2624);  // int(4·1000·2/3 / 64)·64
+  EXPECT_EQ(r.config.model.arch, plan::Arch::llama);
+  EXPECT_EQ(r.config.model.kv_heads, 10);
+  EXPECT_TRUE(r.config.model.tied_embeddings);
+}
+
+TEST(InteropRead, MegatronOptionsAreCheckedAgainstItsRecordedParser) {
+  EXPECT_THAT(megatron_error(kLlama8b + "--tensor-parallel-size 2"),
+              HasSubstr("Megatron-LM core_v0.16.1 has no option --tensor-parallel-size"));
+  EXPECT_THAT(megatron_error(kLlama8b + "--tensor-model-parallel-size two"),
+              HasSubstr("--tensor-model-parallel-size takes a whole number, got 'two'"));
+  EXPECT_THAT(megatron_error(kLlama8b + "--recompute-granularity most"),
+              HasSubstr("takes one of full, selective, got 'most'"));
+  EXPECT_THAT(megatron_error(kLlama8b + "--seq-length"), HasSubstr("--seq-length needs 1 value"));
+  EXPECT_THAT(megatron_error(kLlama8b + "--bf16=yes"), HasSubstr("--bf16 takes no value"));
+  // Options paci does not model still parse (the data, the optimizer).
+  EXPECT_NO_THROW(read_megatron(kLlama8b + "--lr 3e-4 --train-iters 10 --mock-data", on_h100(16)));
+}
+
+TEST(InteropRead, MegatronRefusalsAreOneLine) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--context-parallel-size 2", "paci does not model context parallelism yet"},
+      {"--num-experts 8", "paci does not model mixture-of-experts layers yet"},
+      {"--fp8-format hybrid", "paci does not model FP8 training yet"},
+      {"--fp16", "paci models bf16"},
+      {"--tensor-model-parallel-size 2 --tp-comm-overlap",
+       "refuses --tp-comm-overlap without --sequence-parallel"},
+      {"--tensor-model-parallel-size 3", "not divisible"},
+      {"--global-batch-size 60", "not divisible by micro-batch 1"},
+      {"--recompute-granularity full", "needs --recompute-method"},
+      {"--recompute-granularity full --recompute-method block --recompute-num-layers 2",
+       "paci models recomputing all of them or none"},
+      {"--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+       "--num-layers-per-virtual-pipeline-stage 4",
+       "takes one of"},
+  };
+  for (const auto& [extra, why] : cases) {
+    const std::string e = megatron_error(kLlama8b + extra);
+    EXPECT_THAT(e, HasSubstr(why)) << extra;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  std::string no_bf16 = kLlama8b;
+  no_bf16.erase(no_bf16.find("--bf16 "), 7);
+  EXPECT_THAT(megatron_error(no_bf16), HasSubstr("no --bf16: Megatron-LM would train in fp32"));
+  // Single quotes keep a $ as is (then the value is no number); outside them it is refused.
+  EXPECT_THAT(megatron_error(kLlama8b + "--seq-length '$SEQ'"),
+              HasSubstr("--seq-length takes a whole number, got '$SEQ'"));
+  EXPECT_THAT(megatron_error(kLlama8b + "--seq-length \"$SEQ\""),
+              HasSubstr("asks the shell to expand something"));
+}
+
+// --- torchtitan ----------------------------------------------------------------------------------
+
+TEST(InteropRead, TorchtitanReadsBackWhatPaciEmits) {
+  std::vector<plan::PlanResult> plans = {
+      test::plan_of("llama3-8b", "1f1b", 16, 2, 2),
+      test::plan_of("llama3-70b", "interleaved", 64, 8, 4, 2),
+      test::plan_of("llama3-70b", "gpipe", 64, 8, 2),
+      test::plan_of("llama3-8b", "1f1b", 8, 1, 1),
+  };
+  plan::PlanResult uneven = test::plan_of("llama3-8b", "1f1b", 16, 4, 4);
+  uneven.config.partition = {7, 9, 9, 7};
+  uneven.config.recompute = plan::Recompute::none;
+  uneven.config.tp_comm_overlap = true;
+  uneven.config.global_batch = 64;
+  plans.push_back(uneven);
+  for (plan::PlanResult p : plans) {
+    p.config.global_batch = p.config.pp > 1 ? p.config.global_batch : 64;
+    p.microbatches = p.config.microbatches();
+    const std::string args = shell_join(torchtitan_args(p, ""));
+    const ReadLaunch r = read_torchtitan(args, on_h100(p.config.gpus));
+    plan::PlanConfig expected = p.config;
+    // torchtitan shards over data parallelism (FSDP) unless it is the one dimension and the plan
+    // did not shard (then DDP), and overlaps the reduction either way.
+    const bool ddp = p.config.dp() > 1 && p.config.tp == 1 && p.config.pp == 1 &&
+                     !p.config.distributed_optimizer;
+    expected.distributed_optimizer = p.config.dp() > 1 && !ddp;
+    expected.overlap_grad_reduce = p.config.dp() > 1;
+    if (expected.pp == 1) expected.partition = {};
+    plan::PlanConfig got = r.config;
+    if (got.pp == 1) got.partition = {};
+    EXPECT_EQ(knobs(got), knobs(expected)) << args;
+  }
+}
+
+TEST(InteropRead, TorchtitanZeroBubbleCsvIsRecognised) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "zb-h1", 16, 2, 4);
+  p.config.global_batch = 32;
+  p.microbatches = p.config.microbatches();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "paci-test-read-csv";
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir / "schedule.csv") << pytorch_csv(p.config); }
+  const ReadLaunch r =
+      read_torchtitan(shell_join(torchtitan_args(p, (dir / "schedule.csv").string())), on_h100(16));
+  EXPECT_EQ(r.config.kind, "zb-h1");
+  { std::ofstream(dir / "schedule.csv") << "F0,B0\n"; }
+  EXPECT_THAT(torchtitan_error(shell_join(torchtitan_args(p, (dir / "schedule.csv").string()))),
+              HasSubstr("is none of the schedules paci writes"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(InteropRead, TorchtitanTakesTheConfigsValues) {
+  // llama3_70b: tensor parallel 8, local batch 8, sequence 8192, full checkpointing.
+  const ReadLaunch r = read_torchtitan("--module llama3 --config llama3_70b", on_h100(32));
+  EXPECT_EQ(r.config.tp, 8);
+  EXPECT_EQ(r.config.pp, 1);
+  EXPECT_EQ(r.config.dp(), 4);
+  EXPECT_EQ(r.config.global_batch, 32);
+  EXPECT_EQ(r.config.model.seq_len, 8192);
+  EXPECT_EQ(r.config.recompute, plan::Recompute::full);
+  EXPECT_TRUE(r.config.sequence_parallel);
+  // llama3_8b: selective checkpointing; its default split on 4 ranks (one layer fewer on the first
+  // and last stage's weights: 34 effective layers, 9, 9, 8, 8).
+  const ReadLaunch s = read_torchtitan(
+      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 4 "
+      "--training.disable-cuda-graphs --training.local-batch-size 8",
+      on_h100(8));
+  EXPECT_EQ(s.config.recompute, plan::Recompute::selective);
+  EXPECT_THAT(s.config.partition, ElementsAre(8, 9, 8, 7));
+  // Interleaved1F1B: two stages a rank unless told.
+  const ReadLaunch i = read_torchtitan(
+      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 2 "
+      "--parallelism.pipeline-parallel-schedule Interleaved1F1B --training.disable-cuda-graphs "
+      "--training.local-batch-size 4 activation-checkpoint:none",
+      on_h100(2));
+  EXPECT_EQ(i.config.kind, "interleaved");
+  EXPECT_EQ(i.config.chunks, 2);
+  EXPECT_EQ(i.config.recompute, plan::Recompute::none);
+  EXPECT_EQ(std::accumulate(i.config.partition.begin(), i.config.partition.end(), 0), 32);
+}
+
+TEST(InteropRead, TorchtitanRefusalsAreOneLine) {
+  const std::string base = "--module llama3 --config llama3_8b ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--parallelism.pipeline-parallel-degree 2", "add --training.disable-cuda-graphs"},
+      {"--parallelism.tensor-parallel-degree 2 --compile.enable-async-tensor-parallel",
+       "refuses async TP without --compile.enable"},
+      {"--parallelism.tensor-parallel-degree 2 --parallelism.data-parallel-replicate-degree 8 "
+       "--parallelism.data-parallel-shard-degree 1",
+       "DDP has not supported > 1D parallelism"},
+      {"--parallelism.context-parallel-degree 2", "paci does not model context parallelism yet"},
+      {"--parallelism.tensor-parallel-degree 3", "not divisible"},
+      {"--parallelism.tensor-parallel-size 2", "torchtitan 0.3.0 has no option"},
+      {"--parallelism.fsdp-reshard-after-forward sometimes", "takes one of default, always, never"},
+      {"--parallelism.pipeline-parallel-degree 2 --training.disable-cuda-graphs "
+       "--training.global-batch-size 16",
+       "paci models one flush per step"},
+      {"--parallelism.pipeline-parallel-degree 2 --training.disable-cuda-graphs "
+       "--parallelism.pipeline-parallel-schedule ZBVZeroBubble",
+       "paci models GPipe, 1F1B and Interleaved1F1B"},
+      {"activation-checkpoint:sometimes", "is no option or subcommand"},
+      {"activation-checkpoint:full --training.steps 5",
+       "torchtitan 0.3.0 activation-checkpoint:full has no option"},
+      {"--training.mixed-precision-param float32", "paci models bf16"},
+  };
+  for (const auto& [extra, why] : cases) {
+    const std::string e = torchtitan_error(base + extra);
+    EXPECT_THAT(e, HasSubstr(why)) << extra;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  EXPECT_THAT(torchtitan_error("--config llama3_8b"),
+              HasSubstr("--module and --config are missing"));
+  EXPECT_THAT(torchtitan_error("--module llama3 --config llama3_405b"), HasSubstr("float8"));
+  EXPECT_THAT(torchtitan_error("--module llama3 --config llama3_debugmodel"),
+              HasSubstr("paci has torchtitan's llama3_8b and llama3_70b recorded"));
+  EXPECT_THAT(torchtitan_error("--module deepseek_v3 --config deepseek_v3_16b"),
+              HasSubstr("llama3 only"));
+}
+
+TEST(InteropRead, OptionTablesAreTheRecordedOnes) {
+  // 682 names recorded from Megatron-LM core_v0.16.1's parser, 120 options of torchtitan 0.3.0.
+  EXPECT_NE(megatron_options().find("--pipeline-model-parallel-layout"), nullptr);
+  EXPECT_EQ(megatron_options().find("--pipeline-model-parallel-layouts"), nullptr);
+  const ToolOption* sp = torchtitan_options().find("--parallelism.no-enable-sequence-parallel");
+  ASSERT_NE(sp, nullptr);
+  EXPECT_TRUE(sp->negative);
+  EXPECT_EQ(sp->name, "--parallelism.enable-sequence-parallel");
+  ASSERT_NE(torchtitan_subcommand("activation-checkpoint:full"), nullptr);
+  EXPECT_EQ(torchtitan_config("llama3_70b")->activation_checkpoint, "activation-checkpoint:full");
+}
+
+}  // namespace
+}  // namespace paci::interop
