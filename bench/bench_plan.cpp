@@ -1,7 +1,7 @@
 // paci plan's speed. One configuration evaluated in-process (schedule built, costed, simulated,
 // memory computed) at GPT-3 175B scale, P=8, M=64 (target: 1 ms median on one core); and the
-// whole default search for Llama 3 70B on 1,024 H100s and for GPT-3 175B on 1,024 A100s, on one
-// thread and on every core (target: 10,000 configurations a second on one core), with how many
+// whole default search for Llama 3 70B on 1,024 H100s, GPT-3 175B on 1,024 A100s and Llama 3 405B
+// on 16,384 H100s (target: 2 s on one core), on one thread and on every core (target: 10,000 configurations a second on one core), with how many
 // were simulated and pruned. bench/bench_plan.sh runs it and writes docs/results/bench_plan.md.
 #include <benchmark/benchmark.h>
 
@@ -61,6 +61,16 @@ SearchSpace gpt3_175b_a100() {
   return s;
 }
 
+// The reference: Llama 3 405B as Meta trained it (16,384 H100s, 2,048 sequences of 8K).
+SearchSpace llama3_405b_h100() {
+  SearchSpace s;
+  s.model = model_preset("llama3-405b");
+  s.cluster = cluster_preset("h100-80gb");
+  s.gpus = 16384;
+  s.global_batch = 2048;
+  return s;
+}
+
 void BM_Search(benchmark::State& state, SearchSpace (*space)(), std::size_t jobs) {
   SearchOptions o;
   o.jobs = jobs;
@@ -106,6 +116,12 @@ BENCHMARK_CAPTURE(BM_Search, llama3_70b_1024_h100_one_core, llama3_70b_h100, 1)
     ->ComputeStatistics("min", minimum)
     ->ComputeStatistics("max", maximum);
 BENCHMARK_CAPTURE(BM_Search, gpt3_175b_1024_a100_one_core, gpt3_175b_a100, 1)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ComputeStatistics("min", minimum)
+    ->ComputeStatistics("max", maximum);
+BENCHMARK_CAPTURE(BM_Search, llama3_405b_16384_h100_one_core, llama3_405b_h100, 1)
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->Repetitions(3)

@@ -29,10 +29,8 @@ run() {  # name, then paci plan's flags
 if [ -z "${SUMMARY_ONLY:-}" ]; then
   run gpt2m_b128 --preset gpt2-medium --gpu a100-80gb --gpus 8 --global-batch 128
   run gpt2m_b256 --preset gpt2-medium --gpu a100-80gb --gpus 8 --global-batch 256
-  run llama3_70b --preset llama3-70b --gpu h100-80gb --gpus 64 --global-batch 512 \
-    --sequence-parallel on,off --distributed-optimizer on,off
-  run gpt3_175b --preset gpt3-175b --gpu a100-80gb --gpus 1024 --global-batch 768 \
-    --sequence-parallel on,off --distributed-optimizer on,off
+  run llama3_70b --preset llama3-70b --gpu h100-80gb --gpus 64 --global-batch 512
+  run gpt3_175b --preset gpt3-175b --gpu a100-80gb --gpus 1024 --global-batch 768
   # Megatron-LM's configuration for GPT-3 175B on 1,024 A100s as MegaScale ran it (its Table 1-2):
   "$paci" plan --preset gpt3-175b --vocab 64000 --heads 128 --gpu a100-80gb --gpus 1024 \
     --global-batch 768 --tp 8 --pp 8 --kind interleaved --chunks 6 --microbatch-size 1 \
