@@ -106,7 +106,22 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
       s.recompute.push_back(plan::parse_recompute(r));
   s.sequence_parallel = switch_values(vm, "sequence-parallel");
   s.tp_comm_overlap = switch_values(vm, "tp-comm-overlap");
-  s.distributed_optimizer = switch_values(vm, "distributed-optimizer");
+  if (vm.count("zero") && vm.count("distributed-optimizer"))
+    throw UsageError(
+        "--zero and --distributed-optimizer cannot be combined (--distributed-optimizer is "
+        "--zero 1, off --zero 0)");
+  if (vm.count("zero")) {
+    s.zero.clear();
+    for (const std::string& v : split_commas(vm["zero"].as<std::string>())) {
+      if (v.size() != 1 || v[0] < '0' || v[0] > '3')
+        throw UsageError(fmt::format("--zero takes 0, 1, 2 or 3 (or a list), got '{}'", v));
+      if (std::find(s.zero.begin(), s.zero.end(), v[0] - '0') == s.zero.end())
+        s.zero.push_back(v[0] - '0');
+    }
+  } else if (vm.count("distributed-optimizer")) {
+    s.zero.clear();
+    for (const bool on : switch_values(vm, "distributed-optimizer")) s.zero.push_back(on ? 1 : 0);
+  }
   s.overlap_grad_reduce = switch_values(vm, "overlap-grad-reduce");
   const std::string attention = vm["attention"].as<std::string>();
   if (attention != "flash" && attention != "unfused")
@@ -137,8 +152,8 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
              plan::SearchOptions o) {
   std::istringstream cluster_flags(
       "gpu gpus tp microbatch-size recompute sequence-parallel tp-comm-overlap "
-      "distributed-optimizer overlap-grad-reduce attention emit jobs preset layers d-model heads "
-      "kv-heads ffn vocab seq-len arch tied-embeddings");
+      "distributed-optimizer zero overlap-grad-reduce attention emit jobs preset layers d-model "
+      "heads kv-heads ffn vocab seq-len arch tied-embeddings");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
       throw UsageError(fmt::format(
@@ -182,13 +197,17 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
   const char* flag = megatron ? "from-megatron" : "from-torchtitan";
   if (vm.count("from-megatron") && vm.count("from-torchtitan"))
     throw UsageError("--from-megatron and --from-torchtitan cannot be combined");
+  // What the launch sets, and --max-staleness: the tools run flushed schedules (staleness 0).
   std::istringstream launch_flags(
       "preset layers d-model heads kv-heads ffn seq-len arch tied-embeddings global-batch tp pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
-      "distributed-optimizer overlap-grad-reduce attention");
+      "distributed-optimizer zero overlap-grad-reduce attention max-staleness");
   for (std::string f; launch_flags >> f;)
     if (given(vm, f.c_str()))
-      throw UsageError(fmt::format("--{} does not apply with --{}: the launch sets it", f, flag));
+      throw UsageError(fmt::format("--{} does not apply with --{}: {}", f, flag,
+                                   f == "max-staleness"
+                                       ? "the tools run flushed schedules, searched at staleness 0"
+                                       : "the launch sets it"));
   std::string text = vm[flag].as<std::string>();
   if (text.starts_with("@")) text = read_input(text.substr(1));
   interop::LaunchContext context;
@@ -216,11 +235,10 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
   const plan::SearchResult& r = c.search;
   const bool quiet = vm["quiet"].as<bool>();
   if (!quiet) std::cout << interop::launch_text(c);
-  if (!c.best) {
-    if (!quiet)
-      std::cout << "no plan " << interop::to_string(c.runs)
-                << " runs fits: " << plan::nothing_fits(r) << '\n';
-    return r.interrupted ? 130 : 0;
+  if (!c.best) {  // the launch's prediction above, then why nothing better: one line, exit 2
+    if (r.interrupted) return 130;
+    throw InputError(
+        fmt::format("no plan {} runs fits: {}", interop::to_string(c.runs), plan::nothing_fits(r)));
   }
   const plan::PlanResult& best = *c.best;
   if (!quiet) std::cout << plan::gap_text(c.mine, best, c.walk);
@@ -282,15 +300,19 @@ int run_plan(const std::vector<std::string>& args) {
   add_knob("partition", po::value<std::string>(),
            "layers per model stage, e.g. 20,20,20,20 (default: searched: the balanced one and "
            "the one smallest under the memory limit)");
-  po::options_description switches("switches (absent: off; bare: on; on,off: searched)");
+  po::options_description switches("switches (absent: searched; bare: on; on,off: searched)");
   auto add_switch = switches.add_options();
   add_switch("sequence-parallel", po::value<std::string>()->implicit_value("on"),
              "sequence parallelism (t > 1); on | off | on,off (absent: searched)");
   add_switch("tp-comm-overlap", po::value<std::string>()->implicit_value("on"),
              "overlap the sequence-parallel collectives with their GEMMs (Transformer Engine); "
              "absent: searched");
+  add_switch("zero", po::value<std::string>(),
+             "ZeRO stage over the data-parallel replicas: 0 replicated | 1 optimizer state "
+             "sharded (Megatron's distributed optimizer) | 2 and gradients | 3 and weights "
+             "(FSDP); a list is searched; absent: 0,1,2,3");
   add_switch("distributed-optimizer", po::value<std::string>()->implicit_value("on"),
-             "shard the optimizer state over the data-parallel replicas; absent: searched");
+             "--zero 1 (on) or 0 (off); on,off: both");
   add_switch("overlap-grad-reduce", po::value<std::string>()->implicit_value("on"),
              "reduce gradients during the last backward; absent: searched");
   add_switch("attention", po::value<std::string>()->default_value("flash"),
@@ -389,11 +411,21 @@ int run_plan(const std::vector<std::string>& args) {
     return 0;
   }
 
-  // Every knob but the switches given: a tool that cannot run that configuration is refused
-  // before anything is printed or written, whatever the switches.
-  if (const auto config = plan::fixed_but_switches(space); config && emitter)
-    if (const std::string why = interop::refusal(*emitter, *config); !why.empty())
-      throw InputError(why);
+  // Every knob but the switches given: a tool that cannot run that configuration at any ZeRO
+  // stage searched is refused before anything is printed or written.
+  if (auto config = plan::fixed_but_switches(space); config && emitter) {
+    std::string why;  // refused at every ZeRO stage searched: the first one's reason
+    for (const std::int32_t zero : space.zero) {
+      config->zero = config->dp() > 1 ? zero : 0;
+      const std::string reason = interop::refusal(*emitter, *config);
+      if (reason.empty()) {
+        why.clear();
+        break;
+      }
+      if (why.empty()) why = reason;
+    }
+    if (!why.empty()) throw InputError(why);
+  }
   plan::SearchOptions o;
   o.memory_limit_bytes = limit;
   o.max_staleness = max_staleness;

@@ -39,9 +39,10 @@ std::string preamble(const plan::PlanResult& p, Tool tool,
       "MASTER_ADDR=${{MASTER_ADDR:-localhost}}\nMASTER_PORT=${{MASTER_PORT:-29500}}\n",
       c.model.name, c.gpus, l.nodes, l.processes_per_node, c.kind, c.tp, c.pp, c.dp(),
       c.kind == "interleaved" ? fmt::format(" v={}", c.chunks) : "", c.microbatch_size,
-      c.microbatches(), p.step_s, static_cast<double>(p.peak_memory_bytes) / (1 << 30),
-      l.nodes - 1, to_string(tool), l.nodes, to_string(tool), l.nodes, l.processes_per_node);
-  for (const auto& [name, value] : env) s += fmt::format("export {}={}\n", name, shell_quote(value));
+      c.microbatches(), p.step_s, static_cast<double>(p.peak_memory_bytes) / (1 << 30), l.nodes - 1,
+      to_string(tool), l.nodes, to_string(tool), l.nodes, l.processes_per_node);
+  for (const auto& [name, value] : env)
+    s += fmt::format("export {}={}\n", name, shell_quote(value));
   return s;
 }
 
@@ -84,7 +85,8 @@ std::string megatron_script(const plan::PlanResult& p) {
       "else\n"
       "  DATA=(--mock-data --tokenizer-type NullTokenizer --vocab-size {})\n"
       "fi\n"
-      "TRAIN=(--train-iters \"${{TRAIN_ITERS:-100}}\" --lr \"${{LR:-3e-4}}\" --min-lr \"${{MIN_LR:-3e-5}}\" "
+      "TRAIN=(--train-iters \"${{TRAIN_ITERS:-100}}\" --lr \"${{LR:-3e-4}}\" --min-lr "
+      "\"${{MIN_LR:-3e-5}}\" "
       "--lr-decay-style cosine --lr-warmup-iters \"${{WARMUP_ITERS:-10}}\" --weight-decay 0.1 "
       "--clip-grad 1.0 --log-interval 1 --eval-iters 0)\n",
       c.model.vocab);
@@ -106,9 +108,10 @@ std::string torchtitan_script(const plan::PlanResult& p, const std::string& dir)
   s += "# Data: torchtitan's config default; --hf-assets-path names the tokenizer folder.\n";
   s += "TRAIN=(--training.steps \"${TRAIN_ITERS:-100}\")\n";
   s += run_lines();
-  s.insert(s.rfind("if [ \"${PACI_DRY_RUN"),
-           "COMMAND=(\"${TORCHRUN[@]}\" -m torchtitan.train \"${PLAN[@]}\" \"${TRAIN[@]}\" \"$@\" " +
-               shell_quote(checkpointing) + ")\n");
+  s.insert(
+      s.rfind("if [ \"${PACI_DRY_RUN"),
+      "COMMAND=(\"${TORCHRUN[@]}\" -m torchtitan.train \"${PLAN[@]}\" \"${TRAIN[@]}\" \"$@\" " +
+          shell_quote(checkpointing) + ")\n");
   return s;
 }
 

@@ -15,6 +15,12 @@ std::string megatron_refusal(const plan::PlanConfig& c) {
         "Megatron-LM cannot run a {} schedule: it runs 1F1B and interleaved 1F1B only (no GPipe, "
         "zero-bubble or asynchronous schedule)",
         c.kind);
+  if (c.zero >= 2)
+    return fmt::format(
+        "paci emits ZeRO {} for torchtitan's FSDP only: Megatron-LM's (--use-megatron-fsdp "
+        "--data-parallel-sharding-strategy) is not checked yet; plan ZeRO 0 or 1 (--use-"
+        "distributed-optimizer)",
+        c.zero);
   return "";
 }
 
@@ -59,7 +65,7 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   }
   if (c.sequence_parallel) a.push_back("--sequence-parallel");
   if (c.tp_comm_overlap) a.push_back("--tp-comm-overlap");
-  if (c.distributed_optimizer) a.push_back("--use-distributed-optimizer");
+  if (c.zero == 1) a.push_back("--use-distributed-optimizer");
   if (c.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
   a.push_back("--bf16");
   add("--num-layers", m.layers);

@@ -61,12 +61,11 @@ std::string emit(Tool tool, const plan::PlanResult& plan, const std::string& dir
             "torchtitan loads a {} schedule from paci's CSV: add -o DIR to write it (the "
             "arguments then name it by its absolute path)",
             c.kind));
-      return fmt::format("# paci plan -> torchtitan {} (python -m torchtitan.train); {} GPUs{}\n{}\n",
-                         kTorchtitanVersion, c.gpus, env_comment(torchtitan_env(c)),
-                         shell_join(torchtitan_args(
-                             plan, std::filesystem::absolute(dir + "/schedule.csv")
-                                       .lexically_normal()
-                                       .string())));
+      return fmt::format(
+          "# paci plan -> torchtitan {} (python -m torchtitan.train); {} GPUs{}\n{}\n",
+          kTorchtitanVersion, c.gpus, env_comment(torchtitan_env(c)),
+          shell_join(torchtitan_args(
+              plan, std::filesystem::absolute(dir + "/schedule.csv").lexically_normal().string())));
   }
   return "";
 }

@@ -34,6 +34,17 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
         "torchtitan {}'s llama3_405b trains its linear layers in float8 (torchao's Float8Linear, "
         "fixed when the config is built; no option turns it off), and paci plans bf16",
         kTorchtitanVersion);
+  // torchtitan's data parallelism (docs/interop.md): replicated (ZeRO 0: DDP, or beside TP or PP
+  // HSDP with a shard degree of 1), or FSDP: with PP the weights stay whole through the step
+  // (ZeRO 1) or are resharded (3); without PP, ZeRO 3.
+  if (c.dp() > 1) {
+    if (c.zero == 2)
+      return "torchtitan's FSDP has no ZeRO 2 (the gradients sharded, the weights whole): plan "
+             "ZeRO 1 (with PP) or 3";
+    if (c.zero == 1 && c.pp == 1)
+      return "torchtitan without PP regathers the weights for every micro-batch (FSDP, ZeRO 3): "
+             "plan ZeRO 3, or ZeRO 1 with PP";
+  }
   return pytorch_refusal(c);
 }
 
@@ -75,11 +86,13 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::s
   add("--parallelism.tensor-parallel-degree", c.tp);
   if (c.tp > 1 && !c.sequence_parallel) a.push_back("--parallelism.no-enable-sequence-parallel");
   add("--parallelism.pipeline-parallel-degree", c.pp);
-  // torchtitan runs DDP (replicate) only when data parallelism is the one dimension; beside TP
-  // or PP it shards (FSDP). paci's distributed optimizer is sharding too.
-  const bool replicate = c.dp() > 1 && c.tp == 1 && c.pp == 1 && !c.distributed_optimizer;
+  // ZeRO 0 replicates (DDP alone, HSDP with one shard beside TP or PP); else torchtitan shards
+  // (FSDP): ZeRO 3 reshards after forward, ZeRO 1 (with PP) does not.
+  const bool replicate = c.dp() > 1 && c.zero == 0;
   add("--parallelism.data-parallel-replicate-degree", replicate ? c.dp() : 1);
   add("--parallelism.data-parallel-shard-degree", replicate ? 1 : c.dp());
+  if (c.dp() > 1 && c.zero > 0)
+    add("--parallelism.fsdp-reshard-after-forward", c.zero == 3 ? "always" : "never");
   if (c.pp > 1) {
     if (const std::string schedule = torchtitan_schedule(c); !schedule.empty())
       add("--parallelism.pipeline-parallel-schedule", schedule);

@@ -70,18 +70,25 @@ std::vector<Knob> knobs() {
        [](PlanConfig& a, const PlanConfig& b) { a.recompute = b.recompute; }},
       switch_knob("sequence parallelism", &PlanConfig::sequence_parallel),
       switch_knob("TP communication overlap", &PlanConfig::tp_comm_overlap),
-      switch_knob("distributed optimizer", &PlanConfig::distributed_optimizer),
+      field_knob("ZeRO", &PlanConfig::zero),
       switch_knob("overlapped gradient reduction", &PlanConfig::overlap_grad_reduce),
   };
   return k;
 }
 
-// The configuration after `change`: a new pipeline shape drops the old partition (its best one is
-// taken), the end's partition when the shape is the end's.
-PlanConfig shaped(PlanConfig c, const PlanConfig& to) {
-  if (c.pp == to.pp && c.chunks == to.chunks && c.kind == to.kind)
+bool same_shape(const PlanConfig& a, const PlanConfig& b) {
+  return a.pp == b.pp && a.chunks == b.chunks && a.kind == b.kind;
+}
+
+// The configuration after a change from `was`: the pipeline's shape unchanged, its partition too
+// (a change of the partition is a step of its own); a new shape takes the end's partition when it
+// is the end's shape, else its best one.
+PlanConfig shaped(PlanConfig c, const PlanConfig& was, const PlanConfig& to) {
+  if (same_shape(c, was))
+    c.partition = was.partition;
+  else if (same_shape(c, to))
     c.partition = to.partition;
-  else if (c.partition.size() != static_cast<std::size_t>(c.stages()))
+  else
     c.partition.clear();
   return c;
 }
@@ -120,7 +127,7 @@ std::vector<GapStep> walk(const PlanResult& from, const PlanResult& to, double l
     for (const Knob* k : left) {
       PlanConfig next = at;
       k->apply(next, end);
-      next = shaped(next, end);
+      next = shaped(next, at, end);
       const auto r = tried(next, limit, runnable);
       if (!r) continue;
       // Fitting beats not fitting, then the faster.

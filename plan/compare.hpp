@@ -21,7 +21,7 @@ struct GapStep {
 // that still differ, the one whose configuration is fastest and valid (one the evaluation accepts
 // and `runnable` allows, "" from it), fitting `memory_limit_bytes` when any does; the rest at once
 // when no single change is valid. The last step's configuration is `to`'s. Knobs: t, p, the kind
-// with its v, b, recomputation, sequence parallelism, TP overlap, the distributed optimizer, the
+// with its v, b, recomputation, sequence parallelism, TP overlap, the ZeRO stage, the
 // overlapped reduction, the partition. Empty when the two are the same configuration.
 std::vector<GapStep> walk(const PlanResult& from, const PlanResult& to, double memory_limit_bytes,
                           const std::function<std::string(const PlanConfig&)>& runnable = {});

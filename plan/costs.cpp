@@ -369,14 +369,15 @@ PieceCosts head_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& 
 }
 
 double optimizer_step_s(const ClusterSpec& c, std::int64_t parameters, std::int64_t data_parallel,
-                        bool distributed_optimizer) {
-  // With the distributed optimizer each replica updates 1/d of the parameters; every replica
-  // still zeroes its whole gradient buffer (4 bytes per parameter).
-  const double P = static_cast<double>(parameters);
+                        std::int32_t zero) {
+  // With ZeRO 1 or more each replica updates 1/d of the parameters; with ZeRO 0 and 1 every
+  // replica still zeroes its whole gradient buffer (4 bytes per parameter), with ZeRO 2 and 3
+  // only its shard.
+  const double P = static_cast<double>(parameters), d = static_cast<double>(data_parallel);
   const double sharded = kAdamBytesPerParameter - 4.0;
-  const double bytes = distributed_optimizer
-                           ? P * sharded / static_cast<double>(data_parallel) + 4.0 * P
-                           : P * kAdamBytesPerParameter;
+  const double bytes = zero == 0   ? P * kAdamBytesPerParameter
+                       : zero == 1 ? P * sharded / d + 4.0 * P
+                                   : P * kAdamBytesPerParameter / d;
   return memory_s(c, bytes);
 }
 

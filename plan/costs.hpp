@@ -119,7 +119,8 @@ inline constexpr double kGradientReduceBytes = 4.0, kParamGatherBytes = 2.0;
 // (DistributedDataParallelConfig.bucket_size); the last bucket cannot overlap the backward.
 inline constexpr double kGradBucketParameters = 40e6;
 
+// The AdamW step of `parameters` on one GPU of d replicas at ZeRO stage `zero` (0-3).
 double optimizer_step_s(const ClusterSpec& c, std::int64_t parameters, std::int64_t data_parallel,
-                        bool distributed_optimizer);
+                        std::int32_t zero);
 
 }  // namespace paci::plan

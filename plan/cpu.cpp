@@ -69,8 +69,8 @@ SearchSpace cpu_search_space(const LayerCalibration& cal, double memory_bytes,
   s.gpus = cal.cores;
   s.global_batch = global_batch;
   // The CPU executor has no tensor parallelism, optimizer sharding or overlapped reduction.
-  s.sequence_parallel = s.tp_comm_overlap = s.distributed_optimizer =
-      s.overlap_grad_reduce = {false};
+  s.sequence_parallel = s.tp_comm_overlap = s.overlap_grad_reduce = {false};
+  s.zero = {0};
   return s;
 }
 

@@ -123,6 +123,8 @@ void check_config(const PlanConfig& c) {
     throw InputError(
         "--tp-comm-overlap overlaps the sequence-parallel collectives: it needs "
         "--sequence-parallel");
+  if (c.zero < 0 || c.zero > 3)
+    throw InputError(fmt::format("--zero takes 0, 1, 2 or 3, got {}", c.zero));
   check_pipeline(c);
 }
 
@@ -179,28 +181,73 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     sp.pieces += h;
   }
   const std::int64_t params = sp.pieces.parameters;
-  sp.optimizer_s = optimizer_step_s(gpu, params, d, c.distributed_optimizer);
-  // The data-parallel reduction of this stage's gradients (fp32), and with the distributed
-  // optimizer the bf16 weights gathered back.
+  sp.optimizer_s = optimizer_step_s(gpu, params, d, c.zero);
+  // The stage's pieces as ZeRO 3 gathers them, one collective each: its layers, the embedding,
+  // the head (docs/costmodel.md, "ZeRO").
+  const std::int64_t embedding = sp.embedding ? embedding_.parameters : 0;
+  const std::int64_t head =
+      sp.head ? std::max<std::int64_t>(0, params - layer_.parameters * layers - embedding) : 0;
+  const auto per_piece = [&](Collective kind, double bytes_per_parameter) {
+    const auto one = [&](std::int64_t p) {
+      return p > 0 ? collective_s(gpu, kind, bytes_per_parameter * static_cast<double>(p), d,
+                                  dp_per_node_)
+                   : 0.0;
+    };
+    return static_cast<double>(layers) * one(layer_.parameters) + one(embedding) + one(head);
+  };
+  const std::int64_t largest = std::max({layers > 0 ? layer_.parameters : 0, embedding, head});
+  const double largest_share =
+      params > 0 ? static_cast<double>(largest) / static_cast<double>(params) : 0.0;
+  // At the end of the step: ZeRO 0 all-reduces the fp32 gradients, ZeRO 1 reduce-scatters them,
+  // and ZeRO 1 and 2 gather the updated bf16 weights; ZeRO 2 and 3 reduced them per micro-batch,
+  // and ZeRO 3 keeps its weights sharded.
   const double grads = kGradientReduceBytes * static_cast<double>(params);
   const double gather =
-      c.distributed_optimizer
+      c.zero == 1 || c.zero == 2
           ? collective_s(gpu, Collective::all_gather,
                          kParamGatherBytes * static_cast<double>(params), d, dp_per_node_)
           : 0.0;
-  const double reduce = collective_s(
-      gpu, c.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce, grads, d,
-      dp_per_node_);
+  const double reduce =
+      c.zero >= 2
+          ? 0.0
+          : collective_s(gpu, c.zero == 1 ? Collective::reduce_scatter : Collective::all_reduce,
+                         grads, d, dp_per_node_);
   sp.reduce_s = reduce + gather;
+  // Buckets reduce while the backward runs; the last one cannot.
+  const auto overlapped = [&](double comm, double compute, double last) {
+    return comm > 0 ? std::max(comm - compute, std::min(comm, last)) : 0.0;
+  };
   double exposed = reduce;
-  if (c.overlap_grad_reduce && reduce > 0) {
-    // Buckets reduce while the last micro-batch's backward runs; the last bucket cannot.
-    const double last_bucket =
+  if (c.overlap_grad_reduce && reduce > 0)
+    exposed = overlapped(
+        reduce, sp.pieces.backward_total_s(),
         reduce * std::min(1.0, kGradBucketParameters /
-                                   static_cast<double>(std::max<std::int64_t>(params, 1)));
-    exposed = std::max(reduce - sp.pieces.backward_total_s(), last_bucket);
-  }
+                                   static_cast<double>(std::max<std::int64_t>(params, 1))));
   sp.exposed_reduce_s = exposed + gather;
+  if (c.zero >= 2 && d > 1) {
+    // Every micro-batch's gradients reduce-scattered in its backward, piece by piece behind the
+    // backward of the pieces before it (ZeRO 3, and ZeRO 2 with the overlap on); the last piece's
+    // cannot hide.
+    sp.zero_weight_grad_s = per_piece(Collective::reduce_scatter, kGradientReduceBytes);
+    const bool overlap = c.zero == 3 || c.overlap_grad_reduce;
+    sp.exposed_zero_weight_grad_s = overlap
+                                        ? overlapped(sp.zero_weight_grad_s, sp.pieces.weight_grad_s,
+                                                     sp.zero_weight_grad_s * largest_share)
+                                        : sp.zero_weight_grad_s;
+    sp.zero_workspace_bytes = static_cast<std::int64_t>(kGradientReduceBytes) * largest;
+  }
+  if (c.zero == 3 && d > 1) {
+    // The bf16 weights gathered piece by piece for every micro-batch's forward and again for its
+    // backward, each prefetched behind the compute of the piece before (the first cannot be):
+    // two gathered pieces and one piece's unsharded gradients are held at a time.
+    sp.zero_forward_s = sp.zero_input_grad_s = per_piece(Collective::all_gather, kParamGatherBytes);
+    const double first = sp.zero_forward_s * largest_share;
+    sp.exposed_zero_forward_s = overlapped(sp.zero_forward_s, sp.pieces.forward_total_s(), first);
+    sp.exposed_zero_input_grad_s = overlapped(
+        sp.zero_input_grad_s,
+        sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s, first);
+    sp.zero_workspace_bytes += 2 * static_cast<std::int64_t>(kParamGatherBytes) * largest;
+  }
   return sp;
 }
 
@@ -208,22 +255,27 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
   const PlanConfig& c = config_;
   const std::int64_t d = c.dp(), params = sp.pieces.parameters;
   StageCost cost;
-  cost.forward_s = sp.pieces.forward_total_s();
-  cost.backward_s = sp.pieces.backward_total_s();
-  cost.input_grad_s = sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s;
-  cost.weight_grad_s = sp.pieces.weight_grad_s;
+  cost.forward_s = sp.pieces.forward_total_s() + sp.exposed_zero_forward_s;
+  cost.input_grad_s = sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s +
+                      sp.exposed_zero_input_grad_s;
+  cost.weight_grad_s = sp.pieces.weight_grad_s + sp.exposed_zero_weight_grad_s;
+  cost.backward_s =
+      sp.pieces.backward_total_s() + sp.exposed_zero_input_grad_s + sp.exposed_zero_weight_grad_s;
   cost.update_s =
       sp.optimizer_s + sp.exposed_reduce_s + ((sp.embedding || sp.head) ? embedding_sync_s_ : 0.0);
   cost.activation_bytes = sp.pieces.activation_bytes;
   cost.activation_message_bytes = sp.head ? 0 : static_cast<std::int64_t>(message_bytes_);
   cost.gradient_message_bytes = sp.embedding ? 0 : static_cast<std::int64_t>(message_bytes_);
-  cost.weight_bytes = kWeightBytes * params;
-  cost.gradient_bytes = kGradientBytes * params;
-  cost.optimizer_bytes =
-      c.distributed_optimizer ? (kOptimizerBytes * params + d - 1) / d : kOptimizerBytes * params;
+  // ZeRO shards the optimizer state (1), the gradients (2) and the weights (3) over d.
+  const auto sharded = [&](std::int64_t bytes, bool shard) {
+    return shard ? (bytes * params + d - 1) / d : bytes * params;
+  };
+  cost.weight_bytes = sharded(kWeightBytes, c.zero >= 3);
+  cost.gradient_bytes = sharded(kGradientBytes, c.zero >= 2);
+  cost.optimizer_bytes = sharded(kOptimizerBytes, c.zero >= 1);
   cost.weight_grad_stash_bytes = sp.pieces.stash_bytes;
   // One backward runs at a time on a device: its workspace is held once, by its first stage.
-  cost.workspace_bytes = sp.stage < c.pp ? sp.pieces.workspace_bytes : 0;
+  cost.workspace_bytes = sp.stage < c.pp ? sp.pieces.workspace_bytes + sp.zero_workspace_bytes : 0;
   return cost;
 }
 
@@ -249,7 +301,7 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
       c.gpus, gpu.name, c.tp, P, c.dp(), c.chunks, c.microbatch_size, c.microbatches(),
       to_string(c.recompute), c.sequence_parallel ? ", sequence parallel" : "",
       c.tp_comm_overlap ? ", tensor-parallel collectives overlapped" : "",
-      c.distributed_optimizer ? ", distributed optimizer" : "",
+      c.zero > 0 ? fmt::format(", ZeRO {}", c.zero) : "",
       c.overlap_grad_reduce ? ", overlapped gradient reduction" : "");
   costs.tokens_per_microbatch = c.microbatch_size * m.seq_len;
   std::int32_t first_layer = 0;

@@ -30,7 +30,12 @@ struct PlanConfig {
   std::int64_t microbatch_size = 1;  // b
   std::string kind = "1f1b";
   Recompute recompute = Recompute::none;
-  bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false;
+  bool sequence_parallel = false, overlap_grad_reduce = false;
+  // ZeRO stage over the d data-parallel replicas (docs/costmodel.md, "ZeRO"): 0 replicated (DDP),
+  // 1 the optimizer state sharded (Megatron-LM's distributed optimizer), 2 the gradients too
+  // (reduce-scattered every micro-batch), 3 the weights too (FSDP: gathered per layer for each
+  // micro-batch's forward and backward).
+  std::int32_t zero = 0;
   bool tp_comm_overlap = false;  // needs sequence_parallel (docs/costmodel.md)
   bool flash_attention = true;
   // Layers per model stage (p·v entries), empty: as even as the layers allow, the remainder on
@@ -43,8 +48,9 @@ struct PlanConfig {
 };
 
 // InputError naming the first problem: a degree that does not divide the GPUs, the heads, the
-// kv heads or the MLP; a global batch not divisible by d·b; fewer layers than p·v stages; a
-// bad partition; chunks with a kind other than interleaved; a kind the generators refuse.
+// kv heads or the MLP; a global batch not divisible by d·b; a ZeRO stage outside 0-3; fewer layers
+// than p·v stages; a bad partition; chunks with a kind other than interleaved; a kind the
+// generators refuse.
 void check_config(const PlanConfig& config);
 // Of those, the pipeline's alone: chunks only for interleaved, layers for p·v stages, the
 // partition (one entry per model stage, each at least one layer, summing to the layers), at most
@@ -60,6 +66,12 @@ struct StagePlan {
   double optimizer_s = 0;       // the AdamW step of its parameters
   double reduce_s = 0;          // the data-parallel gradient reduction, all of it
   double exposed_reduce_s = 0;  // of which in its U (the rest overlaps the last backward)
+  // ZeRO 2 and 3, per micro-batch: the data-parallel collectives of its forward (3: the weights
+  // gathered), of its input-gradient half (3: gathered again) and of its weight-gradient half
+  // (2, 3: the gradients reduce-scattered), all of them and the part its compute does not hide.
+  double zero_forward_s = 0, zero_input_grad_s = 0, zero_weight_grad_s = 0;
+  double exposed_zero_forward_s = 0, exposed_zero_input_grad_s = 0, exposed_zero_weight_grad_s = 0;
+  std::int64_t zero_workspace_bytes = 0;  // ZeRO's transient buffers (gathered layer, bucket)
 };
 
 struct PlanResult {

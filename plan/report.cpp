@@ -28,6 +28,14 @@ std::string on_off(bool on) {
   return on ? "on" : "off";
 }
 
+// "ZeRO 0 (replicated)", "ZeRO 1 (optimizer state sharded)", ...
+std::string zero_text(std::int32_t zero) {
+  static const char* const what[] = {"replicated", "optimizer state sharded",
+                                     "optimizer state and gradients sharded",
+                                     "optimizer state, gradients and weights sharded"};
+  return fmt::format("ZeRO {} ({})", zero, what[std::clamp(zero, 0, 3)]);
+}
+
 // Static bytes (weights, gradients, optimizer state, workspace) of the stages on each device.
 std::vector<std::int64_t> static_bytes_per_device(const PlanResult& p) {
   std::vector<std::int64_t> out(p.memory_per_device.size(), 0);  // (a search keeps no action lists)
@@ -51,7 +59,8 @@ ordered_json plan_json(const PlanResult& p) {
   j["recompute"] = std::string(to_string(c.recompute));
   j["sequence_parallel"] = c.sequence_parallel;
   j["tp_comm_overlap"] = c.tp_comm_overlap;
-  j["distributed_optimizer"] = c.distributed_optimizer;
+  j["distributed_optimizer"] = c.zero >= 1;  // the optimizer state sharded (ZeRO 1 or more)
+  j["zero"] = c.zero;
   j["overlap_grad_reduce"] = c.overlap_grad_reduce;
   j["attention"] = c.flash_attention ? "flash" : "unfused";
   j["partition"] = ordered_json::array();
@@ -141,12 +150,12 @@ std::string plan_text(const PlanResult& p) {
   const ModelSpec& m = c.model;
   std::string out = fmt::format(
       "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
-      "t={} p={} d={} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, distributed "
-      "optimizer {}, overlapped gradient reduction {}, {} attention\n",
+      "t={} p={} d={} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, {}, overlapped "
+      "gradient reduction {}, {} attention\n",
       m.name, static_cast<double>(p.parameters) / 1e9, c.gpus, c.cluster.name, c.global_batch,
       m.seq_len, c.tp, c.pp, p.dp, c.chunks, c.microbatch_size, p.microbatches, c.kind,
       to_string(c.recompute), on_off(c.sequence_parallel),
-      c.tp_comm_overlap ? " (collectives overlapped)" : "", on_off(c.distributed_optimizer),
+      c.tp_comm_overlap ? " (collectives overlapped)" : "", zero_text(c.zero),
       on_off(c.overlap_grad_reduce), c.flash_attention ? "flash" : "unfused");
   out += fmt::format(
       "step {:.3f} s{}, {:.0f} tokens/s, {:.1f} model TFLOP/s per GPU (MFU {:.1f}%), bubble "
@@ -167,16 +176,18 @@ std::string plan_text(const PlanResult& p) {
                       gib(static_cast<double>(p.peak_memory_bytes)), gib(limit),
                       gib(static_cast<double>(p.peak_memory_bytes) - limit), devices);
   out += "per stage, one micro-batch (ms):\n";
-  out += fmt::format("{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10}\n", "stage", "layers",
-                     "F", "F tp", "B", "B tp", "recompute", "U", "dp reduce");
+  out += fmt::format("{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>9}\n", "stage",
+                     "layers", "F", "F tp", "B", "B tp", "recompute", "U", "dp reduce", "F+B zero");
   for (const StagePlan& s : p.stages) {
     const StageCost& cost = p.costs.stages[static_cast<std::size_t>(s.stage)];
     out += fmt::format(
-        "{:>6} {:>7} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>10.2f} {:>9.2f} {:>10.2f}\n", s.stage,
-        fmt::format("{}{}{}", s.layers, s.embedding ? "+e" : "", s.head ? "+h" : ""),
+        "{:>6} {:>7} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>10.2f} {:>9.2f} {:>10.2f} {:>9.2f}\n",
+        s.stage, fmt::format("{}{}{}", s.layers, s.embedding ? "+e" : "", s.head ? "+h" : ""),
         1e3 * cost.forward_s, 1e3 * s.pieces.forward_comm_s, 1e3 * cost.backward_s,
         1e3 * s.pieces.backward_comm_s, 1e3 * s.pieces.recompute_s, 1e3 * cost.update_s,
-        1e3 * s.exposed_reduce_s);
+        1e3 * s.exposed_reduce_s,
+        1e3 * (s.exposed_zero_forward_s + s.exposed_zero_input_grad_s +
+               s.exposed_zero_weight_grad_s));
   }
   return out;
 }
@@ -210,8 +221,9 @@ Timeline plan_timeline(const PlanResult& p, const SimResult& simulated) {
       case ActionKind::W:
         break;
       case ActionKind::U:
-        phase(p.config.distributed_optimizer ? "data-parallel reduce-scatter + all-gather"
-                                             : "data-parallel all-reduce",
+        phase(p.config.zero == 0   ? "data-parallel all-reduce"
+              : p.config.zero == 1 ? "data-parallel reduce-scatter + all-gather"
+                                   : "data-parallel all-gather",
               s.exposed_reduce_s);
         break;
     }

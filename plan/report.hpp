@@ -51,7 +51,8 @@ Timeline plan_timeline(const PlanResult& plan, const SimResult& simulated);
 void write_plan_files(const PlanResult& plan, const std::string& dir);
 
 // paci plan -o DIR: write_plan_files, then `document` as DIR/plan.json, the timeline as
-// DIR/trace.json, the frontier as JSON and CSV and its plot (DIR/frontier.svg). Returns a note when the plot could not be drawn, else "".
+// DIR/trace.json, the frontier as JSON and CSV and its plot (DIR/frontier.svg). Returns a note when
+// the plot could not be drawn, else "".
 std::string write_plan_outputs(const PlanResult& best, const Timeline& timeline,
                                const ordered_json& document,
                                const std::vector<PlanResult>& frontier, const std::string& dir);

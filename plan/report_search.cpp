@@ -23,7 +23,7 @@ std::string knobs(const PlanConfig& c) {
   std::string switches;
   if (c.sequence_parallel) switches += " sp";
   if (c.tp_comm_overlap) switches += " tp-overlap";
-  if (c.distributed_optimizer) switches += " dist-opt";
+  if (c.zero > 0) switches += fmt::format(" z{}", c.zero);
   if (c.overlap_grad_reduce) switches += " grad-overlap";
   return fmt::format("{} t={} p={} d={}{} b={} M={} {}{}", c.kind, c.tp, c.pp, c.dp(),
                      c.kind == "interleaved" ? fmt::format(" v={}", c.chunks) : "",
@@ -193,16 +193,15 @@ std::string search_text(const SearchResult& r, const SearchSpace& space) {
 std::string frontier_csv(const std::vector<PlanResult>& frontier) {
   std::string out =
       "kind,tp,pp,dp,chunks,microbatch_size,microbatches,recompute,sequence_parallel,"
-      "tp_comm_overlap,distributed_optimizer,overlap_grad_reduce,step_s,tokens_per_s,mfu,"
+      "tp_comm_overlap,zero,overlap_grad_reduce,step_s,tokens_per_s,mfu,"
       "bubble_ratio,peak_memory_bytes,max_staleness,partition\n";
   for (const PlanResult& p : frontier) {
     const PlanConfig& c = p.config;
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{}\n",
                        c.kind, c.tp, c.pp, c.dp(), c.chunks, c.microbatch_size, c.microbatches(),
-                       to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap,
-                       c.distributed_optimizer, c.overlap_grad_reduce, p.step_s, p.tokens_per_s,
-                       p.mfu, p.bubble_ratio, p.peak_memory_bytes, p.max_staleness,
-                       fmt::join(c.partition, " "));
+                       to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap, c.zero,
+                       c.overlap_grad_reduce, p.step_s, p.tokens_per_s, p.mfu, p.bubble_ratio,
+                       p.peak_memory_bytes, p.max_staleness, fmt::join(c.partition, " "));
   }
   return out;
 }

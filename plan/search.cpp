@@ -66,9 +66,9 @@ struct Candidate {
 std::string config_key(const PlanConfig& c) {
   std::string partition;
   for (const std::int32_t l : c.partition) partition += fmt::format("{},", l);
-  return fmt::format("{}|t{}|p{}|v{}|b{}|{}|sp{}|o{}|d{}|g{}|{}", c.kind, c.tp, c.pp, c.chunks,
+  return fmt::format("{}|t{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|g{}|{}", c.kind, c.tp, c.pp, c.chunks,
                      c.microbatch_size, to_string(c.recompute), c.sequence_parallel,
-                     c.tp_comm_overlap, c.distributed_optimizer, c.overlap_grad_reduce, partition);
+                     c.tp_comm_overlap, c.zero, c.overlap_grad_reduce, partition);
 }
 
 // Seconds of work per optimizer step on the busiest device, and a lower bound on the largest
@@ -287,16 +287,17 @@ std::vector<std::int32_t> bottleneck_partition(const PlanConfig& c, const Config
 
 std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
   SearchSpace fixed = space;
-  for (std::vector<bool>* knob : {&fixed.sequence_parallel, &fixed.tp_comm_overlap,
-                                  &fixed.distributed_optimizer, &fixed.overlap_grad_reduce})
+  for (std::vector<bool>* knob :
+       {&fixed.sequence_parallel, &fixed.tp_comm_overlap, &fixed.overlap_grad_reduce})
     if (!knob->empty()) knob->resize(1);
+  if (!fixed.zero.empty()) fixed.zero.resize(1);
   return single_configuration(fixed);
 }
 
 std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   const auto one = [](const auto& list) { return list.size() == 1; };
   if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
-        one(s.sequence_parallel) && one(s.tp_comm_overlap) && one(s.distributed_optimizer) &&
+        one(s.sequence_parallel) && one(s.tp_comm_overlap) && one(s.zero) &&
         one(s.overlap_grad_reduce) && s.chunks.size() <= 1))
     return std::nullopt;
   PlanConfig c;
@@ -312,7 +313,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.recompute = s.recompute[0];
   c.sequence_parallel = s.sequence_parallel[0];
   c.tp_comm_overlap = s.tp_comm_overlap[0];
-  c.distributed_optimizer = s.distributed_optimizer[0];
+  c.zero = s.zero[0];
   c.overlap_grad_reduce = s.overlap_grad_reduce[0];
   c.flash_attention = s.flash_attention;
   c.partition = s.partition;
@@ -489,18 +490,18 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
             }
           }
           // A switch that changes nothing here (sequence parallelism at t = 1, its overlap
-          // without it, the distributed optimizer and the gradient overlap at d = 1) is off,
-          // counted once, whatever was asked.
+          // without it, ZeRO and the gradient overlap at d = 1, the overlap with ZeRO 3, which
+          // always overlaps) is off, counted once, whatever was asked.
           const std::vector<bool> off{false};
+          const std::vector<std::int32_t> unsharded{0};
           const auto& sps = t == 1 ? off : space.sequence_parallel;
-          const auto& dists = d == 1 ? off : space.distributed_optimizer;
-          const auto& ovls = d == 1 ? off : space.overlap_grad_reduce;
+          const auto& zeros = d == 1 ? unsharded : space.zero;
           for (const std::int32_t v : vs)
             for (const Recompute rc : recomputes)
               for (const bool sp : sps)
                 for (const bool tco : sp ? space.tp_comm_overlap : off)
-                  for (const bool dist : dists)
-                    for (const bool ovl : ovls) {
+                  for (const std::int32_t zero : zeros)
+                    for (const bool ovl : d == 1 || zero == 3 ? off : space.overlap_grad_reduce) {
                       PlanConfig c = base;
                       c.microbatch_size = b;
                       c.kind = kind;
@@ -508,7 +509,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                       c.recompute = rc;
                       c.sequence_parallel = sp;
                       c.tp_comm_overlap = tco;
-                      c.distributed_optimizer = dist;
+                      c.zero = zero;
                       c.overlap_grad_reduce = ovl;
                       c.partition = space.partition;
                       try {
@@ -661,9 +662,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
     };
     if (smallest->config.recompute != Recompute::full)
       peak_with("--recompute full", [](PlanConfig& c) { c.recompute = Recompute::full; });
-    if (!smallest->config.distributed_optimizer && smallest->config.dp() > 1)
-      peak_with("--distributed-optimizer on",
-                [](PlanConfig& c) { c.distributed_optimizer = true; });
+    if (smallest->config.zero < 3 && smallest->config.dp() > 1)
+      peak_with("--zero 3", [](PlanConfig& c) { c.zero = 3; });
     if (!smallest->config.sequence_parallel && smallest->config.tp > 1)
       peak_with("--sequence-parallel on", [](PlanConfig& c) { c.sequence_parallel = true; });
   }

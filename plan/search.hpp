@@ -37,7 +37,9 @@ struct SearchSpace {
   // The switches of today's runs, searched off and on unless fixed (a switch that changes nothing
   // for a configuration, SP at t = 1 or the optimizer's at d = 1, is tried off only).
   std::vector<bool> sequence_parallel{false, true}, tp_comm_overlap{false, true},
-      distributed_optimizer{false, true}, overlap_grad_reduce{false, true};
+      overlap_grad_reduce{false, true};
+  // ZeRO stages (0 at d = 1, where there is nothing to shard).
+  std::vector<std::int32_t> zero{0, 1, 2, 3};
   bool flash_attention = true;
   // Given: every configuration runs it. Empty: the balanced partition (the slowest stage's work
   // smallest) and the one that is smallest under the memory limit, where they differ.
@@ -111,9 +113,9 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options = {})
 // given); nullopt when any knob is searched.
 std::optional<PlanConfig> single_configuration(const SearchSpace& space);
 
-// Every knob but the switches given one value: that configuration with each switch at its first
-// value (what does not depend on the switches, a degree that does not divide or a tool that
-// cannot run the kind, is decided on it); nullopt when another knob is searched.
+// Every knob but the switches (and the ZeRO stage) given one value: that configuration with each
+// switch and the ZeRO stage at its first value (what does not depend on them, a degree that does
+// not divide, is decided on it); nullopt when another knob is searched.
 std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space);
 
 // The top `top` of `plans` (each fits and is fresh enough), the frontier over them and the best

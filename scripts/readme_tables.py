@@ -24,7 +24,7 @@ def read(path, default):
 
 PLAN_EXAMPLE = ("paci plan --preset llama3-70b --gpu h100-80gb --gpus 64 --global-batch 512 "
                 "--tp 8 --pp 4 --microbatch-size 1 --kind 1f1b --recompute selective "
-                "--sequence-parallel --tp-comm-overlap off --distributed-optimizer "
+                "--sequence-parallel --tp-comm-overlap off --zero 1 "
                 "--overlap-grad-reduce")
 
 

@@ -105,13 +105,23 @@ LaunchWords split_launch(const std::vector<std::string>& words, std::string_view
 }
 
 std::int64_t launch_gpus(const LaunchContext& c, const LaunchWords& w, std::string_view tool) {
+  if (c.gpus && (*c.gpus < 1 || *c.gpus > kLargestInteger))
+    throw InputError(fmt::format("--gpus {}: give 1 to 2^31 - 1 GPUs", *c.gpus));
   if (c.gpus) {
     if (w.nproc_per_node && *c.gpus != w.nproc_per_node.value() * w.nnodes.value_or(1))
       throw InputError(fmt::format("--gpus {} but the launch's torchrun starts {} processes",
                                    *c.gpus, w.nproc_per_node.value() * w.nnodes.value_or(1)));
     return *c.gpus;
   }
-  if (w.nproc_per_node) return *w.nproc_per_node * w.nnodes.value_or(1);
+  if (w.nproc_per_node) {
+    const std::int64_t gpus = *w.nproc_per_node * w.nnodes.value_or(1);
+    if (gpus < 1 || gpus > kLargestInteger)
+      throw InputError(
+          fmt::format("the launch's torchrun starts {} processes: paci plans 1 to "
+                      "2^31 - 1 GPUs",
+                      gpus));
+    return gpus;
+  }
   throw UsageError(fmt::format(
       "--gpus is missing: {}'s options do not say how many GPUs run it (give --gpus, or the "
       "launch's torchrun --nnodes and --nproc-per-node)",

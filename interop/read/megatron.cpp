@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include <regex>
 
@@ -28,8 +29,8 @@ constexpr Unmodelled kUnmodelled[] = {
     {"--num-experts", "mixture-of-experts layers"},
     {"--fp8-format", "FP8 training"},
     {"--fp4-format", "FP4 training"},
-    {"--use-torch-fsdp2", "FSDP (ZeRO-3)"},
-    {"--use-megatron-fsdp", "FSDP (ZeRO-3)"},
+    {"--use-torch-fsdp2", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
+    {"--use-megatron-fsdp", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
     {"--mtp-num-layers", "multi-token prediction layers"},
     {"--hybrid-override-pattern", "hybrid (Mamba) layers"},
     {"--cpu-offloading", "CPU offloading"},
@@ -54,8 +55,12 @@ struct Reader {
   throw InputError(fmt::format("{}: {}", kWhat, why));
 }
 
+// The most characters (layers) an unrolled layout may have: far above any model's layer count.
+constexpr std::size_t kLayoutLimit = std::size_t{1} << 20;
+
 // PipelineParallelLayerLayout.parse_str_to_list: commas dropped, (...)*n and x*n unrolled, '|'
-// between stages; E, L, t (and m, which paci refuses) per stage. Layers per model stage.
+// between stages; E, L, t (and m, which paci refuses) per stage; then validate_layer_layout's
+// rules: one E, the first layer of all, one L, the last. Layers per model stage.
 std::vector<std::int32_t> layout_partition(std::string layout) {
   layout.erase(std::remove(layout.begin(), layout.end(), ','), layout.end());
   for (const std::regex& pattern :
@@ -65,14 +70,33 @@ std::vector<std::int32_t> layout_partition(std::string layout) {
     for (std::sregex_iterator it(layout.begin(), layout.end(), pattern), end; it != end; ++it) {
       out.append(begin, layout.cbegin() + it->position());
       const std::int64_t n = to_integer((*it)[2].str(), "--pipeline-model-parallel-layout's *n");
-      if (n > 1 << 16)
-        refuse("--pipeline-model-parallel-layout repeats something more than 65536 times");
-      for (std::int64_t k = 0; k < n; ++k) out += (*it)[1].str();
+      // Nested repeats multiply: the unrolled layout is bounded, not each repeat.
+      const std::string& part = (*it)[1].str();
+      if (static_cast<double>(n) * static_cast<double>(part.size()) +
+              static_cast<double>(out.size()) >
+          static_cast<double>(kLayoutLimit))
+        refuse(fmt::format(
+            "--pipeline-model-parallel-layout unrolls to more than {} characters (a layer each)",
+            kLayoutLimit));
+      for (std::int64_t k = 0; k < n; ++k) out += part;
       begin = layout.cbegin() + it->position() + it->length();
     }
     out.append(begin, layout.cend());
     layout = out;
   }
+  const std::string flat = [&] {
+    std::string f = layout;
+    f.erase(std::remove(f.begin(), f.end(), '|'), f.end());
+    return f;
+  }();
+  if (std::count(flat.begin(), flat.end(), 'E') != 1 || flat.front() != 'E')
+    refuse(
+        "--pipeline-model-parallel-layout: the embedding (E) must be there once, the first "
+        "layer of all (megatron-core's validate_layer_layout)");
+  if (std::count(flat.begin(), flat.end(), 'L') != 1 || flat.back() != 'L')
+    refuse(
+        "--pipeline-model-parallel-layout: the loss (L) must be there once, the last layer of "
+        "all (megatron-core's validate_layer_layout)");
   std::vector<std::string> stages(1);
   for (char c : layout) {
     if (c == '|')
@@ -269,6 +293,12 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   c.chunks = 1;
   if (layout) {
     c.partition = layout_partition(*layout);
+    const std::int64_t in_layout =
+        std::accumulate(c.partition.begin(), c.partition.end(), std::int64_t{0});
+    if (in_layout != c.model.layers)
+      refuse(fmt::format(
+          "the layout has {} transformer layers (t), --num-layers is {}: they must match",
+          in_layout, c.model.layers));
     if (c.partition.size() % static_cast<std::size_t>(c.pp) != 0)
       refuse(fmt::format("the layout's {} stages are no multiple of the pipeline size {}",
                          c.partition.size(), c.pp));
@@ -276,12 +306,21 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   } else if (vstages) {
     c.chunks = static_cast<std::int32_t>(*vstages);
   } else if (vlayers) {
-    if (*vlayers < 1 || c.model.layers % (c.pp * *vlayers) != 0)
+    if (r.value("--decoder-first-pipeline-num-layers") ||
+        r.value("--decoder-last-pipeline-num-layers"))
+      refuse(
+          "Megatron-LM refuses --num-layers-per-virtual-pipeline-stage with "
+          "--decoder-first/last-pipeline-num-layers");
+    // The embedding and the loss count as layers when the split accounts for them.
+    const std::int64_t counted = c.model.layers +
+                                 (r.on("--account-for-embedding-in-pipeline-split") ? 1 : 0) +
+                                 (r.on("--account-for-loss-in-pipeline-split") ? 1 : 0);
+    if (*vlayers < 1 || counted % (c.pp * *vlayers) != 0)
       refuse(
           fmt::format("Megatron-LM refuses {} layers per virtual stage: {} layers on {} "
                       "pipeline stages do not divide into them",
-                      *vlayers, c.model.layers, c.pp));
-    c.chunks = static_cast<std::int32_t>(c.model.layers / (c.pp * *vlayers));
+                      *vlayers, counted, c.pp));
+    c.chunks = static_cast<std::int32_t>(counted / (c.pp * *vlayers));
   }
   if (c.chunks < 1) refuse("the virtual stages per pipeline rank must be 1 or more");
   if (c.chunks > 1 && c.pp == 1)
@@ -300,18 +339,22 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
 
   const auto granularity = r.value("--recompute-granularity");
   if (r.on("--recompute-activations") || granularity == "selective") {
+    if (r.value("--recompute-method"))
+      refuse("Megatron-LM refuses --recompute-method with selective recomputation");
     c.recompute = plan::Recompute::selective;
   } else if (granularity == "full") {
     const std::string method = r.value("--recompute-method").value_or("");
     if (method.empty())
       refuse("--recompute-granularity full needs --recompute-method (Megatron-LM)");
-    const std::int64_t n = r.number_or("--recompute-num-layers", 1);
-    const std::int32_t fewest = *std::min_element(c.partition.begin(), c.partition.end());
-    if (method == "block" && n < fewest)
+    // TransformerConfig refuses full recomputation without a layer count.
+    const auto n = r.number("--recompute-num-layers");
+    if (!n) refuse("--recompute-granularity full needs --recompute-num-layers (megatron-core)");
+    const std::int32_t most = *std::max_element(c.partition.begin(), c.partition.end());
+    if (method == "block" && *n < most)
       refuse(
           fmt::format("--recompute-method block --recompute-num-layers {} recomputes part of a "
                       "stage's {} layers; paci models recomputing all of them or none",
-                      n, fewest));
+                      *n, most));
     c.recompute = plan::Recompute::full;
   }
   c.sequence_parallel = r.on("--sequence-parallel");
@@ -323,13 +366,16 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   c.tp_comm_overlap = r.on("--tp-comm-overlap");
   if (c.tp_comm_overlap && !c.sequence_parallel)
     refuse("Megatron-LM refuses --tp-comm-overlap without --sequence-parallel");
-  c.distributed_optimizer = r.on("--use-distributed-optimizer");
+  c.zero = r.on("--use-distributed-optimizer") ? 1 : 0;
+
   c.overlap_grad_reduce = r.on("--overlap-grad-reduce");
   if (r.on("--overlap-param-gather"))
     out.notes.push_back(
         "--overlap-param-gather: paci keeps the distributed optimizer's parameter "
         "all-gather in the optimizer step, not overlapped (docs/costmodel.md)");
-  c.flash_attention = r.value("--attention-backend").value_or("auto") != "unfused";
+  // "local" is megatron-core's own unfused attention core, as "unfused" is Transformer Engine's.
+  const std::string backend = r.value("--attention-backend").value_or("auto");
+  c.flash_attention = backend != "unfused" && backend != "local";
   const bool connections_set = std::find(words.env.begin(), words.env.end(),
                                          "CUDA_DEVICE_MAX_CONNECTIONS=1") != words.env.end();
   if (!connections_set && c.tp > 1)

@@ -240,6 +240,11 @@ std::int64_t to_integer(std::string_view text, std::string_view what) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
     throw InputError(fmt::format("{} takes a whole number, got '{}'", what, text));
+  // Every count a launch gives (sizes, degrees, batches) fits in 31 bits; bounded so, no product
+  // of two of them overflows.
+  if (v > kLargestInteger || v < -kLargestInteger)
+    throw InputError(
+        fmt::format("{} {}: paci reads whole numbers up to 2^31 - 1 (2147483647)", what, text));
   return v;
 }
 

@@ -73,7 +73,9 @@ std::optional<std::string> last_value(const std::vector<GivenOption>& given, std
 std::optional<std::vector<std::string>> last_values(const std::vector<GivenOption>& given,
                                                     std::string_view name);
 
-// A whole number as argparse's int reads it; InputError "<what> takes a whole number, got 'x'".
+// A whole number as argparse's int reads it, at most kLargestInteger in size; InputError "<what>
+// takes a whole number, got 'x'" or naming the bound.
+inline constexpr std::int64_t kLargestInteger = (std::int64_t{1} << 31) - 1;
 std::int64_t to_integer(std::string_view text, std::string_view what);
 
 }  // namespace paci::interop

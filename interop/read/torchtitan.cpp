@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -121,8 +122,17 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The largest schedule CSV read: far above any schedule's (a row per rank, an action a cell).
+constexpr std::uintmax_t kCsvLimitBytes = std::uintmax_t{64} << 20;
+
 // A schedule CSV: the kind whose PyTorch CSV paci writes equals it, for this configuration.
 std::string csv_kind(const std::string& path, const plan::PlanConfig& base) {
+  // torchtitan asks for a file (os.path.isfile); a device or a pipe would never end.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    refuse(fmt::format("the schedule CSV {} is not a file", path));
+  if (std::filesystem::file_size(path, ec) > kCsvLimitBytes)
+    refuse(fmt::format("the schedule CSV {} is larger than {} MiB", path, kCsvLimitBytes >> 20));
   std::ifstream in(path);
   if (!in) refuse(fmt::format("the schedule CSV {} cannot be read", path));
   std::stringstream text;
@@ -247,17 +257,24 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
         fmt::format("torchtitan refuses the degrees: replicate {} × shard {} × tensor {} × "
                     "pipeline {} = {}, not the {} GPUs",
                     replicate, shard, c.tp, c.pp, shard * others, c.gpus));
-  if (replicate > 1 && (c.tp > 1 || c.pp > 1) && shard == 1)
-    refuse(
-        "torchtitan refuses data-parallel replication (DDP) beside tensor or pipeline "
-        "parallelism (\"DDP has not supported > 1D parallelism\")");
+  // Replication beside TP or PP is FSDP over a replicate × shard mesh (HSDP, torchtitan 0.3.0's
+  // llama3 parallelize); with a shard degree of 1 every replica holds everything: ZeRO 0.
   if (shard > 1) {
-    c.distributed_optimizer = true;
-    out.notes.push_back(fmt::format(
-        "torchtitan shards parameters, gradients and optimizer state over data parallel {} "
-        "(FSDP{}); paci models the optimizer state sharded (ZeRO-1) and does not yet count FSDP's "
-        "per-layer all-gathers or its smaller weights and gradients",
-        shard, replicate > 1 ? fmt::format(", replicated {}×: HSDP", replicate) : ""));
+    // FSDP (torchtitan/distributed/fsdp.py): "default" reshards after forward without PP only.
+    // Resharded, the weights are gathered for every micro-batch's forward and backward (ZeRO 3);
+    // with PP and not resharded they stay whole through the step and the pipeline reduces the
+    // gradients once, at its last backward (ZeRO 1 in paci's model).
+    const std::string policy = r.value("--parallelism.fsdp-reshard-after-forward");
+    const bool reshard = policy == "always" || (policy == "default" && c.pp == 1);
+    c.zero = reshard || c.pp == 1 ? 3 : 1;
+    if (!reshard && c.pp == 1)
+      out.notes.push_back(
+          "--parallelism.fsdp-reshard-after-forward never without PP: torchtitan gathers the "
+          "weights once per micro-batch; paci's ZeRO 3 gathers them for the backward again");
+    if (replicate > 1)
+      out.notes.push_back(fmt::format(
+          "HSDP: torchtitan shards over {} and replicates {}×; paci shards over all {} replicas",
+          shard, replicate, shard * replicate));
   }
   c.overlap_grad_reduce = shard * replicate > 1;  // FSDP and DDP reduce during the backward
   c.sequence_parallel = c.tp > 1 && r.on("--parallelism.enable-sequence-parallel");

@@ -155,6 +155,7 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
     facts = {
         "t": t, "p": p, "cp": cp, "d": world // (t * p * cp), "vp": vp or 1,
         "mbs": a.get("micro_batch_size", 1), "gbs": a.get("global_batch_size"),
+        "distributed_optimizer": bool(a.get("use_distributed_optimizer")),
     }
     return kw, facts
 
@@ -229,6 +230,7 @@ def build_tree(words: list[str], world: int, tree: str, arch: int):
         "cp": args.context_parallel_size, "d": args.data_parallel_size,
         "vp": args.virtual_pipeline_model_parallel_size or 1,
         "mbs": args.micro_batch_size, "gbs": args.global_batch_size,
+        "distributed_optimizer": bool(args.use_distributed_optimizer),
     }
     return config, facts, f"Megatron-LM's own parse_args/validate_args from {tree}{note}"
 
@@ -315,7 +317,8 @@ def check(a) -> str:
         raise CheckError(f"layers not contiguous and in order across stages: {order[:40]}")
     seen = {"t": f["t"], "p": p, "vp": vp, "d": f["d"], "cp": f["cp"], "M": m, "mbs": f["mbs"],
             "gbs": f["gbs"], "sp": bool(config.sequence_parallel),
-            "recompute": config.recompute_granularity or "none"}
+            "recompute": config.recompute_granularity or "none",
+            "zero": 1 if f.get("distributed_optimizer") else 0}
     check_expected(a.expect, seen, "Megatron")
     return (
         f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "
@@ -334,7 +337,7 @@ def main() -> int:
     ap.add_argument("--env", action="append", default=[], metavar="K=V",
                     help="the launch's environment (as its script exports it)")
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
-                    help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute")
+                    help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute, zero")
     ap.add_argument("--gpu-arch", type=int, default=9,
                     help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
     a = ap.parse_args()

@@ -341,6 +341,16 @@ def worker(words: list[str], world: int, lps: list[int]) -> dict:
             raise CheckError(f"stage {k}: norm={s['norm']} lm_head={s['lm_head']}")
     rank_of = {k: stages[k].get("pp_rank", 0) for k in range(num)}
     ac = cfg.activation_checkpoint
+    # The ZeRO stage in paci's terms (docs/interop.md), from torchtitan's own resharding policy:
+    # replicated (DDP, or HSDP with one shard) 0; FSDP with PP and the weights kept whole 1;
+    # resharded after every forward, or any FSDP without PP (it regathers per micro-batch) 3.
+    from torchtitan.distributed.fsdp import get_fsdp_reshard_after_forward_policy
+
+    if pd.dp_shard > 1:
+        reshard = get_fsdp_reshard_after_forward_policy(par.fsdp_reshard_after_forward, pd.pp > 1)
+        zero = 3 if reshard or pd.pp == 1 else 1
+    else:
+        zero = 0
     return {
         # What torchtitan made of the words, for --expect: the degrees, the batch, the
         # micro-batches of a step (the pipeline's times the accumulation), the checkpointing.
@@ -349,7 +359,8 @@ def worker(words: list[str], world: int, lps: list[int]) -> dict:
                   "gbs": inline["gbs"], "seq_len": cfg.training.seq_len,
                   "M": inline["n_microbatches"] * inline["grad_accum"],
                   "sp": bool(par.enable_sequence_parallel and pd.tp > 1),
-                  "recompute": _ac_mode(ac), "schedule": sched_cls_name or "none"},
+                  "recompute": _ac_mode(ac), "schedule": sched_cls_name or "none",
+                  "zero": zero},
         "ok": True,
         "model": f"{cfg.model_spec.name}/{cfg.model_spec.flavor}",
         "dims": f"dp_replicate={pd.dp_replicate} dp_shard={pd.dp_shard} cp={pd.cp} "
@@ -452,7 +463,7 @@ def main() -> int:
     ap.add_argument("--run-steps", type=int, default=0)
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                     help="a fact that must come out: tp, pp, cp, dp, dp_shard, dp_replicate, gbs, "
-                    "seq_len, M, sp, recompute, schedule")
+                    "seq_len, M, sp, recompute, schedule, zero")
     ap.add_argument("--timeout", type=int, default=600, help="seconds for the whole check")
     ap.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()

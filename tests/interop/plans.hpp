@@ -32,7 +32,8 @@ inline plan::PlanResult plan_of(const std::string& preset, const std::string& ki
   c.kind = kind;
   c.recompute = plan::Recompute::full;
   c.sequence_parallel = tp > 1;
-  c.distributed_optimizer = c.overlap_grad_reduce = c.dp() > 1;
+  c.overlap_grad_reduce = c.dp() > 1;
+  c.zero = c.dp() > 1 ? 1 : 0;
   return result_of(c);
 }
 

@@ -54,12 +54,12 @@ CASES = [
     ("llama3-8b 1f1b uneven SP selective",
      [*L8, "--gpus", "8", "--global-batch", "32", "--tp", "2", "--pp", "2",
       "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "selective",
-      "--sequence-parallel", "--partition", "15,17"],
+      "--sequence-parallel", "--partition", "15,17", "--zero", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
     ("llama3-8b interleaved v2 even",
      [*L8, "--gpus", "16", "--global-batch", "64", "--tp", "2", "--pp", "4",
       "--microbatch-size", "1", "--kind", "interleaved", "--chunks", "2", "--recompute", "none",
-      "--sequence-parallel"],
+      "--sequence-parallel", "--zero", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
     ("llama3-8b interleaved v2 uneven",
      [*L8, "--gpus", "8", "--global-batch", "32", "--tp", "1", "--pp", "4",
@@ -68,20 +68,20 @@ CASES = [
      {"pytorch", "megatron", "torchtitan"}, None),
     ("llama3-8b zb-h1",
      [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "1", "--pp", "4",
-      "--microbatch-size", "1", "--kind", "zb-h1", "--recompute", "full"],
+      "--microbatch-size", "1", "--kind", "zb-h1", "--recompute", "full", "--zero", "1"],
      {"pytorch", "torchtitan"}, None),
     ("llama3-8b zb-h2 async TP",
      [*L8, "--gpus", "8", "--global-batch", "8", "--tp", "2", "--pp", "4",
       "--microbatch-size", "1", "--kind", "zb-h2", "--recompute", "selective",
-      "--sequence-parallel", "--tp-comm-overlap"],
+      "--sequence-parallel", "--tp-comm-overlap", "--zero", "1"],
      {"pytorch", "torchtitan"}, None),
     ("llama3-8b gpipe p8",
      [*L8, "--gpus", "8", "--global-batch", "8", "--tp", "1", "--pp", "8",
-      "--microbatch-size", "1", "--kind", "gpipe", "--recompute", "full"],
+      "--microbatch-size", "1", "--kind", "gpipe", "--recompute", "full", "--zero", "1"],
      {"pytorch", "torchtitan"}, None),
     ("llama3-8b 1f1b M<p",
      [*L8, "--gpus", "8", "--global-batch", "4", "--tp", "1", "--pp", "8",
-      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full"],
+      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full", "--zero", "1"],
      {"megatron"}, None),
     ("llama3-8b paci (asynchronous)",
      [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "1", "--pp", "4",
@@ -93,6 +93,11 @@ CASES = [
       "--sequence-parallel", "--tp-comm-overlap", "--distributed-optimizer",
       "--overlap-grad-reduce"],
      {"pytorch", "megatron", "torchtitan"}, None),
+    ("llama3-70b 1f1b ZeRO 3 (FSDP resharded)",
+     ["--preset", "llama3-70b", *H100, "--gpus", "64", "--global-batch", "128", "--tp", "8",
+      "--pp", "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
+      "--sequence-parallel", "--zero", "3"],
+     {"pytorch", "torchtitan"}, None),
     ("llama3-405b 126 layers on p=8",
      ["--preset", "llama3-405b", *H100, "--gpus", "512", "--global-batch", "512", "--tp", "8",
       "--pp", "8", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
@@ -106,7 +111,7 @@ CASES = [
     ("gpt2-medium 1f1b d2",
      ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
       "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
-      "none"],
+      "none", "--zero", "1"],
      {"pytorch", "megatron"}, None),
     # Searches for one tool: the best plan it can run, at staleness 0 and 1.
     ("search llama3-8b 64 GPUs --max-staleness 0 --emit pytorch",
@@ -186,6 +191,13 @@ READS = [
      "--parallelism.pipeline-parallel-degree 2 --parallelism.pipeline-parallel-schedule "
      "Interleaved1F1B --training.disable-cuda-graphs --training.local-batch-size 8 "
      "--training.seq-len 4096 activation-checkpoint:none"),
+    ("torchtitan llama3_8b replicate beside tp", "torchtitan", 16,
+     "--module llama3 --config llama3_8b --parallelism.tensor-parallel-degree 2 "
+     "--parallelism.data-parallel-replicate-degree 8 --parallelism.data-parallel-shard-degree 1"),
+    ("torchtitan llama3_70b pp4 resharded", "torchtitan", 64,
+     "--module llama3 --config llama3_70b --parallelism.pipeline-parallel-degree 4 "
+     "--parallelism.tensor-parallel-degree 8 --parallelism.fsdp-reshard-after-forward always "
+     "--training.local-batch-size 8 --training.disable-cuda-graphs"),
     ("torchtitan llama3_70b tp8 pp4 hsdp", "torchtitan", 128,
      "--module llama3 --config llama3_70b --parallelism.pipeline-parallel-degree 4 "
      "--parallelism.data-parallel-replicate-degree 2 --parallelism.data-parallel-shard-degree 2 "
@@ -200,10 +212,6 @@ READ_REFUSALS = [
      "--micro-batch-size 1 --global-batch-size 64 --context-parallel-size 2", "context"),
     ("megatron layers not divisible", "megatron", 12, _LLAMA8B_MEGATRON +
      "--micro-batch-size 1 --global-batch-size 64 --pipeline-model-parallel-size 3", "divisible"),
-    ("torchtitan DDP beside TP", "torchtitan", 16,
-     "--module llama3 --config llama3_8b --parallelism.tensor-parallel-degree 2 "
-     "--parallelism.data-parallel-replicate-degree 8 --parallelism.data-parallel-shard-degree 1",
-     "DDP"),
     ("torchtitan PP with CUDA graphs", "torchtitan", 8,
      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 2", "cuda-graphs"),
 ]
@@ -289,10 +297,11 @@ class Runner:
             jobs.append(("pytorch", lambda: self.pytorch(out, plan)))
         if "megatron" in expected and os.path.exists(os.path.join(out, "megatron.sh")):
             jobs.append(("megatron", lambda: self.megatron(out, gpus, lps, emit == "megatron",
-                                                            p.stdout)))
+                                                            p.stdout, plan["zero"])))
         if "torchtitan" in expected and os.path.exists(os.path.join(out, "torchtitan.sh")):
             jobs.append(("torchtitan", lambda: self.torchtitan(out, gpus, lps,
-                                                                emit == "torchtitan", p.stdout)))
+                                                                emit == "torchtitan", p.stdout,
+                                                                plan["zero"])))
         if emit == "pytorch" and os.path.exists(os.path.join(out, "schedule.csv")):
             body = [l for l in p.stdout.splitlines() if l and not l.startswith("#")]
             with open(os.path.join(out, "schedule.csv")) as f:
@@ -312,7 +321,7 @@ class Runner:
                 str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement", "loop",
                 "--timeout", "240", "--pg-timeout", "120"], 300)
 
-    def megatron(self, out, gpus, lps, emitted, stdout):
+    def megatron(self, out, gpus, lps, emitted, stdout, zero):
         words, env = self.dry_run(os.path.join(out, "megatron.sh"))
         i = words.index("/megatron-lm/pretrain_gpt.py")
         flags = words[i + 1:]
@@ -323,7 +332,9 @@ class Runner:
         path = os.path.join(out, "megatron.flags")
         with open(path, "w") as f:
             f.write(shlex.join(flags) + "\n")
-        base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps]
+        # The plan's ZeRO stage must be what Megatron-LM makes of the flags.
+        base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps,
+                "--expect", f"zero={zero}"]
         for k, v in env.items():
             base += ["--env", f"{k}={v}"]
         ok, line = self.tool("check_megatron.py", base, 300)
@@ -332,7 +343,7 @@ class Runner:
             line = f"{line} | {line2}"
         return ok, line
 
-    def torchtitan(self, out, gpus, lps, emitted, stdout):
+    def torchtitan(self, out, gpus, lps, emitted, stdout, zero):
         words, _ = self.dry_run(os.path.join(out, "torchtitan.sh"))
         i = words.index("torchtitan.train")
         args = words[i + 1:]
@@ -348,7 +359,8 @@ class Runner:
         with open(path, "w") as f:
             f.write(shlex.join(args) + "\n")
         return self.tool("check_torchtitan.py", ["--args-file", path, "--world", str(gpus),
-                                                 "--layers-per-stage", lps, "--timeout", "300"], 330)
+                                                 "--layers-per-stage", lps, "--timeout", "300",
+                                                 "--expect", f"zero={zero}"], 330)
 
     def self_test(self) -> None:
         """Each checker must fail on a plan it should refuse: the first case's files with a
@@ -411,7 +423,8 @@ class Runner:
                 f.write(shlex.join(words[at + 1:]) + "\n")
             expect = {"t": plan["tp"], "p": plan["pp"], "vp": plan["chunks"], "d": plan["dp"],
                       "M": plan["microbatches"], "mbs": plan["microbatch_size"],
-                      "sp": plan["sequence_parallel"], "recompute": plan["recompute"]}
+                      "sp": plan["sequence_parallel"], "recompute": plan["recompute"],
+                      "zero": plan["zero"]}
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]
@@ -423,7 +436,7 @@ class Runner:
             expect = {"tp": plan["tp"], "pp": plan["pp"], "dp": plan["dp"],
                       "M": plan["microbatches"], "sp": plan["sequence_parallel"],
                       "recompute": plan["recompute"], "gbs": read["global_batch"],
-                      "seq_len": read["seq_len"]}
+                      "seq_len": read["seq_len"], "zero": plan["zero"]}
             args = ["--args-file", path, "--world", str(world), "--layers-per-stage", lps,
                     "--timeout", "300"]
             script = "check_torchtitan.py"

@@ -83,13 +83,13 @@ TEST(InteropPytorch, SearchKeepsToWhatTheToolRuns) {
 TEST(InteropPytorch, SwitchesThatChangeNothingDoNotEmptyTheSearch) {
   plan::SearchSpace s = small_space();
   s.tp = {8};
-  s.distributed_optimizer = {true};
+  s.zero = {1};
   s.overlap_grad_reduce = {true};
   plan::SearchOptions o;
   o.jobs = 1;
   const plan::SearchResult r = plan::search(s, o);
   ASSERT_FALSE(r.plans.empty());
-  EXPECT_FALSE(r.plans.front().config.distributed_optimizer);
+  EXPECT_EQ(r.plans.front().config.zero, 0);
   s.tp = {1};
   s.pp = {1};
   s.sequence_parallel = {true};

@@ -37,8 +37,7 @@ LaunchContext on_h100(std::optional<std::int64_t> gpus) {
 auto knobs(const plan::PlanConfig& c) {
   return std::make_tuple(c.model, c.gpus, c.global_batch, c.tp, c.pp, c.chunks, c.kind,
                          c.microbatch_size, c.recompute, c.sequence_parallel, c.tp_comm_overlap,
-                         c.distributed_optimizer, c.overlap_grad_reduce, c.flash_attention,
-                         c.partition);
+                         c.zero, c.overlap_grad_reduce, c.flash_attention, c.partition);
 }
 
 std::string message_of(const std::function<void()>& f) {
@@ -209,6 +208,63 @@ TEST(InteropRead, MegatronRefusalsAreOneLine) {
               HasSubstr("asks the shell to expand something"));
 }
 
+// Bad input found by a review: numbers that would overflow a product, a nested layout that would
+// unroll forever, layouts megatron-core refuses, recomputation TransformerConfig refuses. Each is
+// one line, none crashes or hangs.
+TEST(InteropRead, MegatronBadInputIsOneLineNeverACrashOrAHang) {
+  const std::string shape =
+      "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --bf16 "
+      "--vocab-size 50257 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {kLlama8b + "--micro-batch-size 4611686018427387904", "up to 2^31 - 1"},
+      {kLlama8b + "--tensor-model-parallel-size 4294967298", "up to 2^31 - 1"},
+      {shape + "--micro-batch-size 1 --pipeline-model-parallel-size 2 "
+               "--pipeline-model-parallel-layout '(t*60000)*60000'",
+       "unrolls to more than"},
+      {shape + "--micro-batch-size 1 --pipeline-model-parallel-size 2 "
+               "--pipeline-model-parallel-layout 'tEttt|ttttL'",
+       "the embedding (E) must be there once, the first layer"},
+      {shape + "--micro-batch-size 1 --pipeline-model-parallel-size 2 "
+               "--pipeline-model-parallel-layout 'Etttt|tttLt'",
+       "the loss (L) must be there once, the last layer"},
+      {shape + "--micro-batch-size 1 --pipeline-model-parallel-size 2 "
+               "--pipeline-model-parallel-layout 'Ettt|ttL'",
+       "the layout has 5 transformer layers (t), --num-layers is 8"},
+      {kLlama8b + "--recompute-granularity full --recompute-method uniform",
+       "needs --recompute-num-layers"},
+      {kLlama8b + "--recompute-granularity selective --recompute-method uniform",
+       "refuses --recompute-method with selective"},
+      {kLlama8b + "--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 2 "
+                  "--decoder-last-pipeline-num-layers 6 --recompute-granularity full "
+                  "--recompute-method block --recompute-num-layers 4",
+       "recomputes part of a stage's 12 layers"},
+      {kLlama8b + "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4 "
+                  "--decoder-first-pipeline-num-layers 8",
+       "refuses --num-layers-per-virtual-pipeline-stage with"},
+      {kLlama8b + "--use-megatron-fsdp", "paci does not model Megatron-LM's FSDP"},
+  };
+  for (const auto& [flags, why] : cases) {
+    const std::string e = megatron_error(flags);
+    EXPECT_THAT(e, HasSubstr(why)) << flags;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  // --account-for-*: the embedding counts as a layer of the split into virtual stages too.
+  const ReadLaunch v = read_megatron(
+      "--num-layers 31 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --bf16 "
+      "--vocab-size 50257 --micro-batch-size 1 --global-batch-size 8 "
+      "--pipeline-model-parallel-size 4 --account-for-embedding-in-pipeline-split "
+      "--num-layers-per-virtual-pipeline-stage 4",
+      on_h100(4));
+  EXPECT_EQ(v.config.chunks, 2);
+  EXPECT_EQ(std::accumulate(v.config.partition.begin(), v.config.partition.end(), 0), 31);
+  // megatron-core's own attention core ("local") is unfused, as Transformer Engine's "unfused".
+  EXPECT_FALSE(
+      read_megatron(kLlama8b + "--attention-backend local", on_h100(16)).config.flash_attention);
+  EXPECT_EQ(read_megatron(kLlama8b + "--use-distributed-optimizer", on_h100(16)).config.zero, 1);
+  EXPECT_EQ(read_megatron(kLlama8b, on_h100(16)).config.zero, 0);
+  EXPECT_THAT(megatron_error(kLlama8b, 0), HasSubstr("give 1 to 2^31 - 1 GPUs"));
+}
+
 // --- torchtitan ----------------------------------------------------------------------------------
 
 TEST(InteropRead, TorchtitanReadsBackWhatPaciEmits) {
@@ -224,17 +280,22 @@ TEST(InteropRead, TorchtitanReadsBackWhatPaciEmits) {
   uneven.config.tp_comm_overlap = true;
   uneven.config.global_batch = 64;
   plans.push_back(uneven);
+  plan::PlanResult ddp = test::plan_of("llama3-8b", "1f1b", 8, 1, 1);
+  ddp.config.zero = 0;
+  plans.push_back(ddp);
+  plan::PlanResult resharded = test::plan_of("llama3-70b", "1f1b", 64, 8, 2);
+  resharded.config.zero = 3;
+  plans.push_back(resharded);
   for (plan::PlanResult p : plans) {
     p.config.global_batch = p.config.pp > 1 ? p.config.global_batch : 64;
+    // Without PP torchtitan's FSDP regathers the weights every micro-batch: ZeRO 3 (or DDP).
+    if (p.config.pp == 1 && p.config.zero == 1) p.config.zero = 3;
     p.microbatches = p.config.microbatches();
     const std::string args = shell_join(torchtitan_args(p, ""));
     const ReadLaunch r = read_torchtitan(args, on_h100(p.config.gpus));
     plan::PlanConfig expected = p.config;
-    // torchtitan shards over data parallelism (FSDP) unless it is the one dimension and the plan
-    // did not shard (then DDP), and overlaps the reduction either way.
-    const bool ddp = p.config.dp() > 1 && p.config.tp == 1 && p.config.pp == 1 &&
-                     !p.config.distributed_optimizer;
-    expected.distributed_optimizer = p.config.dp() > 1 && !ddp;
+    // The ZeRO stage reads back as planned (FSDP resharded or not, or DDP); torchtitan overlaps
+    // the reduction either way.
     expected.overlap_grad_reduce = p.config.dp() > 1;
     if (expected.pp == 1) expected.partition = {};
     plan::PlanConfig got = r.config;
@@ -289,15 +350,38 @@ TEST(InteropRead, TorchtitanTakesTheConfigsValues) {
   EXPECT_EQ(std::accumulate(i.config.partition.begin(), i.config.partition.end(), 0), 32);
 }
 
+// The ZeRO stage torchtitan runs: its resharding policy (default: not with PP), or replicated.
+TEST(InteropRead, TorchtitanZeroIsItsReshardingPolicy) {
+  const std::string pp4 =
+      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 4 "
+      "--training.disable-cuda-graphs --training.local-batch-size 8 ";
+  EXPECT_EQ(read_torchtitan(pp4, on_h100(16)).config.zero, 1);
+  EXPECT_EQ(read_torchtitan(pp4 + "--parallelism.fsdp-reshard-after-forward always", on_h100(16))
+                .config.zero,
+            3);
+  EXPECT_EQ(read_torchtitan("--module llama3 --config llama3_8b", on_h100(8)).config.zero, 3);
+  // Replicated beside TP: FSDP over a replicate x shard mesh with one shard, every replica whole.
+  const ReadLaunch hsdp1 = read_torchtitan(
+      "--module llama3 --config llama3_8b --parallelism.tensor-parallel-degree 2 "
+      "--parallelism.data-parallel-replicate-degree 8 --parallelism.data-parallel-shard-degree 1",
+      on_h100(16));
+  EXPECT_EQ(hsdp1.config.zero, 0);
+  EXPECT_EQ(hsdp1.config.dp(), 8);
+  // A schedule CSV that is no file: refused at once (torchtitan asks for a file), never read.
+  EXPECT_THAT(torchtitan_error(pp4 + "--parallelism.pipeline-parallel-schedule-csv /dev/zero"),
+              HasSubstr("is not a file"));
+  EXPECT_THAT(torchtitan_error("--module llama3 --config llama3_8b "
+                               "--parallelism.data-parallel-replicate-degree 4611686018427387904 "
+                               "--parallelism.tensor-parallel-degree 4"),
+              HasSubstr("up to 2^31 - 1"));
+}
+
 TEST(InteropRead, TorchtitanRefusalsAreOneLine) {
   const std::string base = "--module llama3 --config llama3_8b ";
   const std::pair<std::string, std::string> cases[] = {
       {"--parallelism.pipeline-parallel-degree 2", "add --training.disable-cuda-graphs"},
       {"--parallelism.tensor-parallel-degree 2 --compile.enable-async-tensor-parallel",
        "refuses async TP without --compile.enable"},
-      {"--parallelism.tensor-parallel-degree 2 --parallelism.data-parallel-replicate-degree 8 "
-       "--parallelism.data-parallel-shard-degree 1",
-       "DDP has not supported > 1D parallelism"},
       {"--parallelism.context-parallel-degree 2", "paci does not model context parallelism yet"},
       {"--parallelism.tensor-parallel-degree 3", "not divisible"},
       {"--parallelism.tensor-parallel-size 2", "torchtitan 0.3.0 has no option"},

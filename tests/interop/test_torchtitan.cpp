@@ -31,18 +31,33 @@ TEST(InteropTorchtitan, ModelIsTorchtitansConfig) {
               StartsWith("--module llama3 --config llama3_70b "));
 }
 
-// Finding 2: torchtitan refuses DDP (replicate) beside TP or PP; it shards.
+// Finding 2: torchtitan 0.3.0 replicates (ZeRO 0: DDP, or HSDP with one shard beside TP or PP) or
+// shards (FSDP), and the ZeRO stage is its resharding policy: with PP whole weights through the
+// step (1) or resharded after every forward (3); without PP resharded (3).
 TEST(InteropTorchtitan, DataParallelismShardsBesideTensorAndPipeline) {
   plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 16, 2, 2);  // d = 4
-  p.config.distributed_optimizer = false;
-  const std::string a = joined(p);
+  p.config.zero = 1;
+  std::string a = joined(p);
   EXPECT_THAT(a, HasSubstr("--parallelism.data-parallel-replicate-degree 1 "));
   EXPECT_THAT(a, HasSubstr("--parallelism.data-parallel-shard-degree 4 "));
+  EXPECT_THAT(a, HasSubstr("--parallelism.fsdp-reshard-after-forward never "));
+  p.config.zero = 3;
+  EXPECT_THAT(joined(p), HasSubstr("--parallelism.fsdp-reshard-after-forward always "));
+  p.config.zero = 0;  // replicated beside TP and PP: HSDP with one shard
+  EXPECT_EQ(torchtitan_refusal(p.config), "");
+  EXPECT_THAT(joined(p), HasSubstr("--parallelism.data-parallel-replicate-degree 4 "
+                                   "--parallelism.data-parallel-shard-degree 1 "));
+  p.config.zero = 2;
+  EXPECT_THAT(torchtitan_refusal(p.config), HasSubstr("has no ZeRO 2"));
   plan::PlanResult dp_only = test::plan_of("llama3-8b", "1f1b", 8, 1, 1);
-  dp_only.config.distributed_optimizer = false;
-  EXPECT_THAT(joined(dp_only), HasSubstr("--parallelism.data-parallel-replicate-degree 8 "));
-  dp_only.config.distributed_optimizer = true;  // sharded state: FSDP
+  dp_only.config.zero = 0;
+  a = joined(dp_only);
+  EXPECT_THAT(a, HasSubstr("--parallelism.data-parallel-replicate-degree 8 "));
+  EXPECT_THAT(a, Not(HasSubstr("reshard")));
+  dp_only.config.zero = 3;  // sharded: FSDP
   EXPECT_THAT(joined(dp_only), HasSubstr("--parallelism.data-parallel-shard-degree 8 "));
+  dp_only.config.zero = 1;
+  EXPECT_THAT(torchtitan_refusal(dp_only.config), HasSubstr("plan ZeRO 3, or ZeRO 1 with PP"));
 }
 
 // Findings 3 and 5: every stage's modules, exactly as paci partitioned them.

@@ -118,12 +118,70 @@ TEST(PlanEvaluate, RecomputationTradesMemoryForTime) {
   EXPECT_LT(selective.step_s, full.step_s);
 }
 
+// ZeRO (docs/costmodel.md): 1 shards the optimizer state, 2 the gradients too (reduce-scattered
+// in every micro-batch's backward), 3 the weights too (gathered per layer for every micro-batch's
+// forward and backward, behind the compute of the layer before).
+TEST(PlanEvaluate, ZeroStagesShardStateGradientsAndWeightsAndMoveTheirCollectives) {
+  PlanConfig c = llama70b_on_h100();
+  c.gpus = 256;  // d = 8, one replica per node (t = 8)
+  c.overlap_grad_reduce = true;
+  std::vector<PlanResult> z;
+  for (std::int32_t zero = 0; zero <= 3; ++zero) {
+    c.zero = zero;
+    z.push_back(evaluate(c));
+  }
+  const std::int64_t d = 8;
+  for (std::int32_t zero = 0; zero <= 3; ++zero) {
+    SCOPED_TRACE(zero);
+    for (const StagePlan& sp : z[zero].stages) {
+      const StageCost& cost = z[zero].costs.stages[static_cast<std::size_t>(sp.stage)];
+      const std::int64_t P = sp.pieces.parameters;
+      EXPECT_EQ(cost.weight_bytes, zero >= 3 ? (2 * P + d - 1) / d : 2 * P);
+      EXPECT_EQ(cost.gradient_bytes, zero >= 2 ? (4 * P + d - 1) / d : 4 * P);
+      EXPECT_EQ(cost.optimizer_bytes, zero >= 1 ? (12 * P + d - 1) / d : 12 * P);
+      // Per micro-batch: ZeRO 2 and 3 reduce-scatter the gradients, ZeRO 3 gathers the weights
+      // twice; what the compute does not hide is in F, I and W.
+      EXPECT_EQ(sp.zero_weight_grad_s > 0, zero >= 2);
+      EXPECT_EQ(sp.zero_forward_s > 0, zero == 3);
+      EXPECT_DOUBLE_EQ(sp.zero_forward_s, sp.zero_input_grad_s);
+      EXPECT_LE(sp.exposed_zero_forward_s, sp.zero_forward_s);
+      EXPECT_LE(sp.exposed_zero_weight_grad_s, sp.zero_weight_grad_s);
+      EXPECT_DOUBLE_EQ(cost.forward_s, sp.pieces.forward_total_s() + sp.exposed_zero_forward_s);
+      EXPECT_DOUBLE_EQ(cost.weight_grad_s, sp.pieces.weight_grad_s + sp.exposed_zero_weight_grad_s);
+      // At the end of the step: ZeRO 2 and 3 have no gradient reduction left, ZeRO 3 no gather.
+      if (zero >= 2) {
+        EXPECT_EQ(sp.exposed_reduce_s > 0, zero == 2) << sp.stage;
+      }
+      if (zero == 3) {
+        EXPECT_EQ(sp.reduce_s, 0.0);
+      }
+    }
+  }
+  // A middle stage's weights are gathered one layer at a time: L collectives of one layer's bf16.
+  const StagePlan& middle = z[3].stages[1];
+  const std::int64_t layer = middle.pieces.parameters / middle.layers;
+  EXPECT_NEAR(middle.zero_forward_s,
+              middle.layers * collective_s(c.cluster, Collective::all_gather, 2.0 * layer, d, 1),
+              1e-12);
+  EXPECT_NEAR(
+      middle.zero_weight_grad_s,
+      middle.layers * collective_s(c.cluster, Collective::reduce_scatter, 4.0 * layer, d, 1),
+      1e-12);
+  // Each stage shards more and holds less.
+  EXPECT_LT(z[1].peak_memory_bytes, z[0].peak_memory_bytes);
+  EXPECT_LT(z[2].peak_memory_bytes, z[1].peak_memory_bytes);
+  EXPECT_LT(z[3].peak_memory_bytes, z[2].peak_memory_bytes);
+  // Out of range: one line.
+  c.zero = 4;
+  EXPECT_THROW(evaluate(c), InputError);
+}
+
 TEST(PlanEvaluate, DistributedOptimizerShardsTheOptimizerStateOverTheReplicas) {
   PlanConfig c = llama70b_on_h100();
   c.gpus = 256;  // d = 8
   c.global_batch = 512;
   const PlanResult plain = evaluate(c);
-  c.distributed_optimizer = true;
+  c.zero = 1;
   const PlanResult sharded = evaluate(c);
   for (std::size_t s = 0; s < plain.costs.stages.size(); ++s) {
     const StageCost& a = plain.costs.stages[s];
