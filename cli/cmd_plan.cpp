@@ -98,6 +98,18 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   s.global_batch = vm["global-batch"].as<std::int64_t>();
   s.tp = numbers<std::int32_t>(vm, "tp", 1 << 20);
   s.pp = numbers<std::int32_t>(vm, "pp", 1 << 20);
+  s.cp = numbers<std::int32_t>(vm, "cp", 1 << 20);
+  if (vm.count("cp-comm")) {
+    s.cp_all_gather.clear();
+    for (const std::string& v : split_commas(vm["cp-comm"].as<std::string>())) {
+      if (v != "p2p" && v != "all-gather")
+        throw UsageError(
+            fmt::format("--cp-comm takes p2p, all-gather or p2p,all-gather, got '{}'", v));
+      if (std::find(s.cp_all_gather.begin(), s.cp_all_gather.end(), v == "all-gather") ==
+          s.cp_all_gather.end())
+        s.cp_all_gather.push_back(v == "all-gather");
+    }
+  }
   s.microbatch_size = numbers<std::int64_t>(vm, "microbatch-size", 1 << 30);
   s.chunks = numbers<std::int32_t>(vm, "chunks", 1 << 20);
   if (vm.count("kind")) s.kinds = split_commas(vm["kind"].as<std::string>());
@@ -151,7 +163,7 @@ void write_files(const po::variables_map& vm, const plan::PlanResult& best, cons
 int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
              plan::SearchOptions o) {
   std::istringstream cluster_flags(
-      "gpu gpus tp microbatch-size recompute sequence-parallel tp-comm-overlap "
+      "gpu gpus tp cp cp-comm microbatch-size recompute sequence-parallel tp-comm-overlap "
       "distributed-optimizer zero overlap-grad-reduce attention emit jobs preset layers d-model "
       "heads kv-heads ffn vocab seq-len arch tied-embeddings");
   for (std::string flag; cluster_flags >> flag;)
@@ -199,7 +211,8 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
     throw UsageError("--from-megatron and --from-torchtitan cannot be combined");
   // What the launch sets, and --max-staleness: the tools run flushed schedules (staleness 0).
   std::istringstream launch_flags(
-      "preset layers d-model heads kv-heads ffn seq-len arch tied-embeddings global-batch tp pp "
+      "preset layers d-model heads kv-heads ffn seq-len arch tied-embeddings global-batch tp cp "
+      "cp-comm pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
       "distributed-optimizer zero overlap-grad-reduce attention max-staleness");
   for (std::string f; launch_flags >> f;)
@@ -289,7 +302,15 @@ int run_plan(const std::vector<std::string>& args) {
   auto add_knob = knobs.add_options();
   add_knob("tp", po::value<std::string>(),
            "tensor-parallel degree t (range: divisors of GPUs/node)");
-  add_knob("pp", po::value<std::string>(), "pipeline stages p (range: divisors of gpus/t)");
+  add_knob(
+      "cp", po::value<std::string>(),
+      "context parallelism c: each sequence split over c GPUs beside the t of TP (range: t x c "
+      "within the NVLink domain, 2c dividing the sequence)");
+  add_knob(
+      "cp-comm", po::value<std::string>(),
+      "how context parallelism meets the other GPUs' keys and values: p2p (a ring, Megatron-LM "
+      "/ Transformer Engine) | all-gather (Llama 3, PyTorch, torchtitan); absent: both");
+  add_knob("pp", po::value<std::string>(), "pipeline stages p (range: divisors of gpus/(t x c))");
   add_knob("microbatch-size", po::value<std::string>(),
            "sequences per micro-batch b (range: divisors of global batch / d)");
   add_knob("kind", po::value<std::string>(),

@@ -48,6 +48,10 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
     a.push_back(fmt::format("{}", value));
   };
   add("--tensor-model-parallel-size", c.tp);
+  if (c.cp > 1) {
+    add("--context-parallel-size", c.cp);
+    add("--cp-comm-type", c.cp_all_gather ? "all_gather" : "p2p");
+  }
   add("--pipeline-model-parallel-size", c.pp);
   const std::string layout =
       megatron_layout(c, c.partition.empty() ? plan::default_partition(c) : c.partition);
@@ -92,9 +96,9 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
 }
 
 std::vector<std::pair<std::string, std::string>> megatron_env(const plan::PlanConfig& c) {
-  // Megatron-LM's validate_args asserts it for any t > 1 before Blackwell (core_v0.16.1); on
-  // Blackwell the value is still accepted.
-  if (c.tp > 1) return {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}};
+  // Megatron-LM's validate_args asserts it for any t > 1 or c > 1 before Blackwell
+  // (core_v0.16.1); on Blackwell the value is still accepted.
+  if (c.tp > 1 || c.cp > 1) return {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}};
   return {};
 }
 

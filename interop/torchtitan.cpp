@@ -37,7 +37,15 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
   // torchtitan's data parallelism (docs/interop.md): replicated (ZeRO 0: DDP, or beside TP or PP
   // HSDP with a shard degree of 1), or FSDP: with PP the weights stay whole through the step
   // (ZeRO 1) or are resharded (3); without PP, ZeRO 3.
-  if (c.dp() > 1) {
+  if (c.cp > 1 && !c.cp_all_gather)
+    return fmt::format(
+        "torchtitan {}'s context parallelism all-gathers the keys and values (PyTorch's SDPA "
+        "dispatcher): plan --cp-comm all-gather",
+        kTorchtitanVersion);
+  if (c.cp > 1 && c.zero == 0)
+    return "torchtitan shards over its context-parallel GPUs (FSDP over data x context): plan "
+           "ZeRO 1 (with PP) or 3";
+  if (c.dp() * c.cp > 1) {
     if (c.zero == 2)
       return "torchtitan's FSDP has no ZeRO 2 (the gradients sharded, the weights whole): plan "
              "ZeRO 1 (with PP) or 3";
@@ -84,6 +92,7 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::s
     a.push_back(fmt::format("{}", value));
   };
   add("--parallelism.tensor-parallel-degree", c.tp);
+  if (c.cp > 1) add("--parallelism.context-parallel-degree", c.cp);
   if (c.tp > 1 && !c.sequence_parallel) a.push_back("--parallelism.no-enable-sequence-parallel");
   add("--parallelism.pipeline-parallel-degree", c.pp);
   // ZeRO 0 replicates (DDP alone, HSDP with one shard beside TP or PP); else torchtitan shards
@@ -91,7 +100,7 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::s
   const bool replicate = c.dp() > 1 && c.zero == 0;
   add("--parallelism.data-parallel-replicate-degree", replicate ? c.dp() : 1);
   add("--parallelism.data-parallel-shard-degree", replicate ? 1 : c.dp());
-  if (c.dp() > 1 && c.zero > 0)
+  if (c.dp() * c.cp > 1 && c.zero > 0)
     add("--parallelism.fsdp-reshard-after-forward", c.zero == 3 ? "always" : "never");
   if (c.pp > 1) {
     if (const std::string schedule = torchtitan_schedule(c); !schedule.empty())

@@ -48,6 +48,8 @@ Knob switch_knob(const char* label, bool PlanConfig::*field) {
 std::vector<Knob> knobs() {
   std::vector<Knob> k = {
       field_knob("tensor parallel", &PlanConfig::tp),
+      field_knob("context parallel", &PlanConfig::cp),
+      switch_knob("context parallel all-gather", &PlanConfig::cp_all_gather),
       field_knob("pipeline stages", &PlanConfig::pp),
       {[](const PlanConfig& a, const PlanConfig& b) {
          return a.kind != b.kind || a.chunks != b.chunks;

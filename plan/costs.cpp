@@ -120,7 +120,7 @@ namespace {
 
 // The per-GPU widths of a layer under t-way tensor parallelism.
 struct Widths {
-  std::int64_t T = 0;      // tokens of the micro-batch: b·s
+  std::int64_t T = 0;      // tokens of the micro-batch on this GPU: b·s/c
   std::int64_t Tn = 0;     // tokens in the norms, dropouts, residual adds: T, or T/t with SP
   std::int64_t q = 0;      // query (and attention output) columns: h/t
   std::int64_t kv = 0;     // key (and value) columns: g·d/t, at least one head's d
@@ -131,7 +131,7 @@ struct Widths {
 Widths widths(const ModelSpec& m, const LayerRun& r) {
   const std::int64_t t = r.tensor_parallel;
   Widths w;
-  w.T = r.microbatch_size * m.seq_len;
+  w.T = r.microbatch_size * m.seq_len / r.context_parallel;
   w.Tn = r.sequence_parallel ? (w.T + t - 1) / t : w.T;
   w.q = m.d_model / t;
   w.kv = std::max<std::int64_t>(1, m.kv_heads / t) * m.head_dim();
@@ -166,9 +166,10 @@ CoreTimes attention_core(const ModelSpec& m, const ClusterSpec& c, const LayerRu
   if (r.flash_attention) {
     // FlashAttention's own FLOP count: 4·s²·d per head and sequence forward (QK^T and PV), half
     // of it under a causal mask; its backward 2.5 times that (it recomputes QK^T).
+    // With context parallelism each GPU's queries (s/c, load-balanced) meet every key: 1/c of it.
     const double forward_flops = 4.0 * static_cast<double>(batch) * static_cast<double>(s) *
                                  static_cast<double>(s) * static_cast<double>(d) *
-                                 (r.causal ? 0.5 : 1.0);
+                                 (r.causal ? 0.5 : 1.0) / static_cast<double>(r.context_parallel);
     core.forward_s =
         c.kernel_launch_s + forward_flops / (c.peak_flops * c.flash_forward_efficiency);
     core.backward_s =
@@ -274,6 +275,29 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
       p.backward_comm_s += exposed(input_grad);
     }
   }
+  // Context parallelism: every GPU's attention meets the keys and values of the other c - 1 GPUs'
+  // tokens (K and V, bf16: 4·T·kv bytes of its own). All-gathered before the core and, in the
+  // backward, gathered again and their gradients reduce-scattered, none of it hidden (PyTorch's
+  // and Llama 3's); or passed around the ring in c - 1 steps, each behind the core's work on the
+  // chunk before (1/c of it), the backward passing the gradients too (Transformer Engine's p2p).
+  double cp_saved_bytes = 0;
+  if (r.context_parallel > 1) {
+    const std::int64_t cp = r.context_parallel;
+    const double own = 4.0 * T * static_cast<double>(w.kv), steps = static_cast<double>(cp - 1);
+    if (r.cp_all_gather) {
+      const double gathered = own * static_cast<double>(cp);
+      const double gather = collective_s(c, Collective::all_gather, gathered, cp, cp);
+      p.forward_comm_s += gather;
+      p.backward_comm_s += gather + collective_s(c, Collective::reduce_scatter, gathered, cp, cp);
+      cp_saved_bytes = own * steps;  // the gathered keys and values, kept for the backward
+    } else {
+      const P2pLink link = p2p_link(c, true);
+      const double step = link.latency_s + own / link.bandwidth_bytes_per_s;
+      const double chunks = static_cast<double>(cp);
+      p.forward_comm_s += steps * std::max(0.0, step - core.forward_s / chunks);
+      p.backward_comm_s += steps * std::max(0.0, 2 * step - core.backward_s / chunks);
+    }
+  }
   switch (r.recompute) {
     case Recompute::none:
       break;
@@ -294,12 +318,18 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   a.sequence_parallel = r.sequence_parallel;
   a.recompute = r.recompute;
   a.flash_attention = r.flash_attention;
-  p.activation_bytes = layer_activation_bytes(m, a);
+  // Context parallelism: this GPU's s/c tokens of every sequence (FlashAttention keeps no s x s).
+  ModelSpec local = m;
+  local.seq_len = m.seq_len / r.context_parallel;
+  p.activation_bytes =
+      layer_activation_bytes(local, a) +
+      (r.recompute == Recompute::full ? 0 : static_cast<std::int64_t>(cp_saved_bytes));
   // A split backward keeps every GEMM's output gradient from I until W needs it (bf16).
   p.stash_bytes = 2 * w.T * (qkv + h + mlp_up + h);
   if (r.recompute == Recompute::full) {  // the layer its backward rebuilds, whole
     a.recompute = Recompute::none;
-    p.workspace_bytes = layer_activation_bytes(m, a);
+    p.workspace_bytes =
+        layer_activation_bytes(local, a) + static_cast<std::int64_t>(cp_saved_bytes);
   }
   return p;
 }

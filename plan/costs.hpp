@@ -67,16 +67,22 @@ struct LayerRun {
   // causal mask); Megatron's unfused kernels compute all of them.
   bool causal = true;
   std::int64_t tp_ranks_per_node = 1;  // of the t GPUs, how many share a node (t when t <= 8)
+  // c: each GPU holds s/c of every sequence's tokens (load-balanced causal chunks) and its
+  // attention meets the other c - 1 GPUs' keys and values: passed around a ring, each step behind
+  // the attention of the chunk before (p2p), or all-gathered before it (all_gather). The c GPUs
+  // share a node (t·c <= the NVLink domain).
+  std::int64_t context_parallel = 1;
+  bool cp_all_gather = false;
 };
 
 // Seconds and bytes of one layer (or of the embedding and the head, below).
 struct PieceCosts {
   double forward_s = 0.0;        // compute of the forward
-  double forward_comm_s = 0.0;   // tensor-parallel collectives in the forward
+  double forward_comm_s = 0.0;   // tensor- and context-parallel collectives in the forward
   double input_grad_s = 0.0;     // compute of the input-gradient half (dX GEMMs, the attention
                                  // core's and the memory-bound kernels' backward)
   double weight_grad_s = 0.0;    // the weight-gradient GEMMs (dW)
-  double backward_comm_s = 0.0;  // tensor-parallel collectives in the backward
+  double backward_comm_s = 0.0;  // tensor- and context-parallel collectives in the backward
   double recompute_s = 0.0;      // forward work redone in the backward (compute and collectives)
   std::int64_t parameters = 0;   // on this GPU
   std::int64_t activation_bytes = 0;  // kept from the forward to the backward, per micro-batch

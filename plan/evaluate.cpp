@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
@@ -37,6 +38,11 @@ std::vector<std::int32_t> default_partition(const PlanConfig& c) {
     ++layers[static_cast<std::size_t>(s)];
   for (std::int32_t s = S; s-- > 0 && rest > 0; --rest) ++layers[static_cast<std::size_t>(s)];
   return layers;
+}
+
+std::string cp_label(const PlanConfig& c, std::string_view format) {
+  if (c.cp <= 1) return "";
+  return fmt::format(fmt::runtime(format), c.cp) + (c.cp_all_gather ? " (all-gather)" : "");
 }
 
 std::vector<std::int32_t> placement_of(const PlanConfig& c) {
@@ -95,12 +101,36 @@ void check_config(const PlanConfig& c) {
   positive(c.global_batch, "--global-batch");
   positive(c.tp, "--tp");
   positive(c.pp, "--pp");
+  positive(c.cp, "--cp");
   positive(c.chunks, "--chunks");
   positive(c.microbatch_size, "--microbatch-size");
   const std::int64_t tp_pp = static_cast<std::int64_t>(c.tp) * c.pp;
-  if (c.gpus % tp_pp != 0)
+  if (c.cp == 1 && c.gpus % tp_pp != 0)
     throw InputError(fmt::format("--gpus {} is not divisible by --tp {} x --pp {} = {}", c.gpus,
                                  c.tp, c.pp, tp_pp));
+  if (c.cp > 1) {
+    const std::int64_t tcp = tp_pp * c.cp;
+    if (c.gpus % tcp != 0)
+      throw InputError(fmt::format("--gpus {} is not divisible by --tp {} x --cp {} x --pp {} = {}",
+                                   c.gpus, c.tp, c.cp, c.pp, tcp));
+    if (c.model.seq_len % (2 * c.cp) != 0)
+      throw InputError(fmt::format(
+          "--cp {} splits each sequence into 2 x {} = {} load-balanced chunks: the sequence ({}) "
+          "is not divisible by {}; --cp {} would work",
+          c.cp, c.cp, 2 * c.cp, c.model.seq_len, 2 * c.cp,
+          std::gcd(c.model.seq_len / 2, std::int64_t{c.cp})));
+    const std::int64_t domain = c.cluster.gpus_per_node;
+    if (static_cast<std::int64_t>(c.tp) * c.cp > domain)
+      throw InputError(fmt::format(
+          "--tp {} x --cp {} = {} GPUs is more than {}'s NVLink domain of {}: keep t x c within "
+          "it (--cp {} at most)",
+          c.tp, c.cp, c.tp * c.cp, c.cluster.name, domain,
+          std::max<std::int64_t>(1, domain / c.tp)));
+    if (!c.flash_attention)
+      throw InputError(
+          "--cp runs the attention core with FlashAttention (Transformer Engine, PyTorch's SDPA): "
+          "--attention unfused cannot");
+  }
   const ModelSpec& m = c.model;
   const auto divides = [&](std::int64_t what, const char* name) {
     if (what % c.tp != 0)
@@ -115,10 +145,10 @@ void check_config(const PlanConfig& c) {
         "--tp {} and the model's {} key-value heads: one must divide the other", c.tp, m.kv_heads));
   const std::int64_t d = c.dp();
   if (c.global_batch % (d * c.microbatch_size) != 0)
-    throw InputError(fmt::format(
-        "--global-batch {} is not divisible by d x b = {} x {} (d = gpus / (tp x pp) data-parallel "
-        "replicas, b = --microbatch-size)",
-        c.global_batch, d, c.microbatch_size));
+    throw InputError(
+        fmt::format("--global-batch {} is not divisible by d x b = {} x {} (d = gpus / (tp x pp{}) "
+                    "data-parallel replicas, b = --microbatch-size)",
+                    c.global_batch, d, c.microbatch_size, c.cp > 1 ? " x cp" : ""));
   if (c.tp_comm_overlap && !c.sequence_parallel)
     throw InputError(
         "--tp-comm-overlap overlaps the sequence-parallel collectives: it needs "
@@ -131,9 +161,13 @@ void check_config(const PlanConfig& c) {
 ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement_of(c)) {
   const ClusterSpec& gpu = c.cluster;
   const ModelSpec& m = c.model;
-  const std::int64_t t = c.tp, d = c.dp(), P = c.pp, g = gpu.gpus_per_node;
-  // Where each group's GPUs sit: the tensor-parallel group in one node when t <= g, the
-  // data-parallel replicas of a stage g/t to a node, pipeline neighbours t·d ranks apart.
+  // The replicas that hold the same weights: the data-parallel ones and, since each holds a part of
+  // every sequence, the context-parallel ones (Megatron-LM reduces and shards over both).
+  const std::int64_t t = c.tp, d = c.dp() * c.cp, P = c.pp, g = gpu.gpus_per_node;
+  // Where each group's GPUs sit (Megatron-LM's order, tensor innermost, then context, data,
+  // pipeline): the tensor-parallel group in one node when t <= g, its c context-parallel peers in
+  // the same node (t·c <= g), the replicas of a stage g/t to a node, pipeline neighbours t·d
+  // ranks apart.
   LayerRun run;
   run.microbatch_size = c.microbatch_size;
   run.tensor_parallel = t;
@@ -143,6 +177,8 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   run.flash_attention = c.flash_attention;
   run.causal = true;
   run.tp_ranks_per_node = std::min(t, g);
+  run.context_parallel = c.cp;
+  run.cp_all_gather = c.cp_all_gather;
   dp_per_node_ = std::clamp<std::int64_t>(g / t, 1, d);
   stride_ = t * d;
   layer_ = layer_costs(m, gpu, run);
@@ -150,7 +186,7 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   head_ = head_costs(m, gpu, run);
   tied_apart_ = m.tied_embeddings && placement_.front() != placement_.back();
   message_bytes_ = 2.0 * static_cast<double>(c.microbatch_size * m.seq_len) *
-                   static_cast<double>(m.d_model) / static_cast<double>(t);
+                   static_cast<double>(m.d_model) / static_cast<double>(t * c.cp);
   // Tied embeddings on two devices: their gradients summed between the first and last stage's
   // GPUs at every step (Megatron's embedding group), fp32.
   if (tied_apart_)
@@ -163,7 +199,7 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
 StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int32_t layers) const {
   const PlanConfig& c = config_;
   const ClusterSpec& gpu = c.cluster;
-  const std::int64_t d = c.dp();
+  const std::int64_t d = c.dp() * c.cp;  // the replicas of the weights (above)
   StagePlan sp;
   sp.stage = s;
   sp.device = placement_[static_cast<std::size_t>(s)];
@@ -253,7 +289,7 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
 
 StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
   const PlanConfig& c = config_;
-  const std::int64_t d = c.dp(), params = sp.pieces.parameters;
+  const std::int64_t d = c.dp() * c.cp, params = sp.pieces.parameters;
   StageCost cost;
   cost.forward_s = sp.pieces.forward_total_s() + sp.exposed_zero_forward_s;
   cost.input_grad_s = sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s +
@@ -297,9 +333,9 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
   const std::int64_t P = c.pp, g = gpu.gpus_per_node;
   CostModel costs;
   costs.description = fmt::format(
-      "paci plan: {} on {} x {} (t={}, p={}, d={}, v={}, b={}, M={}, recompute {}{}{}{}{})", m.name,
-      c.gpus, gpu.name, c.tp, P, c.dp(), c.chunks, c.microbatch_size, c.microbatches(),
-      to_string(c.recompute), c.sequence_parallel ? ", sequence parallel" : "",
+      "paci plan: {} on {} x {} (t={}{}, p={}, d={}, v={}, b={}, M={}, recompute {}{}{}{}{})",
+      m.name, c.gpus, gpu.name, c.tp, cp_label(c, ", c={}"), P, c.dp(), c.chunks, c.microbatch_size,
+      c.microbatches(), to_string(c.recompute), c.sequence_parallel ? ", sequence parallel" : "",
       c.tp_comm_overlap ? ", tensor-parallel collectives overlapped" : "",
       c.zero > 0 ? fmt::format(", ZeRO {}", c.zero) : "",
       c.overlap_grad_reduce ? ", overlapped gradient reduction" : "");

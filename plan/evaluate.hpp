@@ -26,6 +26,12 @@ struct PlanConfig {
   std::int64_t gpus = 0;
   std::int64_t global_batch = 0;     // sequences per optimizer step
   std::int32_t tp = 1, pp = 1;       // t, p
+  // c: context parallelism, each sequence's tokens split over c GPUs of the tensor-parallel
+  // group's node (docs/costmodel.md, "Context parallelism"); the attention's keys and values pass
+  // around a ring (Megatron-LM / Transformer Engine's p2p) or are all-gathered (Llama 3's,
+  // PyTorch's and so torchtitan's).
+  std::int32_t cp = 1;
+  bool cp_all_gather = false;
   std::int32_t chunks = 1;           // v: model stages per device (interleaved), else 1
   std::int64_t microbatch_size = 1;  // b
   std::string kind = "1f1b";
@@ -42,13 +48,14 @@ struct PlanConfig {
   // the middle stages (the first and last carry the embedding and the head).
   std::vector<std::int32_t> partition;
 
-  std::int64_t dp() const { return gpus / (static_cast<std::int64_t>(tp) * pp); }
+  std::int64_t dp() const { return gpus / (static_cast<std::int64_t>(tp) * cp * pp); }
   std::int64_t microbatches() const { return global_batch / (dp() * microbatch_size); }
   std::int32_t stages() const { return pp * chunks; }
 };
 
 // InputError naming the first problem: a degree that does not divide the GPUs, the heads, the
-// kv heads or the MLP; a global batch not divisible by d·b; a ZeRO stage outside 0-3; fewer layers
+// kv heads or the MLP; a context-parallel degree whose 2c chunks do not divide the sequence, whose
+// t·c GPUs exceed the NVLink domain, or without FlashAttention; a global batch not divisible by d·b; a ZeRO stage outside 0-3; fewer layers
 // than p·v stages; a bad partition; chunks with a kind other than interleaved; a kind the
 // generators refuse.
 void check_config(const PlanConfig& config);
@@ -106,6 +113,10 @@ struct EvaluateOptions {
 // set): the step, bubble, tokens/s, model FLOPs, MFU (0 without a peak), memory per device (fits
 // against the cluster's memory) and staleness.
 void measure(PlanResult& r, const SimResult& simulated);
+
+// "" without context parallelism, else `format` with c and " (all-gather)" when it all-gathers
+// (", c={}": ", c=2 (all-gather)").
+std::string cp_label(const PlanConfig& config, std::string_view format);
 
 // Model stage -> pipeline device: stage k on device k mod p (interleaved), else the identity.
 std::vector<std::int32_t> placement_of(const PlanConfig& config);

@@ -51,6 +51,8 @@ ordered_json plan_json(const PlanResult& p) {
   ordered_json j;
   j["kind"] = c.kind;
   j["tp"] = c.tp;
+  j["cp"] = c.cp;
+  j["cp_comm"] = c.cp_all_gather ? "all_gather" : "p2p";
   j["pp"] = c.pp;
   j["dp"] = p.dp;
   j["chunks"] = c.chunks;
@@ -150,11 +152,11 @@ std::string plan_text(const PlanResult& p) {
   const ModelSpec& m = c.model;
   std::string out = fmt::format(
       "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
-      "t={} p={} d={} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, {}, overlapped "
+      "t={}{} p={} d={} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, {}, overlapped "
       "gradient reduction {}, {} attention\n",
       m.name, static_cast<double>(p.parameters) / 1e9, c.gpus, c.cluster.name, c.global_batch,
-      m.seq_len, c.tp, c.pp, p.dp, c.chunks, c.microbatch_size, p.microbatches, c.kind,
-      to_string(c.recompute), on_off(c.sequence_parallel),
+      m.seq_len, c.tp, cp_label(c, " c={}"), c.pp, p.dp, c.chunks, c.microbatch_size,
+      p.microbatches, c.kind, to_string(c.recompute), on_off(c.sequence_parallel),
       c.tp_comm_overlap ? " (collectives overlapped)" : "", zero_text(c.zero),
       on_off(c.overlap_grad_reduce), c.flash_attention ? "flash" : "unfused");
   out += fmt::format(

@@ -66,9 +66,10 @@ struct Candidate {
 std::string config_key(const PlanConfig& c) {
   std::string partition;
   for (const std::int32_t l : c.partition) partition += fmt::format("{},", l);
-  return fmt::format("{}|t{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|g{}|{}", c.kind, c.tp, c.pp, c.chunks,
-                     c.microbatch_size, to_string(c.recompute), c.sequence_parallel,
-                     c.tp_comm_overlap, c.zero, c.overlap_grad_reduce, partition);
+  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|g{}|{}", c.kind, c.tp, c.cp,
+                     c.cp_all_gather ? "ag" : "", c.pp, c.chunks, c.microbatch_size,
+                     to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap, c.zero,
+                     c.overlap_grad_reduce, partition);
 }
 
 // Seconds of work per optimizer step on the busiest device, and a lower bound on the largest
@@ -287,18 +288,20 @@ std::vector<std::int32_t> bottleneck_partition(const PlanConfig& c, const Config
 
 std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
   SearchSpace fixed = space;
-  for (std::vector<bool>* knob :
-       {&fixed.sequence_parallel, &fixed.tp_comm_overlap, &fixed.overlap_grad_reduce})
+  for (std::vector<bool>* knob : {&fixed.sequence_parallel, &fixed.tp_comm_overlap,
+                                  &fixed.overlap_grad_reduce, &fixed.cp_all_gather})
     if (!knob->empty()) knob->resize(1);
   if (!fixed.zero.empty()) fixed.zero.resize(1);
+  fixed.cp.resize(1, 1);  // without context parallelism unless the first value given says
   return single_configuration(fixed);
 }
 
 std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   const auto one = [](const auto& list) { return list.size() == 1; };
   if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
-        one(s.sequence_parallel) && one(s.tp_comm_overlap) && one(s.zero) &&
-        one(s.overlap_grad_reduce) && s.chunks.size() <= 1))
+        one(s.cp) && s.cp_all_gather.size() <= 1 && one(s.sequence_parallel) &&
+        one(s.tp_comm_overlap) && one(s.zero) && one(s.overlap_grad_reduce) &&
+        s.chunks.size() <= 1))
     return std::nullopt;
   PlanConfig c;
   c.model = s.model;
@@ -306,6 +309,8 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.gpus = s.gpus;
   c.global_batch = s.global_batch;
   c.tp = s.tp[0];
+  c.cp = s.cp[0];
+  c.cp_all_gather = c.cp > 1 && !s.cp_all_gather.empty() && s.cp_all_gather[0];
   c.pp = s.pp[0];
   c.microbatch_size = s.microbatch_size[0];
   c.kind = s.kinds[0];
@@ -444,132 +449,159 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
   };
   std::optional<Candidate> smallest;
   for (const std::int32_t t : tps) {
-    std::vector<std::int32_t> pps = space.pp;
-    if (pps.empty()) {
-      if (space.gpus % t != 0) {
-        invalid(fmt::format("--gpus {} is not divisible by --tp {}", space.gpus, t));
-        continue;
-      }
-      pps = divisors<std::int32_t>(static_cast<std::int32_t>(space.gpus / t), L);
+    // Context parallelism: the c that keep t·c GPUs in the NVLink domain and split the sequence
+    // into 2c chunks (FlashAttention's only).
+    std::vector<std::int32_t> cps = space.cp;
+    if (cps.empty()) {
+      cps.push_back(1);
+      if (space.flash_attention && t >= 1)
+        for (std::int32_t c = 2; static_cast<std::int64_t>(t) * c <= space.cluster.gpus_per_node;
+             ++c)
+          if (space.cluster.gpus_per_node % (static_cast<std::int64_t>(t) * c) == 0 &&
+              m.seq_len % (2 * c) == 0 && space.gpus % (static_cast<std::int64_t>(t) * c) == 0)
+            cps.push_back(c);
     }
-    for (const std::int32_t p : pps) {
-      PlanConfig base;
-      base.model = m;
-      base.cluster = space.cluster;
-      base.gpus = space.gpus;
-      base.global_batch = space.global_batch;
-      base.tp = t;
-      base.pp = p;
-      base.flash_attention = space.flash_attention;
-      if (t < 1 || p < 1 || space.gpus % (static_cast<std::int64_t>(t) * p) != 0) {
-        invalid(fmt::format("--gpus {} is not divisible by --tp {} x --pp {}", space.gpus, t, p));
-        continue;
-      }
-      const std::int64_t d = base.dp();
-      std::vector<std::int64_t> bs = space.microbatch_size;
-      if (bs.empty() && space.global_batch % d == 0)
-        bs = divisors<std::int64_t>(space.global_batch / d, space.global_batch / d);
-      if (bs.empty()) {
-        invalid(fmt::format("--global-batch {} is not divisible by d = {}", space.global_batch, d));
-        continue;
-      }
-      for (const std::int64_t b : bs)
-        for (const std::string& kind : kinds) {
-          std::vector<std::int32_t> vs{1};
-          if (kind == "interleaved") {
-            vs = space.chunks;
-            if (vs.empty() && p > 1)  // one device: interleaving changes nothing
-              for (std::int32_t v = 2; p * v <= L; ++v)
-                if (L % (p * v) == 0) vs.push_back(v);
-            if (vs.empty()) {
-              invalid(
-                  fmt::format("interleaved at p = {}: no chunk count v >= 2 with p x v "
-                              "dividing the {} layers",
-                              p, L));
-              continue;
-            }
-          }
-          // A switch that changes nothing here (sequence parallelism at t = 1, its overlap
-          // without it, ZeRO and the gradient overlap at d = 1, the overlap with ZeRO 3, which
-          // always overlaps) is off, counted once, whatever was asked.
-          const std::vector<bool> off{false};
-          const std::vector<std::int32_t> unsharded{0};
-          const auto& sps = t == 1 ? off : space.sequence_parallel;
-          const auto& zeros = d == 1 ? unsharded : space.zero;
-          for (const std::int32_t v : vs)
-            for (const Recompute rc : recomputes)
-              for (const bool sp : sps)
-                for (const bool tco : sp ? space.tp_comm_overlap : off)
-                  for (const std::int32_t zero : zeros)
-                    for (const bool ovl : d == 1 || zero == 3 ? off : space.overlap_grad_reduce) {
-                      PlanConfig c = base;
-                      c.microbatch_size = b;
-                      c.kind = kind;
-                      c.chunks = v;
-                      c.recompute = rc;
-                      c.sequence_parallel = sp;
-                      c.tp_comm_overlap = tco;
-                      c.zero = zero;
-                      c.overlap_grad_reduce = ovl;
-                      c.partition = space.partition;
-                      try {
-                        check_config(c);
-                      } catch (const InputError& e) {
-                        invalid(e.what());
-                        continue;
-                      }
-                      if (options.runnable) {
-                        if (std::string why = options.runnable(c); !why.empty()) {
-                          ++result.configurations;
-                          ++result.rejected.not_runnable;
-                          if (result.rejected.not_runnable_example.empty())
-                            result.rejected.not_runnable_example = std::move(why);
-                          continue;
-                        }
-                      }
-                      const ScheduleInfo& info = schedule_for(c);
-                      if (!info.error.empty()) {
-                        invalid(info.error);
-                        continue;
-                      }
-                      const ConfigCosts costs(c);
-                      std::vector<std::vector<std::int32_t>> partitions;
-                      if (!space.partition.empty() || kind == "interleaved") {
-                        partitions.push_back(default_partition(c));
-                      } else {
-                        const PartitionTables tables = partition_tables(c, costs, info.in_flight);
-                        partitions.push_back(partition_under(tables, 0));
-                        const auto limited = partition_under(tables, limit);
-                        if (!limited.empty() && limited != partitions.front())
-                          partitions.push_back(limited);
-                      }
-                      for (const auto& layers : partitions) {
-                        ++result.configurations;
-                        Candidate cand;
-                        cand.config = c;
-                        cand.config.partition = layers;
-                        cand.schedule = &info;
-                        cand.staleness = info.max_staleness;
-                        const Bounds bound = bounds(c, costs.stage_costs(layers), info);
-                        cand.step_bound_s = bound.step_s;
-                        cand.memory_bound_bytes = bound.memory_bytes;
-                        cand.static_bytes = bound.static_bytes;
-                        cand.key = config_key(cand.config);
-                        if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
-                          smallest = cand;
-                        if (options.max_staleness >= 0 && cand.staleness > options.max_staleness) {
-                          ++result.rejected.too_stale;
-                          continue;
-                        }
-                        if (static_cast<double>(bound.memory_bytes) > limit) {
-                          result.rejected.add_out_of_memory(static_cast<std::int64_t>(
-                              static_cast<double>(bound.memory_bytes) - limit));
-                          continue;
-                        }
-                        candidates.push_back(std::move(cand));
-                      }
-                    }
+    for (const std::int32_t cp : cps) {
+      const std::int64_t tc = static_cast<std::int64_t>(t) * std::max(cp, 1);
+      std::vector<std::int32_t> pps = space.pp;
+      if (pps.empty()) {
+        if (space.gpus % tc != 0) {
+          invalid(
+              fmt::format("--gpus {} is not divisible by --tp {} x --cp {}", space.gpus, t, cp));
+          continue;
         }
+        pps = divisors<std::int32_t>(static_cast<std::int32_t>(space.gpus / tc), L);
+      }
+      for (const std::int32_t p : pps) {
+        PlanConfig base;
+        base.model = m;
+        base.cluster = space.cluster;
+        base.gpus = space.gpus;
+        base.global_batch = space.global_batch;
+        base.tp = t;
+        base.cp = cp;
+        base.pp = p;
+        base.flash_attention = space.flash_attention;
+        if (t < 1 || p < 1 || cp < 1 || space.gpus % (tc * p) != 0) {
+          invalid(fmt::format("--gpus {} is not divisible by --tp {} x --cp {} x --pp {}",
+                              space.gpus, t, cp, p));
+          continue;
+        }
+        const std::int64_t d = base.dp();
+        std::vector<std::int64_t> bs = space.microbatch_size;
+        if (bs.empty() && space.global_batch % d == 0)
+          bs = divisors<std::int64_t>(space.global_batch / d, space.global_batch / d);
+        if (bs.empty()) {
+          invalid(
+              fmt::format("--global-batch {} is not divisible by d = {}", space.global_batch, d));
+          continue;
+        }
+        for (const std::int64_t b : bs)
+          for (const std::string& kind : kinds) {
+            std::vector<std::int32_t> vs{1};
+            if (kind == "interleaved") {
+              vs = space.chunks;
+              if (vs.empty() && p > 1)  // one device: interleaving changes nothing
+                for (std::int32_t v = 2; p * v <= L; ++v)
+                  if (L % (p * v) == 0) vs.push_back(v);
+              if (vs.empty()) {
+                invalid(
+                    fmt::format("interleaved at p = {}: no chunk count v >= 2 with p x v "
+                                "dividing the {} layers",
+                                p, L));
+                continue;
+              }
+            }
+            // A switch that changes nothing here (sequence parallelism at t = 1, its overlap
+            // without it, ZeRO and the gradient overlap at d = 1, the overlap with ZeRO 3, which
+            // always overlaps) is off, counted once, whatever was asked.
+            const std::vector<bool> off{false};
+            const std::vector<std::int32_t> unsharded{0};
+            // The weights' replicas: the data-parallel and the context-parallel ones.
+            const std::int64_t replicas = d * cp;
+            const auto& sps = t == 1 ? off : space.sequence_parallel;
+            const auto& zeros = replicas == 1 ? unsharded : space.zero;
+            const auto& gathers = cp == 1 ? off : space.cp_all_gather;
+            for (const std::int32_t v : vs)
+              for (const Recompute rc : recomputes)
+                for (const bool sp : sps)
+                  for (const bool tco : sp ? space.tp_comm_overlap : off)
+                    for (const std::int32_t zero : zeros)
+                      for (const bool ovl :
+                           replicas == 1 || zero == 3 ? off : space.overlap_grad_reduce)
+                        for (const bool gather : gathers) {
+                          PlanConfig c = base;
+                          c.cp_all_gather = gather;
+                          c.microbatch_size = b;
+                          c.kind = kind;
+                          c.chunks = v;
+                          c.recompute = rc;
+                          c.sequence_parallel = sp;
+                          c.tp_comm_overlap = tco;
+                          c.zero = zero;
+                          c.overlap_grad_reduce = ovl;
+                          c.partition = space.partition;
+                          try {
+                            check_config(c);
+                          } catch (const InputError& e) {
+                            invalid(e.what());
+                            continue;
+                          }
+                          if (options.runnable) {
+                            if (std::string why = options.runnable(c); !why.empty()) {
+                              ++result.configurations;
+                              ++result.rejected.not_runnable;
+                              if (result.rejected.not_runnable_example.empty())
+                                result.rejected.not_runnable_example = std::move(why);
+                              continue;
+                            }
+                          }
+                          const ScheduleInfo& info = schedule_for(c);
+                          if (!info.error.empty()) {
+                            invalid(info.error);
+                            continue;
+                          }
+                          const ConfigCosts costs(c);
+                          std::vector<std::vector<std::int32_t>> partitions;
+                          if (!space.partition.empty() || kind == "interleaved") {
+                            partitions.push_back(default_partition(c));
+                          } else {
+                            const PartitionTables tables =
+                                partition_tables(c, costs, info.in_flight);
+                            partitions.push_back(partition_under(tables, 0));
+                            const auto limited = partition_under(tables, limit);
+                            if (!limited.empty() && limited != partitions.front())
+                              partitions.push_back(limited);
+                          }
+                          for (const auto& layers : partitions) {
+                            ++result.configurations;
+                            Candidate cand;
+                            cand.config = c;
+                            cand.config.partition = layers;
+                            cand.schedule = &info;
+                            cand.staleness = info.max_staleness;
+                            const Bounds bound = bounds(c, costs.stage_costs(layers), info);
+                            cand.step_bound_s = bound.step_s;
+                            cand.memory_bound_bytes = bound.memory_bytes;
+                            cand.static_bytes = bound.static_bytes;
+                            cand.key = config_key(cand.config);
+                            if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
+                              smallest = cand;
+                            if (options.max_staleness >= 0 &&
+                                cand.staleness > options.max_staleness) {
+                              ++result.rejected.too_stale;
+                              continue;
+                            }
+                            if (static_cast<double>(bound.memory_bytes) > limit) {
+                              result.rejected.add_out_of_memory(static_cast<std::int64_t>(
+                                  static_cast<double>(bound.memory_bytes) - limit));
+                              continue;
+                            }
+                            candidates.push_back(std::move(cand));
+                          }
+                        }
+          }
+      }
     }
   }
 

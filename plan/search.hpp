@@ -29,7 +29,11 @@ struct SearchSpace {
   ClusterSpec cluster;
   std::int64_t gpus = 0, global_batch = 0;
   std::vector<std::int32_t> tp;  // whole range: the divisors of the GPUs per node that fit
-  std::vector<std::int32_t> pp;  // whole range: the divisors of gpus/t up to the layers
+  // Context parallelism; whole range: the c with t·c within the NVLink domain and 2c dividing the
+  // sequence. Each c > 1 with its keys and values passed around a ring (false) or all-gathered.
+  std::vector<std::int32_t> cp;
+  std::vector<bool> cp_all_gather{false, true};
+  std::vector<std::int32_t> pp;  // whole range: the divisors of gpus/(t·c) up to the layers
   std::vector<std::int64_t> microbatch_size;  // whole range: the divisors of global batch / d
   std::vector<std::string> kinds;             // whole range: all eight
   std::vector<std::int32_t> chunks;  // interleaved; whole range: v >= 2 with p·v dividing L
@@ -113,8 +117,9 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options = {})
 // given); nullopt when any knob is searched.
 std::optional<PlanConfig> single_configuration(const SearchSpace& space);
 
-// Every knob but the switches (and the ZeRO stage) given one value: that configuration with each
-// switch and the ZeRO stage at its first value (what does not depend on them, a degree that does
+// Every knob but the switches (the ZeRO stage, context parallelism) given one value: that
+// configuration with each switch and the ZeRO stage at its first value, context parallelism at its
+// first or 1 (what does not depend on them, a degree that does
 // not divide, is decided on it); nullopt when another knob is searched.
 std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space);
 

@@ -258,12 +258,10 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   if (!words.program.empty()) out.program.push_back(words.program);
   for (const Unmodelled& u : kUnmodelled)
     if (r.value(u.option)) refuse(fmt::format("{}: paci does not model {} yet", u.option, u.what));
-  for (const char* degree : {"--context-parallel-size", "--expert-model-parallel-size"})
-    if (r.number_or(degree, 1) != 1)
-      refuse(fmt::format("{} {}: paci does not model {} yet", degree, *r.value(degree),
-                         std::string_view(degree) == "--context-parallel-size"
-                             ? "context parallelism"
-                             : "expert parallelism"));
+  if (r.number_or("--expert-model-parallel-size", 1) != 1)
+    refuse(
+        fmt::format("--expert-model-parallel-size {}: paci does not model expert parallelism yet",
+                    *r.value("--expert-model-parallel-size")));
   if (const auto s = r.value("--data-parallel-sharding-strategy"); s && *s != "no_shard")
     refuse(fmt::format(
         "--data-parallel-sharding-strategy {}: paci does not model FSDP sharding yet", *s));
@@ -276,13 +274,26 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   c.gpus = launch_gpus(context, words, "Megatron-LM");
   c.model = model_of(r, context, out.notes);
   c.tp = static_cast<std::int32_t>(r.number_or("--tensor-model-parallel-size", 1));
+  c.cp = static_cast<std::int32_t>(r.number_or("--context-parallel-size", 1));
   c.pp = static_cast<std::int32_t>(r.number_or("--pipeline-model-parallel-size", 1));
-  if (c.tp < 1 || c.pp < 1) refuse("the parallel sizes must be 1 or more");
-  if (c.gpus % (std::int64_t{c.tp} * c.pp) != 0)
+  if (c.tp < 1 || c.pp < 1 || c.cp < 1) refuse("the parallel sizes must be 1 or more");
+  if (c.gpus % (std::int64_t{c.tp} * c.cp * c.pp) != 0)
     refuse(
-        fmt::format("Megatron-LM refuses a world of {} GPUs for tensor {} × pipeline {} (not "
-                    "divisible)",
-                    c.gpus, c.tp, c.pp));
+        fmt::format("Megatron-LM refuses a world of {} GPUs for tensor {} × context {} × pipeline "
+                    "{} (not divisible)",
+                    c.gpus, c.tp, c.cp, c.pp));
+  if (c.cp > 1) {
+    // One communication type for every layer (a list gives one per layer, which paci reads when
+    // all are the same).
+    const std::vector<std::string> types =
+        last_values(r.given, "--cp-comm-type").value_or(std::vector<std::string>{"p2p"});
+    for (const std::string& type : types)
+      if (type != types.front() || (type != "p2p" && type != "all_gather"))
+        refuse(fmt::format(
+            "--cp-comm-type {}: paci models p2p (a ring) and all_gather, one for every layer",
+            type));
+    c.cp_all_gather = types.front() == "all_gather";
+  }
   const auto layout = r.value("--pipeline-model-parallel-layout");
   const auto vstages = r.number("--num-virtual-stages-per-pipeline-rank");
   const auto vlayers = r.number("--num-layers-per-virtual-pipeline-stage");

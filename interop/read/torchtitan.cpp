@@ -227,13 +227,15 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
   c.model = plan::model_preset(config_name == "llama3_8b" ? "llama3-8b" : "llama3-70b");
   c.model.seq_len = r.number("--training.seq-len");
   if (c.model.seq_len != plan::model_preset(c.model.name).seq_len) c.model.name += " (modified)";
-  for (const char* degree :
-       {"--parallelism.context-parallel-degree", "--parallelism.expert-parallel-degree"})
-    if (r.number(degree) != 1)
-      refuse(fmt::format("{} {}: paci does not model {} parallelism yet", degree, r.value(degree),
-                         std::string_view(degree).find("context") != std::string_view::npos
-                             ? "context"
-                             : "expert"));
+  if (r.number("--parallelism.expert-parallel-degree") != 1)
+    refuse(
+        fmt::format("--parallelism.expert-parallel-degree {}: paci does not model expert "
+                    "parallelism yet",
+                    r.value("--parallelism.expert-parallel-degree")));
+  // Context parallelism: PyTorch's SDPA dispatcher all-gathers the keys and values.
+  c.cp = static_cast<std::int32_t>(r.number("--parallelism.context-parallel-degree"));
+  if (c.cp < 1) refuse("torchtitan refuses a context-parallel degree below 1");
+  c.cp_all_gather = c.cp > 1;
   if (r.value("--training.mixed-precision-param") != "bfloat16")
     refuse("--training.mixed-precision-param float32: paci models bf16 mixed precision");
   if (r.on("--training.enable-cpu-offload")) refuse("paci does not model CPU offloading");
@@ -243,23 +245,24 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
   c.pp = static_cast<std::int32_t>(r.number("--parallelism.pipeline-parallel-degree"));
   if (replicate < 1 || c.tp < 1 || c.pp < 1 || (shard < 1 && shard != -1))
     refuse("torchtitan refuses a parallel degree below 1 (data-parallel shard -1: the rest)");
-  const std::int64_t others = replicate * c.tp * c.pp;
+  const std::int64_t others = replicate * c.tp * c.cp * c.pp;
   if (shard == -1) {
     if (c.gpus % others != 0)
       refuse(
           fmt::format("torchtitan refuses {} GPUs: not divisible by replicate {} × tensor {} × "
-                      "pipeline {}",
-                      c.gpus, replicate, c.tp, c.pp));
+                      "context {} × pipeline {}",
+                      c.gpus, replicate, c.tp, c.cp, c.pp));
     shard = c.gpus / others;
   }
   if (shard * others != c.gpus)
     refuse(
         fmt::format("torchtitan refuses the degrees: replicate {} × shard {} × tensor {} × "
-                    "pipeline {} = {}, not the {} GPUs",
-                    replicate, shard, c.tp, c.pp, shard * others, c.gpus));
+                    "context {} × pipeline {} = {}, not the {} GPUs",
+                    replicate, shard, c.tp, c.cp, c.pp, shard * others, c.gpus));
   // Replication beside TP or PP is FSDP over a replicate × shard mesh (HSDP, torchtitan 0.3.0's
-  // llama3 parallelize); with a shard degree of 1 every replica holds everything: ZeRO 0.
-  if (shard > 1) {
+  // llama3 parallelize); with a shard degree of 1 every replica holds everything: ZeRO 0. FSDP
+  // shards over the data and the context-parallel GPUs together.
+  if (shard * c.cp > 1) {
     // FSDP (torchtitan/distributed/fsdp.py): "default" reshards after forward without PP only.
     // Resharded, the weights are gathered for every micro-batch's forward and backward (ZeRO 3);
     // with PP and not resharded they stay whole through the step and the pipeline reduces the
@@ -276,7 +279,8 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
           "HSDP: torchtitan shards over {} and replicates {}×; paci shards over all {} replicas",
           shard, replicate, shard * replicate));
   }
-  c.overlap_grad_reduce = shard * replicate > 1;  // FSDP and DDP reduce during the backward
+  // FSDP and DDP reduce during the backward.
+  c.overlap_grad_reduce = shard * replicate * c.cp > 1;
   c.sequence_parallel = c.tp > 1 && r.on("--parallelism.enable-sequence-parallel");
   const bool compiled = r.on("--compile.enable");
   if (r.on("--compile.enable-async-tensor-parallel")) {

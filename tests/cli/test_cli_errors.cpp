@@ -164,10 +164,17 @@ std::vector<Case> catalogue() {
       {"plan --gpu h100-80gb --gpus 16 --from-megatron '--num-layers 4 --tensor-parallel-size 2'",
        "paci plan: error: Megatron-LM core_v0.16.1 has no option --tensor-parallel-size"},
       {"plan --gpu h100-80gb --gpus 16 --from-torchtitan '--module llama3 --config llama3_8b "
-       "--parallelism.context-parallel-degree 2'",
-       "paci plan: error: --from-torchtitan: --parallelism.context-parallel-degree 2: paci does "
-       "not "
-       "model context parallelism yet"},
+       "--parallelism.expert-parallel-degree 2'",
+       "paci plan: error: --from-torchtitan: --parallelism.expert-parallel-degree 2: paci does not "
+       "model expert parallelism yet"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --tp 4 --cp 4 "
+       "--pp 1 --microbatch-size 1 --kind 1f1b --recompute none",
+       "paci plan: error: --tp 4 x --cp 4 = 16 GPUs is more than h100-80gb's NVLink domain of 8: "
+       "keep t x c within it (--cp 2 at most)"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --seq-len 8190 --cp 2 "
+       "--tp 1 --pp 1 --microbatch-size 1 --kind 1f1b --recompute none",
+       "paci plan: error: --cp 2 splits each sequence into 2 x 2 = 4 load-balanced chunks: the "
+       "sequence (8190) is not divisible by 4; --cp 1 would work"},
       {"plan --gpu h100-80gb --gpus 16 --tp 2 --from-torchtitan '--module llama3 --config "
        "llama3_8b'",
        "paci plan: error: --tp does not apply with --from-torchtitan: the launch sets it (see paci "

@@ -126,6 +126,9 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
         kw["kv_channels"] = a["hidden_size"] // a["num_attention_heads"]
     if t == 1:
         kw["sequence_parallel"] = False
+    # validate_args: one --cp-comm-type value stands for every layer.
+    if isinstance(kw.get("cp_comm_type"), list) and len(kw["cp_comm_type"]) == 1:
+        kw["cp_comm_type"] = kw["cp_comm_type"][0]
     layout = a.get("pipeline_model_parallel_layout")
     vp = None
     if layout is not None:
@@ -318,7 +321,8 @@ def check(a) -> str:
     seen = {"t": f["t"], "p": p, "vp": vp, "d": f["d"], "cp": f["cp"], "M": m, "mbs": f["mbs"],
             "gbs": f["gbs"], "sp": bool(config.sequence_parallel),
             "recompute": config.recompute_granularity or "none",
-            "zero": 1 if f.get("distributed_optimizer") else 0}
+            "zero": 1 if f.get("distributed_optimizer") else 0,
+            "cp_comm": (config.cp_comm_type if f["cp"] > 1 else None) or "p2p"}
     check_expected(a.expect, seen, "Megatron")
     return (
         f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "

@@ -346,7 +346,7 @@ def worker(words: list[str], world: int, lps: list[int]) -> dict:
     # resharded after every forward, or any FSDP without PP (it regathers per micro-batch) 3.
     from torchtitan.distributed.fsdp import get_fsdp_reshard_after_forward_policy
 
-    if pd.dp_shard > 1:
+    if pd.dp_shard * pd.cp > 1:  # FSDP shards over data x context
         reshard = get_fsdp_reshard_after_forward_policy(par.fsdp_reshard_after_forward, pd.pp > 1)
         zero = 3 if reshard or pd.pp == 1 else 1
     else:
@@ -463,7 +463,7 @@ def main() -> int:
     ap.add_argument("--run-steps", type=int, default=0)
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                     help="a fact that must come out: tp, pp, cp, dp, dp_shard, dp_replicate, gbs, "
-                    "seq_len, M, sp, recompute, schedule, zero")
+                    "seq_len, M, sp, recompute, schedule, zero")  # cp as well
     ap.add_argument("--timeout", type=int, default=600, help="seconds for the whole check")
     ap.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()

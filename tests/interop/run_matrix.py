@@ -54,64 +54,74 @@ CASES = [
     ("llama3-8b 1f1b uneven SP selective",
      [*L8, "--gpus", "8", "--global-batch", "32", "--tp", "2", "--pp", "2",
       "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "selective",
-      "--sequence-parallel", "--partition", "15,17", "--zero", "1"],
+      "--sequence-parallel", "--partition", "15,17", "--zero", "1", "--cp", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
     ("llama3-8b interleaved v2 even",
      [*L8, "--gpus", "16", "--global-batch", "64", "--tp", "2", "--pp", "4",
       "--microbatch-size", "1", "--kind", "interleaved", "--chunks", "2", "--recompute", "none",
-      "--sequence-parallel", "--zero", "1"],
+      "--sequence-parallel", "--zero", "1", "--cp", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
     ("llama3-8b interleaved v2 uneven",
      [*L8, "--gpus", "8", "--global-batch", "32", "--tp", "1", "--pp", "4",
       "--microbatch-size", "2", "--kind", "interleaved", "--chunks", "2", "--recompute", "full",
-      "--partition", "3,5,4,4,4,4,5,3", "--distributed-optimizer"],
+      "--partition", "3,5,4,4,4,4,5,3", "--distributed-optimizer", "--cp", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
     ("llama3-8b zb-h1",
      [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "1", "--pp", "4",
-      "--microbatch-size", "1", "--kind", "zb-h1", "--recompute", "full", "--zero", "1"],
+      "--microbatch-size", "1", "--kind", "zb-h1", "--recompute", "full", "--zero", "1", "--cp", "1"],
      {"pytorch", "torchtitan"}, None),
     ("llama3-8b zb-h2 async TP",
      [*L8, "--gpus", "8", "--global-batch", "8", "--tp", "2", "--pp", "4",
       "--microbatch-size", "1", "--kind", "zb-h2", "--recompute", "selective",
-      "--sequence-parallel", "--tp-comm-overlap", "--zero", "1"],
+      "--sequence-parallel", "--tp-comm-overlap", "--zero", "1", "--cp", "1"],
      {"pytorch", "torchtitan"}, None),
     ("llama3-8b gpipe p8",
      [*L8, "--gpus", "8", "--global-batch", "8", "--tp", "1", "--pp", "8",
-      "--microbatch-size", "1", "--kind", "gpipe", "--recompute", "full", "--zero", "1"],
+      "--microbatch-size", "1", "--kind", "gpipe", "--recompute", "full", "--zero", "1", "--cp", "1"],
      {"pytorch", "torchtitan"}, None),
     ("llama3-8b 1f1b M<p",
      [*L8, "--gpus", "8", "--global-batch", "4", "--tp", "1", "--pp", "8",
-      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full", "--zero", "1"],
+      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full", "--zero", "1", "--cp", "1"],
      {"megatron"}, None),
     ("llama3-8b paci (asynchronous)",
      [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "1", "--pp", "4",
-      "--microbatch-size", "1", "--kind", "paci", "--recompute", "full"],
+      "--microbatch-size", "1", "--kind", "paci", "--recompute", "full", "--cp", "1"],
      set(), None),
     ("llama3-70b 1f1b TP overlap, dist-opt, grad overlap, full",
      ["--preset", "llama3-70b", *H100, "--gpus", "64", "--global-batch", "128", "--tp", "8",
       "--pp", "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
       "--sequence-parallel", "--tp-comm-overlap", "--distributed-optimizer",
-      "--overlap-grad-reduce"],
+      "--overlap-grad-reduce", "--cp", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
     ("llama3-70b 1f1b ZeRO 3 (FSDP resharded)",
      ["--preset", "llama3-70b", *H100, "--gpus", "64", "--global-batch", "128", "--tp", "8",
       "--pp", "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
-      "--sequence-parallel", "--zero", "3"],
+      "--sequence-parallel", "--zero", "3", "--cp", "1"],
      {"pytorch", "torchtitan"}, None),
+    ("llama3-8b context parallel ring",
+     [*L8, "--gpus", "16", "--global-batch", "32", "--tp", "2", "--cp", "2", "--cp-comm", "p2p",
+      "--pp", "2", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "selective",
+      "--sequence-parallel", "--zero", "1"],
+     {"pytorch", "megatron"}, None),
+    ("llama3-8b context parallel all-gather",
+     [*L8, "--gpus", "16", "--global-batch", "32", "--tp", "2", "--cp", "2", "--cp-comm",
+      "all-gather", "--pp", "2", "--microbatch-size", "1", "--kind", "1f1b", "--recompute",
+      "selective", "--sequence-parallel", "--zero", "1"],
+     {"pytorch", "megatron", "torchtitan"}, None),
     ("llama3-405b 126 layers on p=8",
      ["--preset", "llama3-405b", *H100, "--gpus", "512", "--global-batch", "512", "--tp", "8",
       "--pp", "8", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
-      "--sequence-parallel", "--distributed-optimizer"],
+      "--sequence-parallel", "--distributed-optimizer", "--cp", "1"],
      {"pytorch", "megatron"}, None),
     ("gpt3-175b interleaved v3 A100",
      ["--preset", "gpt3-175b", "--gpu", "a100-80gb", "--gpus", "1024", "--global-batch", "1536",
       "--tp", "8", "--pp", "8", "--microbatch-size", "1", "--kind", "interleaved", "--chunks",
-      "3", "--recompute", "selective", "--sequence-parallel", "--distributed-optimizer"],
+      "3", "--recompute", "selective", "--sequence-parallel", "--distributed-optimizer", "--cp", "1"],
      {"pytorch", "megatron"}, None),
     ("gpt2-medium 1f1b d2",
      ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
       "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
-      "none", "--zero", "1"],
+      "none", "--zero", "1", "--cp", "1"],
      {"pytorch", "megatron"}, None),
     # Searches for one tool: the best plan it can run, at staleness 0 and 1.
     ("search llama3-8b 64 GPUs --max-staleness 0 --emit pytorch",
@@ -181,7 +191,14 @@ READS = [
      "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
      "--global-batch-size 32 --pipeline-model-parallel-size 4 "
      "--pipeline-model-parallel-layout 'Et*6|t*8|t*9|t*7,L'"),
+    ("megatron llama3-8b context parallel all_gather", "megatron", 32,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 " + _LLAMA8B_MEGATRON + "--tensor-model-parallel-size 2 "
+     "--context-parallel-size 4 --cp-comm-type all_gather --sequence-parallel "
+     "--micro-batch-size 1 --global-batch-size 32 --use-distributed-optimizer"),
     ("torchtitan llama3_8b as shipped", "torchtitan", 8, "--module llama3 --config llama3_8b"),
+    ("torchtitan llama3_8b context parallel", "torchtitan", 16,
+     "--module llama3 --config llama3_8b --parallelism.context-parallel-degree 2 "
+     "--parallelism.tensor-parallel-degree 2"),
     ("torchtitan llama3_70b as shipped", "torchtitan", 32, "--module llama3 --config llama3_70b"),
     ("torchtitan llama3_8b pp4 default split", "torchtitan", 8,
      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 4 "
@@ -208,8 +225,9 @@ READS = [
 READ_REFUSALS = [
     ("megatron unknown flag", "megatron", 16, _LLAMA8B_MEGATRON +
      "--micro-batch-size 1 --global-batch-size 64 --tensor-parallel-size 2", "no option"),
-    ("megatron context parallelism", "megatron", 16, _LLAMA8B_MEGATRON +
-     "--micro-batch-size 1 --global-batch-size 64 --context-parallel-size 2", "context"),
+    ("megatron context parallelism a2a", "megatron", 16, _LLAMA8B_MEGATRON +
+     "--micro-batch-size 1 --global-batch-size 64 --context-parallel-size 2 --cp-comm-type a2a",
+     "p2p (a ring) and all_gather"),
     ("megatron layers not divisible", "megatron", 12, _LLAMA8B_MEGATRON +
      "--micro-batch-size 1 --global-batch-size 64 --pipeline-model-parallel-size 3", "divisible"),
     ("torchtitan PP with CUDA graphs", "torchtitan", 8,
@@ -284,9 +302,9 @@ class Runner:
         if expected is None:  # a search for one tool: its file, and every other file written
             expected = {emit} | {t for t, f in TOOL_FILE.items()
                                  if os.path.exists(os.path.join(out, f))}
-        desc = (f"{plan['kind']} t={plan['tp']} p={plan['pp']} d={plan['dp']} v={plan['chunks']} "
+        desc = (f"{plan['kind']} t={plan['tp']} c={plan['cp']} p={plan['pp']} d={plan['dp']} v={plan['chunks']} "
                 f"M={plan['microbatches']} partition={','.join(map(str, plan['partition']))}")
-        gpus = plan["tp"] * plan["pp"] * plan["dp"]
+        gpus = plan["tp"] * plan["cp"] * plan["pp"] * plan["dp"]
         for tool, file in TOOL_FILE.items():
             present = os.path.exists(os.path.join(out, file))
             if present != (tool in expected):
@@ -409,7 +427,7 @@ class Runner:
         with open(doc) as f:
             read = json.load(f)["launch"]
         plan = read["plan"]
-        world = plan["tp"] * plan["pp"] * plan["dp"]
+        world = plan["tp"] * plan["cp"] * plan["pp"] * plan["dp"]
         lps = ",".join(map(str, plan["partition"]))
         words = shlex.split(launch)
         if tool == "megatron":
@@ -424,7 +442,7 @@ class Runner:
             expect = {"t": plan["tp"], "p": plan["pp"], "vp": plan["chunks"], "d": plan["dp"],
                       "M": plan["microbatches"], "mbs": plan["microbatch_size"],
                       "sp": plan["sequence_parallel"], "recompute": plan["recompute"],
-                      "zero": plan["zero"]}
+                      "zero": plan["zero"], "cp": plan["cp"], "cp_comm": plan["cp_comm"]}
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]
@@ -436,7 +454,7 @@ class Runner:
             expect = {"tp": plan["tp"], "pp": plan["pp"], "dp": plan["dp"],
                       "M": plan["microbatches"], "sp": plan["sequence_parallel"],
                       "recompute": plan["recompute"], "gbs": read["global_batch"],
-                      "seq_len": read["seq_len"], "zero": plan["zero"]}
+                      "seq_len": read["seq_len"], "zero": plan["zero"], "cp": plan["cp"]}
             args = ["--args-file", path, "--world", str(world), "--layers-per-stage", lps,
                     "--timeout", "300"]
             script = "check_torchtitan.py"

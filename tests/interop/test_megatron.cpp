@@ -124,5 +124,23 @@ TEST(InteropWords, QuoteAndSplitRoundTrip) {
   EXPECT_THROW(shell_split("--x $(date)", "flags"), InputError);
 }
 
+// Context parallelism: its size and communication type, the environment variable it needs;
+// ZeRO 2 and 3 are refused (Megatron-LM's own FSDP is not checked).
+TEST(InteropMegatron, ContextParallelismAndZero) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 16, 1, 2);
+  p.config.cp = 2;
+  const std::string ring = joined(p);
+  EXPECT_THAT(ring, HasSubstr("--context-parallel-size 2 --cp-comm-type p2p"));
+  EXPECT_THAT(megatron_env(p.config),
+              ElementsAre(std::pair<std::string, std::string>{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}));
+  p.config.cp_all_gather = true;
+  EXPECT_THAT(joined(p), HasSubstr("--cp-comm-type all_gather"));
+  p.config.zero = 1;
+  EXPECT_THAT(joined(p), HasSubstr("--use-distributed-optimizer"));
+  p.config.zero = 3;
+  EXPECT_THAT(megatron_refusal(p.config), HasSubstr("ZeRO 3 for torchtitan's FSDP only"));
+  EXPECT_THROW(joined(p), InputError);
+}
+
 }  // namespace
 }  // namespace paci::interop

@@ -178,7 +178,8 @@ TEST(InteropRead, MegatronOptionsAreCheckedAgainstItsRecordedParser) {
 
 TEST(InteropRead, MegatronRefusalsAreOneLine) {
   const std::pair<std::string, std::string> cases[] = {
-      {"--context-parallel-size 2", "paci does not model context parallelism yet"},
+      {"--context-parallel-size 2 --cp-comm-type a2a", "paci models p2p (a ring) and all_gather"},
+      {"--expert-model-parallel-size 2", "paci does not model expert parallelism yet"},
       {"--num-experts 8", "paci does not model mixture-of-experts layers yet"},
       {"--fp8-format hybrid", "paci does not model FP8 training yet"},
       {"--fp16", "paci models bf16"},
@@ -262,6 +263,16 @@ TEST(InteropRead, MegatronBadInputIsOneLineNeverACrashOrAHang) {
       read_megatron(kLlama8b + "--attention-backend local", on_h100(16)).config.flash_attention);
   EXPECT_EQ(read_megatron(kLlama8b + "--use-distributed-optimizer", on_h100(16)).config.zero, 1);
   EXPECT_EQ(read_megatron(kLlama8b, on_h100(16)).config.zero, 0);
+  // Context parallelism: its size and communication (one for every layer).
+  const ReadLaunch cp = read_megatron(
+      kLlama8b +
+          "--tensor-model-parallel-size 2 --context-parallel-size 2 --cp-comm-type all_gather",
+      on_h100(16));
+  EXPECT_EQ(cp.config.cp, 2);
+  EXPECT_TRUE(cp.config.cp_all_gather);
+  EXPECT_EQ(cp.config.dp(), 4);
+  EXPECT_FALSE(
+      read_megatron(kLlama8b + "--context-parallel-size 2", on_h100(16)).config.cp_all_gather);
   EXPECT_THAT(megatron_error(kLlama8b, 0), HasSubstr("give 1 to 2^31 - 1 GPUs"));
 }
 
@@ -366,6 +377,13 @@ TEST(InteropRead, TorchtitanZeroIsItsReshardingPolicy) {
       "--parallelism.data-parallel-replicate-degree 8 --parallelism.data-parallel-shard-degree 1",
       on_h100(16));
   EXPECT_EQ(hsdp1.config.zero, 0);
+  // Context parallelism: all-gathered (PyTorch's SDPA dispatcher), FSDP over data x context.
+  const ReadLaunch cp = read_torchtitan(
+      "--module llama3 --config llama3_8b --parallelism.context-parallel-degree 2", on_h100(8));
+  EXPECT_EQ(cp.config.cp, 2);
+  EXPECT_TRUE(cp.config.cp_all_gather);
+  EXPECT_EQ(cp.config.dp(), 4);
+  EXPECT_EQ(cp.config.zero, 3);
   EXPECT_EQ(hsdp1.config.dp(), 8);
   // A schedule CSV that is no file: refused at once (torchtitan asks for a file), never read.
   EXPECT_THAT(torchtitan_error(pp4 + "--parallelism.pipeline-parallel-schedule-csv /dev/zero"),
@@ -382,7 +400,7 @@ TEST(InteropRead, TorchtitanRefusalsAreOneLine) {
       {"--parallelism.pipeline-parallel-degree 2", "add --training.disable-cuda-graphs"},
       {"--parallelism.tensor-parallel-degree 2 --compile.enable-async-tensor-parallel",
        "refuses async TP without --compile.enable"},
-      {"--parallelism.context-parallel-degree 2", "paci does not model context parallelism yet"},
+      {"--parallelism.expert-parallel-degree 2", "paci does not model expert parallelism yet"},
       {"--parallelism.tensor-parallel-degree 3", "not divisible"},
       {"--parallelism.tensor-parallel-size 2", "torchtitan 0.3.0 has no option"},
       {"--parallelism.fsdp-reshard-after-forward sometimes", "takes one of default, always, never"},

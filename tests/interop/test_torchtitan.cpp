@@ -60,6 +60,24 @@ TEST(InteropTorchtitan, DataParallelismShardsBesideTensorAndPipeline) {
   EXPECT_THAT(torchtitan_refusal(dp_only.config), HasSubstr("plan ZeRO 3, or ZeRO 1 with PP"));
 }
 
+// Context parallelism: torchtitan 0.3.0's (PyTorch's SDPA dispatcher) all-gathers the keys and
+// values and shards the weights over data x context (FSDP): a ring or ZeRO 0 is refused.
+TEST(InteropTorchtitan, ContextParallelismAllGathersAndShards) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 16, 2, 2);
+  p.config.cp = 2;  // d = 2
+  p.config.cp_all_gather = true;
+  p.config.zero = 1;
+  const std::string a = joined(p);
+  EXPECT_THAT(a, HasSubstr("--parallelism.context-parallel-degree 2 "));
+  EXPECT_THAT(a, HasSubstr("--parallelism.data-parallel-shard-degree 2 "));
+  EXPECT_THAT(a, HasSubstr("--parallelism.fsdp-reshard-after-forward never "));
+  p.config.cp_all_gather = false;
+  EXPECT_THAT(torchtitan_refusal(p.config), HasSubstr("plan --cp-comm all-gather"));
+  p.config.cp_all_gather = true;
+  p.config.zero = 0;
+  EXPECT_THAT(torchtitan_refusal(p.config), HasSubstr("shards over its context-parallel GPUs"));
+}
+
 // Findings 3 and 5: every stage's modules, exactly as paci partitioned them.
 TEST(InteropTorchtitan, EachStageGetsItsModules) {
   plan::PlanResult p = test::plan_of("llama3-8b", "interleaved", 8, 2, 2, 2);

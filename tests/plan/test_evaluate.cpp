@@ -176,6 +176,56 @@ TEST(PlanEvaluate, ZeroStagesShardStateGradientsAndWeightsAndMoveTheirCollective
   EXPECT_THROW(evaluate(c), InputError);
 }
 
+// Context parallelism (docs/costmodel.md): each GPU holds s/c of every sequence; the attention
+// meets the other GPUs' keys and values around a ring (hidden behind the core, chunk by chunk) or
+// all-gathered (exposed, and the gathered keys and values kept for the backward); the c GPUs hold
+// the same weights, so the gradients are reduced and ZeRO shards over d x c.
+TEST(PlanEvaluate, ContextParallelismSplitsTheSequenceAndMovesKeysAndValues) {
+  const ModelSpec m = model_preset("llama3-8b");
+  const ClusterSpec gpu = cluster_preset("h100-80gb");
+  LayerRun r;
+  r.tensor_parallel = 2;
+  r.tp_ranks_per_node = 2;
+  r.sequence_parallel = true;
+  const PieceCosts whole = layer_costs(m, gpu, r);
+  r.context_parallel = 2;
+  const PieceCosts ring = layer_costs(m, gpu, r);
+  r.cp_all_gather = true;
+  const PieceCosts gathered = layer_costs(m, gpu, r);
+  ModelSpec half = m;
+  half.seq_len = m.seq_len / 2;
+  ActivationOptions a;
+  a.tensor_parallel = 2;
+  a.sequence_parallel = true;
+  a.flash_attention = true;
+  EXPECT_EQ(ring.activation_bytes, layer_activation_bytes(half, a));
+  // K and V of the other GPU's 4096 tokens, bf16, this GPU's kv columns (8 heads / t of 128).
+  const std::int64_t own = 4LL * (m.seq_len / 2) * (m.kv_heads / 2) * m.head_dim();
+  EXPECT_EQ(gathered.activation_bytes, ring.activation_bytes + own);
+  EXPECT_LT(ring.forward_s, whole.forward_s);  // half the tokens, half the attention
+  EXPECT_GT(gathered.forward_comm_s, ring.forward_comm_s);
+
+  PlanConfig c = llama70b_on_h100();
+  c.gpus = 128;
+  c.tp = 4;
+  c.cp = 2;
+  c.pp = 4;  // d = 4, replicas of the weights 8
+  c.zero = 1;
+  const PlanResult p = evaluate(c);
+  for (const StagePlan& sp : p.stages) {
+    const StageCost& cost = p.costs.stages[static_cast<std::size_t>(sp.stage)];
+    EXPECT_EQ(cost.optimizer_bytes, (12 * sp.pieces.parameters + 7) / 8);
+  }
+  EXPECT_EQ(p.costs.stages[0].activation_message_bytes,
+            2LL * c.microbatch_size * c.model.seq_len * c.model.d_model / (4 * 2));
+  // Bad input: one line naming the knob and what works.
+  c.cp = 4;  // t x c = 16 > 8
+  EXPECT_THROW(check_config(c), InputError);
+  c.cp = 2;
+  c.flash_attention = false;
+  EXPECT_THROW(check_config(c), InputError);
+}
+
 TEST(PlanEvaluate, DistributedOptimizerShardsTheOptimizerStateOverTheReplicas) {
   PlanConfig c = llama70b_on_h100();
   c.gpus = 256;  // d = 8
