@@ -309,7 +309,8 @@ int run_plan(const std::vector<std::string>& args) {
   add_knob(
       "cp-comm", po::value<std::string>(),
       "how context parallelism meets the other GPUs' keys and values: p2p (a ring, Megatron-LM "
-      "/ Transformer Engine) | all-gather (Llama 3, PyTorch, torchtitan); absent: both");
+      "/ Transformer Engine) | all-gather (Llama 3, PyTorch, torchtitan); absent: p2p "
+           "(all-gather with --emit torchtitan)");
   add_knob("pp", po::value<std::string>(), "pipeline stages p (range: divisors of gpus/(t x c))");
   add_knob("microbatch-size", po::value<std::string>(),
            "sequences per micro-batch b (range: divisors of global batch / d)");
@@ -377,7 +378,7 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm.count("cluster")) cluster_text = read_input(vm["cluster"].as<std::string>());
   const bool cpu = plan::is_layer_calibration(cluster_text);
   const bool from_launch = vm.count("from-megatron") || vm.count("from-torchtitan");
-  const plan::SearchSpace space =
+  plan::SearchSpace space =
       cpu || from_launch ? plan::SearchSpace{} : space_from(vm, cluster_text);
   const bool quiet = vm["quiet"].as<bool>();
   double limit = 0;
@@ -412,6 +413,8 @@ int run_plan(const std::vector<std::string>& args) {
   std::optional<interop::Tool> emitter;
   if (vm.count("emit")) emitter = interop::parse_tool(vm["emit"].as<std::string>());
   const bool files = vm.count("trace") || vm.count("output");
+  // torchtitan's context parallelism all-gathers (PyTorch's SDPA dispatcher): its search asks that.
+  if (emitter == interop::Tool::torchtitan && !vm.count("cp-comm")) space.cp_all_gather = {true};
 
   if (const auto config = plan::single_configuration(space)) {
     if (emitter)  // before anything is printed or written

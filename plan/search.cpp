@@ -299,7 +299,7 @@ std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
 std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   const auto one = [](const auto& list) { return list.size() == 1; };
   if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
-        one(s.cp) && s.cp_all_gather.size() <= 1 && one(s.sequence_parallel) &&
+        one(s.cp) && (s.cp[0] == 1 || s.cp_all_gather.size() <= 1) && one(s.sequence_parallel) &&
         one(s.tp_comm_overlap) && one(s.zero) && one(s.overlap_grad_reduce) &&
         s.chunks.size() <= 1))
     return std::nullopt;

@@ -30,9 +30,13 @@ struct SearchSpace {
   std::int64_t gpus = 0, global_batch = 0;
   std::vector<std::int32_t> tp;  // whole range: the divisors of the GPUs per node that fit
   // Context parallelism; whole range: the c with t·c within the NVLink domain and 2c dividing the
-  // sequence. Each c > 1 with its keys and values passed around a ring (false) or all-gathered.
+  // sequence. Each c > 1 with its keys and values passed around a ring (false) or all-gathered
+  // (true). Default: the ring, Megatron-LM's and Transformer Engine's; in paci's model the
+  // all-gather (exposed, its keys and values held) is slower and larger wherever both fit, and
+  // searching it doubles the space: it is searched when asked, or for a tool that runs only it
+  // (torchtitan).
   std::vector<std::int32_t> cp;
-  std::vector<bool> cp_all_gather{false, true};
+  std::vector<bool> cp_all_gather{false};
   std::vector<std::int32_t> pp;  // whole range: the divisors of gpus/(t·c) up to the layers
   std::vector<std::int64_t> microbatch_size;  // whole range: the divisors of global batch / d
   std::vector<std::string> kinds;             // whole range: all eight

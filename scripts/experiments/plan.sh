@@ -42,14 +42,20 @@ import json, sys
 out = sys.argv[1]
 GiB = 2**30
 def knobs(p):
-    s = f"{p['kind']} t={p['tp']} p={p['pp']} d={p['dp']}"
+    s = f"{p['kind']} t={p['tp']}"
+    if p.get("cp", 1) > 1:
+        s += f" c={p['cp']}" + (" (all-gather)" if p.get("cp_comm") == "all_gather" else "")
+    s += f" p={p['pp']} d={p['dp']}"
     if p["kind"] == "interleaved":
         s += f" v={p['chunks']}"
     s += f" b={p['microbatch_size']} M={p['microbatches']} {p['recompute']}"
-    for k, short in (("sequence_parallel", "sp"), ("distributed_optimizer", "dist-opt"),
-                     ("overlap_grad_reduce", "grad-overlap")):
+    for k, short in (("sequence_parallel", "sp"), ("tp_comm_overlap", "tp-overlap")):
         if p.get(k):
             s += " " + short
+    if p.get("zero", 0):
+        s += f" zero{p['zero']}"
+    if p.get("overlap_grad_reduce"):
+        s += " grad-overlap"
     return s
 def row(p):
     return (f"| {knobs(p)} | {p['step_s']:.3f} | {p['tokens_per_s']:,.0f} | {100 * p['mfu']:.1f}% | "

@@ -30,7 +30,7 @@ def plan_command(paci, run, json_path):
            "--tied-embeddings", "yes" if m["tied_embeddings"] else "no",
            *(["--cluster", os.path.join(ROOT, run["cluster_file"])] if run.get("cluster_file")
              else ["--gpu", run["gpu"]]), "--gpus", str(run["gpus"]), "--global-batch", str(run["global_batch"]),
-           "--tp", str(run["tp"]), "--pp", str(run["pp"]), "--microbatch-size", str(run["microbatch_size"]),
+           "--tp", str(run["tp"]), "--cp", str(run.get("cp", 1)), "--pp", str(run["pp"]), "--microbatch-size", str(run["microbatch_size"]),
            "--kind", run["kind"], "--recompute", run["recompute"], "--attention", run["attention"]]
     if run["kind"] == "interleaved":
         cmd += ["--chunks", str(run["chunks"])]
