@@ -1,8 +1,9 @@
 // paci plan's speed. One configuration evaluated in-process (schedule built, costed, simulated,
 // memory computed) at GPT-3 175B scale, P=8, M=64 (target: 1 ms median on one core); and the
 // whole default search for Llama 3 70B on 1,024 H100s, GPT-3 175B on 1,024 A100s and Llama 3 405B
-// on 16,384 H100s (target: 2 s on one core), on one thread and on every core (target: 10,000 configurations a second on one core), with how many
-// were simulated and pruned. bench/bench_plan.sh runs it and writes docs/results/bench_plan.md.
+// on 16,384 H100s (target: 2 s on one core), on one thread and on every core (target: 10,000
+// configurations a second on one core), with how many were simulated and pruned.
+// bench/bench_plan.sh runs it and writes docs/results/bench_plan.md.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

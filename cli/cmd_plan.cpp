@@ -310,7 +310,7 @@ int run_plan(const std::vector<std::string>& args) {
       "cp-comm", po::value<std::string>(),
       "how context parallelism meets the other GPUs' keys and values: p2p (a ring, Megatron-LM "
       "/ Transformer Engine) | all-gather (Llama 3, PyTorch, torchtitan); absent: p2p "
-           "(all-gather with --emit torchtitan)");
+      "(all-gather with --emit torchtitan)");
   add_knob("pp", po::value<std::string>(), "pipeline stages p (range: divisors of gpus/(t x c))");
   add_knob("microbatch-size", po::value<std::string>(),
            "sequences per micro-batch b (range: divisors of global batch / d)");
@@ -378,8 +378,7 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm.count("cluster")) cluster_text = read_input(vm["cluster"].as<std::string>());
   const bool cpu = plan::is_layer_calibration(cluster_text);
   const bool from_launch = vm.count("from-megatron") || vm.count("from-torchtitan");
-  plan::SearchSpace space =
-      cpu || from_launch ? plan::SearchSpace{} : space_from(vm, cluster_text);
+  plan::SearchSpace space = cpu || from_launch ? plan::SearchSpace{} : space_from(vm, cluster_text);
   const bool quiet = vm["quiet"].as<bool>();
   double limit = 0;
   if (vm["jobs"].as<std::size_t>() > 1024)

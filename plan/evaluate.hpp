@@ -24,8 +24,8 @@ struct PlanConfig {
   ModelSpec model;
   ClusterSpec cluster;
   std::int64_t gpus = 0;
-  std::int64_t global_batch = 0;     // sequences per optimizer step
-  std::int32_t tp = 1, pp = 1;       // t, p
+  std::int64_t global_batch = 0;  // sequences per optimizer step
+  std::int32_t tp = 1, pp = 1;    // t, p
   // c: context parallelism, each sequence's tokens split over c GPUs of the tensor-parallel
   // group's node (docs/costmodel.md, "Context parallelism"); the attention's keys and values pass
   // around a ring (Megatron-LM / Transformer Engine's p2p) or are all-gathered (Llama 3's,
@@ -55,9 +55,9 @@ struct PlanConfig {
 
 // InputError naming the first problem: a degree that does not divide the GPUs, the heads, the
 // kv heads or the MLP; a context-parallel degree whose 2c chunks do not divide the sequence, whose
-// t·c GPUs exceed the NVLink domain, or without FlashAttention; a global batch not divisible by d·b; a ZeRO stage outside 0-3; fewer layers
-// than p·v stages; a bad partition; chunks with a kind other than interleaved; a kind the
-// generators refuse.
+// t·c GPUs exceed the NVLink domain, or without FlashAttention; a global batch not divisible by
+// d·b; a ZeRO stage outside 0-3; fewer layers than p·v stages; a bad partition; chunks with a kind
+// other than interleaved; a kind the generators refuse.
 void check_config(const PlanConfig& config);
 // Of those, the pipeline's alone: chunks only for interleaved, layers for p·v stages, the
 // partition (one entry per model stage, each at least one layer, summing to the layers), at most

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "plan/evaluate.hpp"
+#include "plan/partition.hpp"  // bottleneck_partition
 
 namespace paci::plan {
 
@@ -138,13 +139,5 @@ void rank_plans(const std::vector<PlanResult>& plans, std::size_t top, SearchRes
 // is not an error.
 PlanResult evaluate_best_partition(const PlanConfig& config, double memory_limit_bytes,
                                    const EvaluateOptions& options, SimResult& simulated);
-
-// The contiguous partition of the layers over a non-interleaved configuration's stages that
-// minimises the slowest stage's work per step (M·(F + B) + U), each stage's memory (static bytes
-// plus `in_flight[s]` micro-batches of activations) within `limit_bytes` (<= 0: no limit); empty
-// when no partition fits.
-std::vector<std::int32_t> bottleneck_partition(const PlanConfig& config, const ConfigCosts& costs,
-                                               const std::vector<std::int32_t>& in_flight,
-                                               double limit_bytes);
 
 }  // namespace paci::plan

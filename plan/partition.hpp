@@ -1,0 +1,42 @@
+// The partition of the layers over a non-interleaved pipeline's stages: the one that minimises
+// the slowest stage's work per step, each stage within a memory limit. search() computes a
+// configuration's tables once and asks them for every limit.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "plan/evaluate.hpp"
+
+namespace paci::plan {
+
+// Work per step and memory of a stage with n layers: they depend on the stage only through its
+// kind (first, middle, last), so three tables of L entries serve every partition of a
+// configuration.
+struct PartitionTables {
+  std::int32_t stages = 0, layers = 0;
+  std::array<std::vector<double>, 3> work;
+  std::array<std::vector<std::int64_t>, 3> fixed, activations;
+  std::vector<std::int32_t> in_flight;
+  int kind_of(std::int32_t s) const { return s == 0 ? 0 : (s == stages - 1 ? 2 : 1); }
+};
+
+// The tables of `config` (M·(F + B) + U per stage, its static bytes and activations), stages
+// holding `in_flight[s]` micro-batches at their peak.
+PartitionTables partition_tables(const PlanConfig& config, const ConfigCosts& costs,
+                                 const std::vector<std::int32_t>& in_flight);
+
+// The smallest largest stage's work with every stage's memory within `limit_bytes` (<= 0: no
+// limit); empty when no partition fits.
+std::vector<std::int32_t> partition_under(const PartitionTables& tables, double limit_bytes);
+
+// The contiguous partition of the layers over a non-interleaved configuration's stages that
+// minimises the slowest stage's work per step (M·(F + B) + U), each stage's memory (static bytes
+// plus `in_flight[s]` micro-batches of activations) within `limit_bytes` (<= 0: no limit); empty
+// when no partition fits.
+std::vector<std::int32_t> bottleneck_partition(const PlanConfig& config, const ConfigCosts& costs,
+                                               const std::vector<std::int32_t>& in_flight,
+                                               double limit_bytes);
+
+}  // namespace paci::plan
