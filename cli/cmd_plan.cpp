@@ -139,6 +139,12 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   if (attention != "flash" && attention != "unfused")
     throw UsageError(fmt::format("--attention takes flash or unfused, got '{}'", attention));
   s.flash_attention = attention == "flash";
+  s.precision = plan::parse_precision(vm["precision"].as<std::string>());
+  plan::check_precision(s.cluster, s.precision);
+  const std::string grads = vm["grad-dtype"].as<std::string>();
+  if (grads != "fp32" && grads != "bf16")
+    throw UsageError(fmt::format("--grad-dtype takes fp32 or bf16, got '{}'", grads));
+  s.bf16_gradients = grads == "bf16";
   s.partition = numbers<std::int32_t>(vm, "partition", 1 << 20);
   return s;
 }
@@ -164,8 +170,9 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
              plan::SearchOptions o) {
   std::istringstream cluster_flags(
       "gpu gpus tp cp cp-comm microbatch-size recompute sequence-parallel tp-comm-overlap "
-      "distributed-optimizer zero overlap-grad-reduce attention emit jobs preset layers d-model "
-      "heads kv-heads ffn vocab seq-len arch tied-embeddings");
+      "distributed-optimizer zero overlap-grad-reduce attention precision grad-dtype emit jobs "
+      "preset "
+      "layers d-model heads kv-heads ffn vocab seq-len arch tied-embeddings");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
       throw UsageError(fmt::format(
@@ -214,7 +221,8 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
       "preset layers d-model heads kv-heads ffn seq-len arch tied-embeddings global-batch tp cp "
       "cp-comm pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
-      "distributed-optimizer zero overlap-grad-reduce attention max-staleness");
+      "distributed-optimizer zero overlap-grad-reduce attention precision grad-dtype "
+      "max-staleness");
   for (std::string f; launch_flags >> f;)
     if (given(vm, f.c_str()))
       throw UsageError(fmt::format("--{} does not apply with --{}: {}", f, flag,
@@ -305,7 +313,7 @@ int run_plan(const std::vector<std::string>& args) {
   add_knob(
       "cp", po::value<std::string>(),
       "context parallelism c: each sequence split over c GPUs beside the t of TP (range: t x c "
-      "within the NVLink domain, 2c dividing the sequence)");
+      "within the NVLink domain, 2c dividing the sequence; a given c may cross nodes)");
   add_knob(
       "cp-comm", po::value<std::string>(),
       "how context parallelism meets the other GPUs' keys and values: p2p (a ring, Megatron-LM "
@@ -317,7 +325,8 @@ int run_plan(const std::vector<std::string>& args) {
   add_knob("kind", po::value<std::string>(),
            "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved (range: all)");
   add_knob("chunks,v", po::value<std::string>(),
-           "interleaved: model stages per device (range: v >= 2 with p·v dividing the layers)");
+           "interleaved: model stages per device (range: v >= 2 with p·v dividing the layers, or "
+           "the layers + 2: one fewer on the first and last stage)");
   add_knob("recompute", po::value<std::string>(), "none | selective | full (range: all three)");
   add_knob("partition", po::value<std::string>(),
            "layers per model stage, e.g. 20,20,20,20 (default: searched: the balanced one and "
@@ -339,6 +348,12 @@ int run_plan(const std::vector<std::string>& args) {
              "reduce gradients during the last backward; absent: searched");
   add_switch("attention", po::value<std::string>()->default_value("flash"),
              "flash (FlashAttention) | unfused (Megatron's softmax kernels, s x s scores kept)");
+  add_switch("precision", po::value<std::string>()->default_value("bf16"),
+             "the linear layers' GEMMs: bf16 | fp8 (per-tensor scales: Transformer Engine's "
+             "delayed scaling, torchao's float8) | mxfp8 (block-scaled, Blackwell); not searched");
+  add_switch("grad-dtype", po::value<std::string>()->default_value("fp32"),
+             "the gradient buffer and its data-parallel reduction: fp32 (Megatron-LM's default) | "
+             "bf16 (--grad-reduce-in-bf16, NeMo's performance recipes); not searched");
   po::options_description limits("constraints and output");
   auto add_out = limits.add_options();
   add_out("memory-limit", po::value<double>(),

@@ -71,7 +71,17 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   if (c.tp_comm_overlap) a.push_back("--tp-comm-overlap");
   if (c.zero == 1) a.push_back("--use-distributed-optimizer");
   if (c.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
+  if (c.bf16_gradients) a.push_back("--grad-reduce-in-bf16");  // else fp32, validate_args' default
   a.push_back("--bf16");
+  // FP8 GEMMs through Transformer Engine: per-tensor delayed scaling (E4M3 forward, E5M2
+  // gradients) or MXFP8's block scaling.
+  if (c.precision == plan::Precision::fp8) {
+    add("--fp8-format", "hybrid");
+    add("--fp8-recipe", "delayed");
+  } else if (c.precision == plan::Precision::mxfp8) {
+    add("--fp8-format", "e4m3");
+    add("--fp8-recipe", "mxfp8");
+  }
   add("--num-layers", m.layers);
   add("--hidden-size", m.d_model);
   add("--num-attention-heads", m.heads);

@@ -29,6 +29,19 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
         "torchtitan {} cannot train {}: it builds models from its own configs (of paci's presets: "
         "llama3-8b, llama3-70b, llama3-405b)",
         kTorchtitanVersion, c.model.name);
+  if (c.bf16_gradients)
+    return fmt::format(
+        "paci's bf16 gradient buffer is Megatron-LM's (--grad-reduce-in-bf16); torchtitan {}'s "
+        "FSDP "
+        "keeps its sharded gradients in fp32 beside fp32 master weights: plan --grad-dtype fp32",
+        kTorchtitanVersion);
+  if (c.precision != plan::Precision::bf16)
+    return fmt::format(
+        "paci does not emit {} GEMMs for torchtitan {}: no option turns float8 on; only its config "
+        "registry does (llama3_405b: torchao's rowwise float8; llama3_8b_mxfp8), and those "
+        "converters refuse to build without an SM89 / SM100 GPU, so they are not checked; plan "
+        "--precision bf16, or --emit megatron",
+        plan::to_string(c.precision), kTorchtitanVersion);
   if (torchtitan_model(c.model).second == "llama3_405b")
     return fmt::format(
         "torchtitan {}'s llama3_405b trains its linear layers in float8 (torchao's Float8Linear, "

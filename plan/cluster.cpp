@@ -45,6 +45,7 @@ struct GpuField {
   double ClusterSpec::*number;
   std::int32_t ClusterSpec::*count;
   Bound bound;
+  bool optional = false;  // may be left out (0): then not written either
 };
 constexpr GpuField kGpuFields[] = {
     {"peak_flops", &ClusterSpec::peak_flops, nullptr, Bound::positive},
@@ -59,17 +60,23 @@ constexpr GpuField kGpuFields[] = {
     {"flash_backward_efficiency", &ClusterSpec::flash_backward_efficiency, nullptr,
      Bound::fraction},
     {"gpus_per_node", nullptr, &ClusterSpec::gpus_per_node, Bound::count},
+    {"fp8_peak_flops", &ClusterSpec::fp8_peak_flops, nullptr, Bound::positive, true},
+    {"fp8_gemm_efficiency", &ClusterSpec::fp8_gemm_efficiency, nullptr, Bound::fraction, true},
+    {"mxfp8_gemm_efficiency", &ClusterSpec::mxfp8_gemm_efficiency, nullptr, Bound::fraction, true},
 };
 struct LinkField {
   const char* key;
   double LinkSpec::*number;
   Bound bound;
+  bool optional = false;  // may be left out (0): then not written either
 };
 constexpr LinkField kLinkFields[] = {
     {"bandwidth_bytes_per_s", &LinkSpec::bandwidth_bytes_per_s, Bound::positive},
     {"efficiency", &LinkSpec::efficiency, Bound::fraction},
     {"p2p_efficiency", &LinkSpec::p2p_efficiency, Bound::fraction},
     {"latency_s", &LinkSpec::latency_s, Bound::positive},
+    {"oversubscription", &LinkSpec::oversubscription, Bound::count, true},
+    {"nodes_per_leaf", &LinkSpec::nodes_per_leaf, Bound::count, true},
 };
 constexpr const char* kBusbwKey = "allreduce_busbw_by_bytes";
 struct LinkMember {
@@ -97,8 +104,14 @@ void check_number(double value, Bound bound, std::string_view what) {
 }
 
 void check_link(const LinkSpec& link, std::string_view name) {
-  for (const auto& [key, number, bound] : kLinkFields)
-    check_number(link.*number, bound, fmt::format("{}.{}", name, key));
+  for (const auto& [key, number, bound, optional] : kLinkFields)
+    if (!(optional && link.*number == 0))
+      check_number(link.*number, bound, fmt::format("{}.{}", name, key));
+  if ((link.oversubscription > 0) != (link.nodes_per_leaf > 0))
+    throw InputError(fmt::format(
+        "{}.oversubscription and {}.nodes_per_leaf go together: the share of bandwidth between "
+        "leaf switches and how many nodes share a leaf",
+        name, name));
   const auto& table = link.allreduce_busbw_by_bytes;
   for (std::size_t i = 0; i < table.size(); ++i) {
     const auto [bytes, busbw] = table[i];
@@ -201,8 +214,10 @@ class Reader {
         },
         true);
     LinkSpec out;
-    for (const auto& [key, number, bound] : kLinkFields)
+    for (const auto& [key, number, bound, optional] : kLinkFields) {
+      if (optional && !fields.contains(key)) continue;
       out.*number = this->number(member(fields, key, name), fmt::format("{}.{}", name, key));
+    }
     if (const auto it = fields.find(kBusbwKey); it != fields.end()) {
       const std::string what = fmt::format("{}.{}", name, kBusbwKey);
       if (!it->is_array()) fail(source_, fmt::format("{} must be an array", what));
@@ -223,7 +238,8 @@ class Reader {
 
 Json link_json(const LinkSpec& link) {
   Json out = Json::object();
-  for (const auto& [key, number, bound] : kLinkFields) out[key] = link.*number;
+  for (const auto& [key, number, bound, optional] : kLinkFields)
+    if (!(optional && link.*number == 0)) out[key] = link.*number;
   if (!link.allreduce_busbw_by_bytes.empty()) {
     Json table = Json::array();
     for (const auto& [bytes, busbw] : link.allreduce_busbw_by_bytes)
@@ -238,9 +254,21 @@ Json link_json(const LinkSpec& link) {
 void check_cluster(const ClusterSpec& cluster, std::string_view source) {
   try {
     if (cluster.name.empty()) throw InputError("name must not be empty");
-    for (const auto& [key, number, count, bound] : kGpuFields)
-      check_number(number != nullptr ? cluster.*number : static_cast<double>(cluster.*count), bound,
-                   key);
+    for (const auto& [key, number, count, bound, optional] : kGpuFields) {
+      const double value =
+          number != nullptr ? cluster.*number : static_cast<double>(cluster.*count);
+      if (!(optional && value == 0)) check_number(value, bound, key);
+    }
+    if ((cluster.fp8_peak_flops > 0) != (cluster.fp8_gemm_efficiency > 0))
+      throw InputError(
+          "fp8_peak_flops and fp8_gemm_efficiency go together (leave both out for a GPU without "
+          "FP8 tensor cores)");
+    if (cluster.mxfp8_gemm_efficiency > 0 && cluster.fp8_peak_flops == 0)
+      throw InputError("mxfp8_gemm_efficiency needs fp8_peak_flops (MXFP8 runs at the FP8 peak)");
+    if (cluster.nvlink.oversubscription > 0 || cluster.nvlink.nodes_per_leaf > 0)
+      throw InputError(
+          "nvlink.oversubscription and nvlink.nodes_per_leaf describe the network between nodes: "
+          "give them under network");
     for (const auto& [key, link] : kLinks) check_link(cluster.*link, key);
   } catch (const InputError& e) {
     fail(source, e.what());
@@ -252,7 +280,8 @@ std::string write_cluster(const ClusterSpec& cluster) {
   root["format"] = std::string(kClusterFormatTag);
   root["name"] = cluster.name;
   root["description"] = cluster.description;
-  for (const auto& [key, number, count, bound] : kGpuFields) {
+  for (const auto& [key, number, count, bound, optional] : kGpuFields) {
+    if (optional && (number != nullptr ? cluster.*number == 0 : cluster.*count == 0)) continue;
     if (number != nullptr)
       root[key] = cluster.*number;
     else
@@ -291,7 +320,8 @@ ClusterSpec parse_cluster(std::string_view json, std::string_view source) {
   cluster.name = r.string(r.member(root, "name", ""), "name");
   if (const auto it = root.find("description"); it != root.end())
     cluster.description = r.string(*it, "description");
-  for (const auto& [key, number, count, bound] : kGpuFields) {
+  for (const auto& [key, number, count, bound, optional] : kGpuFields) {
+    if (optional && !root.contains(key)) continue;
     const Json& value = r.member(root, key, "");
     if (number != nullptr)
       cluster.*number = r.number(value, key);

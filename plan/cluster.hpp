@@ -23,6 +23,12 @@ struct LinkSpec {
   double efficiency = 0.0;      // the share of it large collectives reach (nccl-tests), 0 < e <= 1
   double p2p_efficiency = 0.0;  // the share a point-to-point copy reaches, 0 < e <= 1
   double latency_s = 0.0;       // one message, one hop (a ring step)
+  // Optional (network only): the fabric's oversubscription, 1 (or absent) for a non-blocking
+  // fat tree, r > 1 when a leaf switch has 1/r of its down-link bandwidth going up; then traffic
+  // between leaves of `nodes_per_leaf` nodes each gets 1/r of the bandwidth (docs/cluster.md,
+  // "Oversubscription"). 0: not given.
+  double oversubscription = 0.0;
+  double nodes_per_leaf = 0.0;
   // Optional, measured (nccl-tests all_reduce_perf on one node's GPUs): all-reduce bus bandwidth
   // (bytes/s) by message size (bytes), sizes increasing; when given, collectives inside a node
   // read their bandwidth here (interpolated in log size, clamped at both ends) instead of
@@ -44,6 +50,10 @@ struct ClusterSpec {
   std::int32_t sms = 0;            // streaming multiprocessors (how many GEMM tiles run at once)
   // Attention core (FlashAttention): the share of peak its forward and backward reach (measured).
   double flash_forward_efficiency = 0.0, flash_backward_efficiency = 0.0;
+  // Optional, 0 when the GPU has none: dense FP8 tensor-core FLOP/s (datasheet) and the share of
+  // it a large FP8 GEMM reaches (measured); MXFP8 (block-scaled FP8, Blackwell) runs at the same
+  // peak, at mxfp8_gemm_efficiency of it.
+  double fp8_peak_flops = 0.0, fp8_gemm_efficiency = 0.0, mxfp8_gemm_efficiency = 0.0;
   // The node and the network.
   std::int32_t gpus_per_node = 0;
   LinkSpec nvlink;   // between the GPUs of a node
@@ -59,7 +69,9 @@ ClusterSpec cluster_preset(std::string_view name);
 // InputError naming the first missing or bad field ("<source>: nvlink.bandwidth_bytes_per_s must
 // be a positive number, got 0"): a non-empty name, every number finite and positive
 // (efficiencies at most 1), gpus_per_node >= 1, sms >= 1, a busbw table with increasing sizes and
-// positive values.
+// positive values; the optional fields absent (0) or valid: fp8_gemm_efficiency with
+// fp8_peak_flops and the reverse, mxfp8_gemm_efficiency only with them, oversubscription >= 1
+// and nodes_per_leaf >= 1 together, on the network only.
 void check_cluster(const ClusterSpec& cluster, std::string_view source);
 // Parses a paci.cluster/1 document (another format tag, malformed JSON, a missing or unknown
 // field: one InputError line starting with `source`), then check_cluster(). Keys in any order;

@@ -4,10 +4,14 @@
 // and with sequence parallelism T/t tokens in the norms, dropouts and residual adds.
 #include "plan/costs.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
+
+#include "base/errors.hpp"
 
 namespace paci::plan {
 
@@ -38,16 +42,56 @@ double node_busbw(const ClusterSpec& c, double bytes) {
 
 }  // namespace
 
+std::string_view to_string(Precision precision) {
+  switch (precision) {
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp8:
+      return "fp8";
+    case Precision::mxfp8:
+      return "mxfp8";
+  }
+  return "?";
+}
+
+Precision parse_precision(std::string_view text) {
+  if (text == "bf16") return Precision::bf16;
+  if (text == "fp8") return Precision::fp8;
+  if (text == "mxfp8") return Precision::mxfp8;
+  throw InputError(fmt::format("unknown precision '{}' (expected bf16, fp8 or mxfp8)", text));
+}
+
+void check_precision(const ClusterSpec& c, Precision precision) {
+  if (precision == Precision::bf16) return;
+  if (c.fp8_peak_flops <= 0)
+    throw InputError(fmt::format(
+        "--precision {}: {} has no FP8 tensor cores (its cluster file gives no fp8_peak_flops); "
+        "--precision bf16 would work",
+        to_string(precision), c.name));
+  if (precision == Precision::mxfp8 && c.mxfp8_gemm_efficiency <= 0)
+    throw InputError(fmt::format(
+        "--precision mxfp8: {} has no block-scaled (MX) FP8 tensor cores (Blackwell has; its "
+        "cluster file gives no mxfp8_gemm_efficiency); --precision fp8 would work",
+        c.name));
+}
+
 double gemm_s(const ClusterSpec& c, std::int64_t m, std::int64_t n, std::int64_t k,
-              std::int64_t batch) {
+              std::int64_t batch, Precision precision) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0.0;
   const double M = static_cast<double>(m), N = static_cast<double>(n), K = static_cast<double>(k),
                B = static_cast<double>(batch);
   const double flops = 2.0 * M * N * K * B;
-  const double bytes = 2.0 * (M * K + K * N + M * N) * B;
+  // Input bytes per element: 2 (bf16), 1 (FP8), 1 + 1/32 (MXFP8's scales); the output is bf16.
+  const double input = precision == Precision::bf16  ? 2.0
+                       : precision == Precision::fp8 ? 1.0
+                                                     : 1.0 + 1.0 / 32.0;
+  const double bytes = (input * (M * K + K * N) + 2.0 * M * N) * B;
   const double tiles = ceil_div(m, kGemmTile) * ceil_div(n, kGemmTile) * B;
   const double fill = std::min(1.0, tiles / static_cast<double>(c.sms));
-  const double compute_s = flops / (c.peak_flops * c.gemm_efficiency * fill);
+  const double rate = precision == Precision::bf16  ? c.peak_flops * c.gemm_efficiency
+                      : precision == Precision::fp8 ? c.fp8_peak_flops * c.fp8_gemm_efficiency
+                                                    : c.fp8_peak_flops * c.mxfp8_gemm_efficiency;
+  const double compute_s = flops / (rate * fill);
   const double memory_s = bytes / (c.memory_bandwidth_bytes_per_s * c.memory_efficiency);
   return c.kernel_launch_s + std::max(compute_s, memory_s);
 }
@@ -69,17 +113,33 @@ double collective_s(const ClusterSpec& c, Collective kind, double bytes, std::in
   const double nodes = ceil_div(ranks, ranks_per_node);
   if (nodes <= 1)  // NVLink only; a measured curve already holds the small sizes' latency
     return factor * bytes / node_busbw(c, bytes) + (measured ? 0.0 : steps * c.nvlink.latency_s);
-  const double network =
+  double network =
       static_cast<double>(ranks_per_node) * c.network.bandwidth_bytes_per_s * c.network.efficiency;
+  // An oversubscribed fabric: a ring over more nodes than a leaf switch holds sends through the
+  // leaves' up-links, 1/r of the bandwidth when every group of the job does at once.
+  if (c.network.oversubscription > 1 && nodes > c.network.nodes_per_leaf)
+    network /= c.network.oversubscription;
   const double busbw = std::min(node_busbw(c, bytes), network);
   const double crossing = (all_reduce ? 2.0 : 1.0) * (nodes - 1);
   const double inside = measured ? 0.0 : (steps - crossing) * c.nvlink.latency_s;
   return factor * bytes / busbw + crossing * c.network.latency_s + inside;
 }
 
-P2pLink p2p_link(const ClusterSpec& c, bool same_node) {
+double small_all_reduce_s(const ClusterSpec& c, std::int64_t ranks, std::int64_t ranks_per_node) {
+  if (ranks <= 1) return 0.0;
+  ranks_per_node = std::clamp<std::int64_t>(ranks_per_node, 1, ranks);
+  const auto depth = [](std::int64_t n) {
+    return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n)));
+  };
+  const std::int64_t nodes = (ranks + ranks_per_node - 1) / ranks_per_node;
+  return 2.0 * (depth(nodes) * c.network.latency_s + depth(ranks_per_node) * c.nvlink.latency_s);
+}
+
+P2pLink p2p_link(const ClusterSpec& c, bool same_node, bool across_leaves) {
   const LinkSpec& l = same_node ? c.nvlink : c.network;
-  return {l.latency_s, l.bandwidth_bytes_per_s * l.p2p_efficiency};
+  const double share =
+      !same_node && across_leaves && l.oversubscription > 1 ? 1.0 / l.oversubscription : 1.0;
+  return {l.latency_s, l.bandwidth_bytes_per_s * l.p2p_efficiency * share};
 }
 
 PieceCosts& PieceCosts::operator+=(const PieceCosts& o) {
@@ -90,6 +150,7 @@ PieceCosts& PieceCosts::operator+=(const PieceCosts& o) {
   backward_comm_s += o.backward_comm_s;
   recompute_s += o.recompute_s;
   parameters += o.parameters;
+  fp8_parameters += o.fp8_parameters;
   activation_bytes += o.activation_bytes;
   stash_bytes += o.stash_bytes;
   workspace_bytes = std::max(workspace_bytes, o.workspace_bytes);  // one backward at a time
@@ -106,6 +167,7 @@ PieceCosts PieceCosts::scaled(std::int64_t count) const {
   p.backward_comm_s *= k;
   p.recompute_s *= k;
   p.parameters *= count;
+  p.fp8_parameters *= count;
   p.activation_bytes *= count;
   p.stash_bytes *= count;
   return p;
@@ -142,15 +204,17 @@ Widths widths(const ModelSpec& m, const LayerRun& r) {
 
 // The tensor-parallel collectives of one pass: an all-reduce of a [T x h] bf16 activation per
 // `pairs`, or with sequence parallelism a reduce-scatter and an all-gather of it.
+// `gather_bytes`: bytes per element the all-gathers move (2; 1 when they gather FP8 inputs).
 double tp_comm_s(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r, const Widths& w,
-                 int pairs) {
-  const double bytes = 2.0 * static_cast<double>(w.T) * static_cast<double>(m.d_model);
+                 int pairs, double gather_bytes = 2.0) {
+  const double elements = static_cast<double>(w.T) * static_cast<double>(m.d_model);
   const std::int64_t t = r.tensor_parallel;
   const double one =
       r.sequence_parallel
-          ? collective_s(c, Collective::reduce_scatter, bytes, t, r.tp_ranks_per_node) +
-                collective_s(c, Collective::all_gather, bytes, t, r.tp_ranks_per_node)
-          : collective_s(c, Collective::all_reduce, bytes, t, r.tp_ranks_per_node);
+          ? collective_s(c, Collective::reduce_scatter, 2.0 * elements, t, r.tp_ranks_per_node) +
+                collective_s(c, Collective::all_gather, gather_bytes * elements, t,
+                             r.tp_ranks_per_node)
+          : collective_s(c, Collective::all_reduce, 2.0 * elements, t, r.tp_ranks_per_node);
   return pairs * one;
 }
 
@@ -193,12 +257,13 @@ CoreTimes attention_core(const ModelSpec& m, const ClusterSpec& c, const LayerRu
 }
 
 // A linear layer [T x in] -> [T x out]: forward, input gradient (dX = dY·W^T) and weight gradient
-// (dW = X^T·dY).
-void linear(const ClusterSpec& c, std::int64_t T, std::int64_t in, std::int64_t out,
-            PieceCosts& p) {
-  p.forward_s += gemm_s(c, T, out, in);
-  p.input_grad_s += gemm_s(c, T, in, out);
-  p.weight_grad_s += gemm_s(c, in, out, T);
+// (dW = X^T·dY), all three in `precision` (Transformer Engine's FP8 runs fprop, dgrad and wgrad
+// in FP8).
+void linear(const ClusterSpec& c, std::int64_t T, std::int64_t in, std::int64_t out, PieceCosts& p,
+            Precision precision = Precision::bf16) {
+  p.forward_s += gemm_s(c, T, out, in, 1, precision);
+  p.input_grad_s += gemm_s(c, T, in, out, 1, precision);
+  p.weight_grad_s += gemm_s(c, in, out, T, 1, precision);
 }
 
 }  // namespace
@@ -217,7 +282,7 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   std::array<std::pair<double, double>, 4> gemms{};
   const auto timed_linear = [&](std::size_t i, std::int64_t in, std::int64_t out) {
     const PieceCosts before = p;
-    linear(c, w.T, in, out, p);
+    linear(c, w.T, in, out, p, r.precision);
     gemms[i] = {p.forward_s - before.forward_s, p.input_grad_s - before.input_grad_s};
   };
   timed_linear(0, h, w.q + 2 * w.kv);
@@ -227,6 +292,19 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   const CoreTimes core = attention_core(m, c, r, w);
   p.forward_s += core.forward_s;
   p.input_grad_s += core.backward_s;
+  const bool fp8 = r.precision != Precision::bf16;
+  const std::int64_t qkv_cols = w.q + 2 * w.kv;
+  if (fp8) {
+    // The casts to 8 bits (docs/costmodel.md, "FP8"), each reading bf16 (2 bytes per element) and
+    // writing a row-wise and a column-wise 8-bit copy (1 + 1: the dgrad and wgrad GEMMs read the
+    // tensor in both layouts). Forward: the inputs of the attention output and the MLP's second
+    // GEMM (the norms write the QKV and first MLP inputs in FP8 themselves, fused). Backward:
+    // every GEMM's output gradient.
+    p.forward_s += memory_s(c, 4.0 * T * static_cast<double>(w.q)) + memory_s(c, 4.0 * T * F);
+    p.input_grad_s += memory_s(c, 4.0 * T * static_cast<double>(qkv_cols)) +
+                      memory_s(c, 4.0 * T * H) +
+                      memory_s(c, 4.0 * T * static_cast<double>(mlp_up)) + memory_s(c, 4.0 * T * H);
+  }
   // The memory-bound kernels, bytes read plus written (docs/costmodel.md lists them).
   // Both: the attention output laid out back as [s, b, h/t] (a copy: 4 bytes per element) and,
   // in the backward, the gradients of Q, K and V assembled into the QKV GEMM's output layout (4
@@ -258,21 +336,29 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     p.input_grad_s += 2 * memory_s(c, 8 * Tn * H) + memory_s(c, 4 * qk) + memory_s(c, 10 * T * F);
   }
   // Two tensor-parallel collectives in each direction (Megatron's f and g operators).
+  // With FP8 and sequence parallelism the forward all-gathers carry the 8-bit inputs of the QKV
+  // and the first MLP GEMM (Transformer Engine gathers after the cast).
+  const double forward_gather_bytes = fp8 ? 1.0 : 2.0;
   if (!r.tp_comm_overlap) {
-    p.forward_comm_s = tp_comm_s(m, c, r, w, 2);
+    p.forward_comm_s = tp_comm_s(m, c, r, w, 2, forward_gather_bytes);
     p.backward_comm_s = tp_comm_s(m, c, r, w, 2);
   } else {
     // Transformer Engine's overlap (sequence parallelism): each all-gather and reduce-scatter is
     // cut into t chunks that travel while the GEMM it feeds or follows computes on the chunks
     // already there, so what shows is the part the GEMM cannot hide and one chunk.
     const double one = tp_comm_s(m, c, r, w, 1) / 2;  // one all-gather (= one reduce-scatter)
+    // The forward all-gathers (before the QKV and the first MLP GEMM), 8-bit with FP8.
+    const double gather =
+        fp8 ? one - (tp_comm_s(m, c, r, w, 1) - tp_comm_s(m, c, r, w, 1, forward_gather_bytes))
+            : one;
     const double chunks = static_cast<double>(r.tensor_parallel);
-    const auto exposed = [&](double gemm) {
-      return std::max(0.0, one - gemm) + std::min(one, gemm) / chunks;
+    const auto exposed = [&](double comm, double gemm) {
+      return std::max(0.0, comm - gemm) + std::min(comm, gemm) / chunks;
     };
-    for (const auto& [forward, input_grad] : gemms) {
-      p.forward_comm_s += exposed(forward);
-      p.backward_comm_s += exposed(input_grad);
+    for (std::size_t i = 0; i < gemms.size(); ++i) {
+      const auto [forward, input_grad] = gemms[i];
+      p.forward_comm_s += exposed(i % 2 == 0 ? gather : one, forward);
+      p.backward_comm_s += exposed(one, input_grad);
     }
   }
   // Context parallelism: every GPU's attention meets the keys and values of the other c - 1 GPUs'
@@ -286,12 +372,15 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     const double own = 4.0 * T * static_cast<double>(w.kv), steps = static_cast<double>(cp - 1);
     if (r.cp_all_gather) {
       const double gathered = own * static_cast<double>(cp);
-      const double gather = collective_s(c, Collective::all_gather, gathered, cp, cp);
+      const std::int64_t per_node = std::clamp<std::int64_t>(r.cp_ranks_per_node, 1, cp);
+      const double gather = collective_s(c, Collective::all_gather, gathered, cp, per_node);
       p.forward_comm_s += gather;
-      p.backward_comm_s += gather + collective_s(c, Collective::reduce_scatter, gathered, cp, cp);
+      p.backward_comm_s +=
+          gather + collective_s(c, Collective::reduce_scatter, gathered, cp, per_node);
       cp_saved_bytes = own * steps;  // the gathered keys and values, kept for the backward
     } else {
-      const P2pLink link = p2p_link(c, true);
+      // A ring over several nodes moves at its slowest hop's pace: the network's.
+      const P2pLink link = p2p_link(c, r.cp_ranks_per_node >= cp);
       const double step = link.latency_s + own / link.bandwidth_bytes_per_s;
       const double chunks = static_cast<double>(cp);
       p.forward_comm_s += steps * std::max(0.0, step - core.forward_s / chunks);
@@ -309,8 +398,9 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
       break;
   }
   // Parameters on this GPU: the GEMMs' weights (and GPT's biases) split t ways, the norms whole.
-  const std::int64_t qkv = w.q + 2 * w.kv;
+  const std::int64_t qkv = qkv_cols;
   p.parameters = h * qkv + w.q * h + h * mlp_up + w.f * h;
+  if (fp8) p.fp8_parameters = p.parameters;  // the four GEMMs' weights
   p.parameters += gpt ? qkv + h + w.f + h + 4 * h : 2 * h;
   ActivationOptions a;
   a.microbatch_size = r.microbatch_size;
@@ -318,6 +408,7 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   a.sequence_parallel = r.sequence_parallel;
   a.recompute = r.recompute;
   a.flash_attention = r.flash_attention;
+  a.fp8_linear_inputs = fp8;
   // Context parallelism: this GPU's s/c tokens of every sequence (FlashAttention keeps no s x s).
   ModelSpec local = m;
   local.seq_len = m.seq_len / r.context_parallel;
@@ -399,15 +490,15 @@ PieceCosts head_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& 
 }
 
 double optimizer_step_s(const ClusterSpec& c, std::int64_t parameters, std::int64_t data_parallel,
-                        std::int32_t zero) {
+                        std::int32_t zero, bool bf16_gradients) {
   // With ZeRO 1 or more each replica updates 1/d of the parameters; with ZeRO 0 and 1 every
   // replica still zeroes its whole gradient buffer (4 bytes per parameter), with ZeRO 2 and 3
   // only its shard.
   const double P = static_cast<double>(parameters), d = static_cast<double>(data_parallel);
-  const double sharded = kAdamBytesPerParameter - 4.0;
-  const double bytes = zero == 0   ? P * kAdamBytesPerParameter
-                       : zero == 1 ? P * sharded / d + 4.0 * P
-                                   : P * kAdamBytesPerParameter / d;
+  const double grad = gradient_bytes(bf16_gradients);
+  const double adam = kAdamBytesPerParameter - 3.0 * (kGradientReduceBytes - grad);
+  const double sharded = adam - grad;
+  const double bytes = zero == 0 ? P * adam : zero == 1 ? P * sharded / d + grad * P : P * adam / d;
   return memory_s(c, bytes);
 }
 

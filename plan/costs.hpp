@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "plan/cluster.hpp"
 #include "plan/model.hpp"
@@ -24,9 +25,22 @@ namespace paci::plan {
 // one partial wave: its rate falls with the share of SMs it fills.
 inline constexpr std::int64_t kGemmTile = 128;
 
-// [m x k] times [k x n], `batch` of them, bf16 in and out, on one GPU.
+// The number format of the linear layers' GEMMs (docs/costmodel.md, "FP8"): bf16; FP8 with one
+// scale per tensor (Transformer Engine's delayed scaling, E4M3 forward and E5M2 gradients:
+// Megatron-LM's --fp8-format hybrid; torchao's float8 in torchtitan); MXFP8, FP8 with one
+// power-of-two scale per 32 elements (Blackwell's block-scaled tensor cores). The attention core,
+// the embedding and the LM head stay in bf16 in all three.
+enum class Precision { bf16, fp8, mxfp8 };
+std::string_view to_string(Precision precision);
+Precision parse_precision(std::string_view text);  // "bf16" | "fp8" | "mxfp8"; InputError else
+// InputError when `cluster` cannot run `precision`: FP8 without fp8_peak_flops, MXFP8 without
+// mxfp8_gemm_efficiency; the line names what would work.
+void check_precision(const ClusterSpec& cluster, Precision precision);
+
+// [m x k] times [k x n], `batch` of them, bf16 in and out, on one GPU; with FP8 or MXFP8 its inputs
+// are 8-bit (MXFP8 with a 1-byte scale per 32 of them), its output bf16, at the FP8 rate.
 double gemm_s(const ClusterSpec& c, std::int64_t m, std::int64_t n, std::int64_t k,
-              std::int64_t batch = 1);
+              std::int64_t batch = 1, Precision precision = Precision::bf16);
 // A memory-bound kernel moving `bytes` (reads plus writes) through HBM.
 double memory_s(const ClusterSpec& c, double bytes);
 
@@ -37,18 +51,25 @@ enum class Collective { all_reduce, reduce_scatter, all_gather };
 // is the measured all-reduce curve at that size (or bandwidth x efficiency plus a latency per
 // ring step without one); across nodes it is the smaller of that and the node's share of the
 // network, ranks_per_node x network bandwidth x efficiency, plus the network latency per ring
-// step that crosses a node. Time = 2(n-1)/n x bytes / bus bandwidth for an all-reduce, (n-1)/n x
-// bytes / bus bandwidth for a reduce-scatter or an all-gather (nccl-tests' definitions). 0 for
-// one rank.
+// step that crosses a node; on an oversubscribed network (network.oversubscription r) a ring
+// over more nodes than a leaf holds gets 1/r of the network. Time = 2(n-1)/n x bytes / bus
+// bandwidth for an all-reduce, (n-1)/n x bytes / bus bandwidth for a reduce-scatter or an
+// all-gather (nccl-tests' definitions). 0 for one rank.
 double collective_s(const ClusterSpec& c, Collective kind, double bytes, std::int64_t ranks,
                     std::int64_t ranks_per_node);
+// An all-reduce of a few bytes over `ranks` GPUs, `ranks_per_node` to a node, as NCCL runs small
+// messages: a tree, latency-bound, 2·ceil(log2 n) hops of the network's latency across the nodes
+// and of NVLink's inside one (FP8's amax reduction).
+double small_all_reduce_s(const ClusterSpec& c, std::int64_t ranks, std::int64_t ranks_per_node);
 // A point-to-point message on NVLink (same node) or on the network: its latency, and its
 // bandwidth at the link's point-to-point efficiency.
 struct P2pLink {
   double latency_s = 0.0;
   double bandwidth_bytes_per_s = 0.0;
 };
-P2pLink p2p_link(const ClusterSpec& c, bool same_node);
+// `across_leaves`: the message crosses between leaf switches of an oversubscribed network, at 1/r
+// of its bandwidth (every pipeline boundary of the job sends at once).
+P2pLink p2p_link(const ClusterSpec& c, bool same_node, bool across_leaves = false);
 
 // --- One transformer layer, one micro-batch, one GPU --------------------------------------------
 
@@ -69,10 +90,13 @@ struct LayerRun {
   std::int64_t tp_ranks_per_node = 1;  // of the t GPUs, how many share a node (t when t <= 8)
   // c: each GPU holds s/c of every sequence's tokens (load-balanced causal chunks) and its
   // attention meets the other c - 1 GPUs' keys and values: passed around a ring, each step behind
-  // the attention of the chunk before (p2p), or all-gathered before it (all_gather). The c GPUs
-  // share a node (t·c <= the NVLink domain).
+  // the attention of the chunk before (p2p), or all-gathered before it (all_gather). Of the c
+  // GPUs, cp_ranks_per_node share a node (c when t·c fits in the NVLink domain; fewer, and the
+  // ring's steps and the gather cross the network, when it does not).
   std::int64_t context_parallel = 1;
+  std::int64_t cp_ranks_per_node = 1;
   bool cp_all_gather = false;
+  Precision precision = Precision::bf16;  // of the four linear layers' GEMMs
 };
 
 // Seconds and bytes of one layer (or of the embedding and the head, below).
@@ -85,6 +109,9 @@ struct PieceCosts {
   double backward_comm_s = 0.0;  // tensor- and context-parallel collectives in the backward
   double recompute_s = 0.0;      // forward work redone in the backward (compute and collectives)
   std::int64_t parameters = 0;   // on this GPU
+  // Of which weights of FP8 GEMMs: Transformer Engine keeps an 8-bit copy of each and of its
+  // transpose (FP8) or column-wise scaled copy (MXFP8), cast once per step.
+  std::int64_t fp8_parameters = 0;
   std::int64_t activation_bytes = 0;  // kept from the forward to the backward, per micro-batch
   std::int64_t stash_bytes = 0;       // a split backward's output gradients, from I to W
   std::int64_t workspace_bytes = 0;   // transient peak of its backward (full recomputation)
@@ -125,8 +152,16 @@ inline constexpr double kGradientReduceBytes = 4.0, kParamGatherBytes = 2.0;
 // (DistributedDataParallelConfig.bucket_size); the last bucket cannot overlap the backward.
 inline constexpr double kGradBucketParameters = 40e6;
 
-// The AdamW step of `parameters` on one GPU of d replicas at ZeRO stage `zero` (0-3).
+// Bytes per parameter of the gradient buffer and of its data-parallel reduction: fp32 (4,
+// Megatron-LM's default with --bf16, Meta's Llama 3) or bf16 (2: Megatron-LM's
+// --grad-reduce-in-bf16, NeMo's and Megatron-Bridge's performance recipes).
+inline double gradient_bytes(bool bf16_gradients) {
+  return bf16_gradients ? 2.0 : kGradientReduceBytes;
+}
+
+// The AdamW step of `parameters` on one GPU of d replicas at ZeRO stage `zero` (0-3); with bf16
+// gradients the gradient's three passes (read, zeroed, read for the norm) move 2 bytes each, not 4.
 double optimizer_step_s(const ClusterSpec& c, std::int64_t parameters, std::int64_t data_parallel,
-                        std::int32_t zero);
+                        std::int32_t zero, bool bf16_gradients = false);
 
 }  // namespace paci::plan

@@ -94,6 +94,10 @@ void check_pipeline(const PlanConfig& c) {
 void check_config(const PlanConfig& c) {
   check_model(c.model);
   check_cluster(c.cluster, c.cluster.name);
+  check_knobs(c);
+}
+
+void check_knobs(const PlanConfig& c) {
   const auto positive = [](std::int64_t value, const char* flag) {
     if (value < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, value));
   };
@@ -119,13 +123,6 @@ void check_config(const PlanConfig& c) {
           "is not divisible by {}; --cp {} would work",
           c.cp, c.cp, 2 * c.cp, c.model.seq_len, 2 * c.cp,
           std::gcd(c.model.seq_len / 2, std::int64_t{c.cp})));
-    const std::int64_t domain = c.cluster.gpus_per_node;
-    if (static_cast<std::int64_t>(c.tp) * c.cp > domain)
-      throw InputError(fmt::format(
-          "--tp {} x --cp {} = {} GPUs is more than {}'s NVLink domain of {}: keep t x c within "
-          "it (--cp {} at most)",
-          c.tp, c.cp, c.tp * c.cp, c.cluster.name, domain,
-          std::max<std::int64_t>(1, domain / c.tp)));
     if (!c.flash_attention)
       throw InputError(
           "--cp runs the attention core with FlashAttention (Transformer Engine, PyTorch's SDPA): "
@@ -155,6 +152,7 @@ void check_config(const PlanConfig& c) {
         "--sequence-parallel");
   if (c.zero < 0 || c.zero > 3)
     throw InputError(fmt::format("--zero takes 0, 1, 2 or 3, got {}", c.zero));
+  check_precision(c.cluster, c.precision);
   check_pipeline(c);
 }
 
@@ -178,7 +176,9 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   run.causal = true;
   run.tp_ranks_per_node = std::min(t, g);
   run.context_parallel = c.cp;
+  run.cp_ranks_per_node = std::clamp<std::int64_t>(g / t, 1, c.cp);
   run.cp_all_gather = c.cp_all_gather;
+  run.precision = c.precision;
   dp_per_node_ = std::clamp<std::int64_t>(g / t, 1, d);
   stride_ = t * d;
   layer_ = layer_costs(m, gpu, run);
@@ -192,8 +192,8 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   if (tied_apart_)
     embedding_sync_s_ =
         collective_s(gpu, Collective::all_reduce,
-                     kGradientReduceBytes * static_cast<double>(embedding_.parameters), 2,
-                     same_node(0, (P - 1) * stride_, g) ? 2 : 1);
+                     gradient_bytes(c.bf16_gradients) * static_cast<double>(embedding_.parameters),
+                     2, same_node(0, (P - 1) * stride_, g) ? 2 : 1);
 }
 
 StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int32_t layers) const {
@@ -217,7 +217,27 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     sp.pieces += h;
   }
   const std::int64_t params = sp.pieces.parameters;
-  sp.optimizer_s = optimizer_step_s(gpu, params, d, c.zero);
+  sp.optimizer_s = optimizer_step_s(gpu, params, d, c.zero, c.bf16_gradients);
+  // FP8 (docs/costmodel.md, "FP8"): the weights cast to their two 8-bit copies (read 2 bytes,
+  // write 1 + 1) once per step, at its first micro-batch (Transformer Engine caches them for the
+  // others); with ZeRO 3 every gathered layer is cast again, for each forward and backward.
+  const double weight_cast_s = memory_s(gpu, 4.0 * static_cast<double>(sp.pieces.fp8_parameters));
+  if (c.zero == 3 && d > 1) {
+    sp.pieces.forward_s += weight_cast_s;
+    sp.pieces.input_grad_s += weight_cast_s;
+  } else {
+    sp.optimizer_s += weight_cast_s;
+  }
+  // Per-tensor scales: the amaxes of every FP8 tensor all-reduced over the group that shares the
+  // weights' scales (tensor, context and data parallel: Megatron-LM's amax reduction group) after
+  // each micro-batch's forward and backward.
+  if (c.precision == Precision::fp8 && sp.pieces.fp8_parameters > 0) {
+    const std::int64_t group = static_cast<std::int64_t>(c.tp) * d;
+    sp.amax_reduce_s =
+        small_all_reduce_s(gpu, group, std::min<std::int64_t>(group, gpu.gpus_per_node));
+    sp.pieces.forward_comm_s += sp.amax_reduce_s;
+    sp.pieces.backward_comm_s += sp.amax_reduce_s;
+  }
   // The stage's pieces as ZeRO 3 gathers them, one collective each: its layers, the embedding,
   // the head (docs/costmodel.md, "ZeRO").
   const std::int64_t embedding = sp.embedding ? embedding_.parameters : 0;
@@ -237,7 +257,8 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   // At the end of the step: ZeRO 0 all-reduces the fp32 gradients, ZeRO 1 reduce-scatters them,
   // and ZeRO 1 and 2 gather the updated bf16 weights; ZeRO 2 and 3 reduced them per micro-batch,
   // and ZeRO 3 keeps its weights sharded.
-  const double grads = kGradientReduceBytes * static_cast<double>(params);
+  const double grad_bytes = gradient_bytes(c.bf16_gradients);
+  const double grads = grad_bytes * static_cast<double>(params);
   const double gather =
       c.zero == 1 || c.zero == 2
           ? collective_s(gpu, Collective::all_gather,
@@ -260,18 +281,6 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
         reduce * std::min(1.0, kGradBucketParameters /
                                    static_cast<double>(std::max<std::int64_t>(params, 1))));
   sp.exposed_reduce_s = exposed + gather;
-  if (c.zero >= 2 && d > 1) {
-    // Every micro-batch's gradients reduce-scattered in its backward, piece by piece behind the
-    // backward of the pieces before it (ZeRO 3, and ZeRO 2 with the overlap on); the last piece's
-    // cannot hide.
-    sp.zero_weight_grad_s = per_piece(Collective::reduce_scatter, kGradientReduceBytes);
-    const bool overlap = c.zero == 3 || c.overlap_grad_reduce;
-    sp.exposed_zero_weight_grad_s = overlap
-                                        ? overlapped(sp.zero_weight_grad_s, sp.pieces.weight_grad_s,
-                                                     sp.zero_weight_grad_s * largest_share)
-                                        : sp.zero_weight_grad_s;
-    sp.zero_workspace_bytes = static_cast<std::int64_t>(kGradientReduceBytes) * largest;
-  }
   if (c.zero == 3 && d > 1) {
     // The bf16 weights gathered piece by piece for every micro-batch's forward and again for its
     // backward, each prefetched behind the compute of the piece before (the first cannot be):
@@ -283,6 +292,24 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
         sp.zero_input_grad_s,
         sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s, first);
     sp.zero_workspace_bytes += 2 * static_cast<std::int64_t>(kParamGatherBytes) * largest;
+    // FP8: the gathered layer's two 8-bit copies.
+    if (sp.pieces.fp8_parameters > 0 && layers > 0)
+      sp.zero_workspace_bytes += 2 * layer_.fp8_parameters;
+  }
+  if (c.zero >= 2 && d > 1) {
+    // Every micro-batch's gradients reduce-scattered, piece by piece, as its backward makes them
+    // (ZeRO 3, and ZeRO 2 with the overlap on): issued on their own stream, they run while the
+    // stage computes what follows, until its next backward needs the buffer again, a forward and
+    // a backward of compute in the steady state, less the time ZeRO 3's gathers hold the same
+    // links. The last piece's cannot hide.
+    sp.zero_weight_grad_s = per_piece(Collective::reduce_scatter, grad_bytes);
+    const bool overlap = c.zero == 3 || c.overlap_grad_reduce;
+    const double window = std::max(0.0, sp.pieces.forward_total_s() + sp.pieces.backward_total_s() -
+                                            sp.zero_forward_s - sp.zero_input_grad_s);
+    sp.exposed_zero_weight_grad_s =
+        overlap ? overlapped(sp.zero_weight_grad_s, window, sp.zero_weight_grad_s * largest_share)
+                : sp.zero_weight_grad_s;
+    sp.zero_workspace_bytes += static_cast<std::int64_t>(grad_bytes) * largest;
   }
   return sp;
 }
@@ -307,7 +334,11 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
     return shard ? (bytes * params + d - 1) / d : bytes * params;
   };
   cost.weight_bytes = sharded(kWeightBytes, c.zero >= 3);
-  cost.gradient_bytes = sharded(kGradientBytes, c.zero >= 2);
+  // FP8's two 8-bit copies of the GEMMs' weights, kept for the step (ZeRO 3: per gathered layer,
+  // in the workspace).
+  if (c.zero < 3 || d == 1) cost.weight_bytes += 2 * sp.pieces.fp8_parameters;
+  cost.gradient_bytes =
+      sharded(static_cast<std::int64_t>(gradient_bytes(c.bf16_gradients)), c.zero >= 2);
   cost.optimizer_bytes = sharded(kOptimizerBytes, c.zero >= 1);
   cost.weight_grad_stash_bytes = sp.pieces.stash_bytes;
   // One backward runs at a time on a device: its workspace is held once, by its first stage.
@@ -333,11 +364,13 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
   const std::int64_t P = c.pp, g = gpu.gpus_per_node;
   CostModel costs;
   costs.description = fmt::format(
-      "paci plan: {} on {} x {} (t={}{}, p={}, d={}, v={}, b={}, M={}, recompute {}{}{}{}{})",
+      "paci plan: {} on {} x {} (t={}{}, p={}, d={}, v={}, b={}, M={}, recompute {}{}{}{}{}{}{})",
       m.name, c.gpus, gpu.name, c.tp, cp_label(c, ", c={}"), P, c.dp(), c.chunks, c.microbatch_size,
       c.microbatches(), to_string(c.recompute), c.sequence_parallel ? ", sequence parallel" : "",
       c.tp_comm_overlap ? ", tensor-parallel collectives overlapped" : "",
       c.zero > 0 ? fmt::format(", ZeRO {}", c.zero) : "",
+      c.precision != Precision::bf16 ? fmt::format(", {}", to_string(c.precision)) : "",
+      c.bf16_gradients ? ", bf16 gradients" : "",
       c.overlap_grad_reduce ? ", overlapped gradient reduction" : "");
   costs.tokens_per_microbatch = c.microbatch_size * m.seq_len;
   std::int32_t first_layer = 0;
@@ -348,7 +381,12 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
     if (stages) stages->push_back(sp);
   }
   // Pipeline messages: on the network, or on NVLink between neighbours that share a node.
-  const P2pLink network = p2p_link(gpu, false), nvlink = p2p_link(gpu, true);
+  // Pipeline neighbours are t·d GPUs apart: on an oversubscribed network, in different leaves when
+  // a stage's GPUs fill a leaf's nodes.
+  const bool across_leaves =
+      gpu.network.oversubscription > 1 &&
+      static_cast<double>(stride_) / static_cast<double>(g) >= gpu.network.nodes_per_leaf;
+  const P2pLink network = p2p_link(gpu, false, across_leaves), nvlink = p2p_link(gpu, true);
   const auto rank = [&](std::int64_t device) { return device * stride_; };
   const bool one_node = same_node(rank(0), rank(P - 1), g);
   const P2pLink base = one_node ? nvlink : network;

@@ -44,6 +44,13 @@ struct PlanConfig {
   std::int32_t zero = 0;
   bool tp_comm_overlap = false;  // needs sequence_parallel (docs/costmodel.md)
   bool flash_attention = true;
+  // The linear layers' GEMMs: bf16, FP8 (per-tensor scales, Transformer Engine's delayed
+  // scaling) or MXFP8 (docs/costmodel.md, "FP8"); the cluster must have them.
+  Precision precision = Precision::bf16;
+  // The gradient buffer and its data-parallel reduction in bf16 (2 bytes per parameter) instead of
+  // fp32 (4): Megatron-LM's --grad-reduce-in-bf16, torchtitan's reduce dtype bfloat16; not
+  // searched (it changes the numerics).
+  bool bf16_gradients = false;
   // Layers per model stage (p·v entries), empty: as even as the layers allow, the remainder on
   // the middle stages (the first and last carry the embedding and the head).
   std::vector<std::int32_t> partition;
@@ -54,11 +61,13 @@ struct PlanConfig {
 };
 
 // InputError naming the first problem: a degree that does not divide the GPUs, the heads, the
-// kv heads or the MLP; a context-parallel degree whose 2c chunks do not divide the sequence, whose
-// t·c GPUs exceed the NVLink domain, or without FlashAttention; a global batch not divisible by
-// d·b; a ZeRO stage outside 0-3; fewer layers than p·v stages; a bad partition; chunks with a kind
+// kv heads or the MLP; a context-parallel degree whose 2c chunks do not divide the sequence, or
+// without FlashAttention; a global batch not divisible by d·b; a ZeRO stage outside 0-3; a
+// precision the GPU lacks; fewer layers than p·v stages; a bad partition; chunks with a kind
 // other than interleaved; a kind the generators refuse.
 void check_config(const PlanConfig& config);
+// check_config without the model's and the cluster's own checks (a search makes them once).
+void check_knobs(const PlanConfig& config);
 // Of those, the pipeline's alone: chunks only for interleaved, layers for p·v stages, the
 // partition (one entry per model stage, each at least one layer, summing to the layers), at most
 // 2^20 micro-batches.
@@ -69,8 +78,11 @@ struct StagePlan {
   std::int32_t stage = 0, device = 0;
   std::int32_t first_layer = 0, layers = 0;
   bool embedding = false, head = false;
-  PieceCosts pieces;            // its layers, embedding and head together, one micro-batch
-  double optimizer_s = 0;       // the AdamW step of its parameters
+  PieceCosts pieces;       // its layers, embedding and head together, one micro-batch
+  double optimizer_s = 0;  // the AdamW step of its parameters (and FP8's weight casts)
+  // FP8 with per-tensor scales, per micro-batch: the amax reductions of its forward and of its
+  // backward (each in forward_comm_s and backward_comm_s of `pieces`).
+  double amax_reduce_s = 0;
   double reduce_s = 0;          // the data-parallel gradient reduction, all of it
   double exposed_reduce_s = 0;  // of which in its U (the rest overlaps the last backward)
   // ZeRO 2 and 3, per micro-batch: the data-parallel collectives of its forward (3: the weights

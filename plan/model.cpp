@@ -160,7 +160,13 @@ std::int64_t activation_bytes_of(const ModelSpec& m, const ActivationOptions& o)
   std::int64_t core = 0;
   if (o.recompute == Recompute::none)
     core = o.flash_attention ? product({4, a_t, sb}) : product({is_gpt ? 5 : 2, a_t, s, sb});
-  return sum({replicated, split, core});
+  // FP8: the QKV and first MLP inputs (sbh each, sequence-sharded with SP), the attention output
+  // projection's input (sb·h/t) and the second MLP GEMM's (sb·f/t) kept in 8 bits, a byte saved
+  // per element.
+  const std::int64_t fp8_saved =
+      o.fp8_linear_inputs ? sum({product({2, sb_rep, h}), product({sb, q_t}), product({sb, f_t})})
+                          : 0;
+  return sum({replicated, split, core}) - fp8_saved;
 }
 
 std::string preset_names() {

@@ -87,6 +87,9 @@ struct ActivationOptions {
   bool sequence_parallel = false;
   Recompute recompute = Recompute::none;
   bool flash_attention = false;
+  // FP8 GEMMs (Transformer Engine): the four linear layers' inputs are kept for the backward as
+  // their 8-bit casts, 1 byte per element instead of 2.
+  bool fp8_linear_inputs = false;
 };
 std::int64_t layer_activation_bytes(const ModelSpec& model, const ActivationOptions& options);
 

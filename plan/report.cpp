@@ -65,6 +65,8 @@ ordered_json plan_json(const PlanResult& p) {
   j["zero"] = c.zero;
   j["overlap_grad_reduce"] = c.overlap_grad_reduce;
   j["attention"] = c.flash_attention ? "flash" : "unfused";
+  j["precision"] = std::string(to_string(c.precision));
+  j["grad_dtype"] = c.bf16_gradients ? "bf16" : "fp32";
   j["partition"] = ordered_json::array();
   for (const StagePlan& s : p.stages) j["partition"].push_back(s.layers);
   j["step_s"] = p.step_s;
@@ -153,17 +155,21 @@ std::string plan_text(const PlanResult& p) {
   std::string out = fmt::format(
       "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
       "t={}{} p={} d={} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, {}, overlapped "
-      "gradient reduction {}, {} attention\n",
+      "gradient reduction {}, {} attention{}{}\n",
       m.name, static_cast<double>(p.parameters) / 1e9, c.gpus, c.cluster.name, c.global_batch,
       m.seq_len, c.tp, cp_label(c, " c={}"), c.pp, p.dp, c.chunks, c.microbatch_size,
       p.microbatches, c.kind, to_string(c.recompute), on_off(c.sequence_parallel),
       c.tp_comm_overlap ? " (collectives overlapped)" : "", zero_text(c.zero),
-      on_off(c.overlap_grad_reduce), c.flash_attention ? "flash" : "unfused");
+      on_off(c.overlap_grad_reduce), c.flash_attention ? "flash" : "unfused",
+      c.precision != Precision::bf16 ? fmt::format(", {} GEMMs", to_string(c.precision)) : "",
+      c.bf16_gradients ? ", bf16 gradients" : "");
   out += fmt::format(
-      "step {:.3f} s{}, {:.0f} tokens/s, {:.1f} model TFLOP/s per GPU (MFU {:.1f}%), bubble "
+      "step {:.3f} s{}, {:.0f} tokens/s, {:.1f} model TFLOP/s per GPU (MFU {:.1f}%{}), bubble "
       "{:.1f}%, max staleness {}\n",
       p.step_s, p.max_staleness > 0 || c.kind == "pipedream" ? " (steady state)" : "",
-      p.tokens_per_s, p.model_tflops_per_gpu, 100 * p.mfu, 100 * p.bubble_ratio, p.max_staleness);
+      p.tokens_per_s, p.model_tflops_per_gpu, 100 * p.mfu,
+      c.precision != Precision::bf16 ? " of the bf16 peak" : "", 100 * p.bubble_ratio,
+      p.max_staleness);
   const double limit = p.memory_limit_bytes;
   std::string devices;
   for (const std::int64_t b : p.memory_per_device)

@@ -136,12 +136,15 @@ std::string search_text(const SearchResult& r, const SearchSpace& space) {
                 space.model.name, space.gpus, space.global_batch, space.model.seq_len, r.simulated,
                 r.seconds, r.interrupted ? " (INTERRUPTED: the best so far)" : "")
           : fmt::format(
-                "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
+                "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens{}\n"
                 "searched {} configurations in {:.2f} s ({:.0f} a second, {} thread{}): {} "
                 "simulated, {} "
                 "pruned by their bound{}\n",
                 space.model.name, static_cast<double>(parameter_counts(space.model).total) / 1e9,
                 space.gpus, space.cluster.name, space.global_batch, space.model.seq_len,
+                space.precision != Precision::bf16
+                    ? fmt::format(", {} GEMMs", to_string(space.precision))
+                    : "",
                 r.configurations, r.seconds,
                 r.seconds > 0 ? static_cast<double>(r.configurations) / r.seconds : 0.0, r.jobs,
                 r.jobs == 1 ? "" : "s", r.simulated, r.rejected.pruned,

@@ -224,6 +224,8 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.zero = s.zero[0];
   c.overlap_grad_reduce = s.overlap_grad_reduce[0];
   c.flash_attention = s.flash_attention;
+  c.precision = s.precision;
+  c.bf16_gradients = s.bf16_gradients;
   c.partition = s.partition;
   return c;
 }
@@ -287,6 +289,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
   const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   check_model(space.model);
   check_cluster(space.cluster, space.cluster.name);
+  check_precision(space.cluster, space.precision);
   if (space.gpus < 1)
     throw InputError(fmt::format("--gpus must be at least 1, got {}", space.gpus));
   if (space.global_batch < 1)
@@ -314,6 +317,9 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
           (m.kv_heads % t == 0 || t % m.kv_heads == 0) && space.gpus % t == 0)
         tps.push_back(t);
   const std::vector<std::string>& kinds = space.kinds.empty() ? all_kinds() : space.kinds;
+  // One pipeline stage: every kind is the same step (F and B of each micro-batch, then U), so the
+  // whole range tries it once, as 1F1B.
+  const std::vector<std::string> one_stage{"1f1b"};
   const std::vector<Recompute> recomputes =
       space.recompute.empty()
           ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
@@ -385,6 +391,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
         base.cp = cp;
         base.pp = p;
         base.flash_attention = space.flash_attention;
+        base.precision = space.precision;
+        base.bf16_gradients = space.bf16_gradients;
         if (t < 1 || p < 1 || cp < 1 || space.gpus % (tc * p) != 0) {
           invalid(fmt::format("--gpus {} is not divisible by --tp {} x --cp {} x --pp {}",
                               space.gpus, t, cp, p));
@@ -400,13 +408,17 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
           continue;
         }
         for (const std::int64_t b : bs)
-          for (const std::string& kind : kinds) {
+          for (const std::string& kind : p == 1 && space.kinds.empty() ? one_stage : kinds) {
             std::vector<std::int32_t> vs{1};
             if (kind == "interleaved") {
               vs = space.chunks;
-              if (vs.empty() && p > 1)  // one device: interleaving changes nothing
+              // One device: interleaving changes nothing. Else the v whose p·v stages split the
+              // layers evenly, or evenly but for one layer fewer on the first and the last stage
+              // (Llama 3's and NeMo's 405B: 126 layers on 64 stages).
+              if (vs.empty() && p > 1)
                 for (std::int32_t v = 2; p * v <= L; ++v)
-                  if (L % (p * v) == 0) vs.push_back(v);
+                  if (L % (p * v) == 0 || ((L + 2) % (p * v) == 0 && (L + 2) / (p * v) >= 2))
+                    vs.push_back(v);
               if (vs.empty()) {
                 invalid(
                     fmt::format("interleaved at p = {}: no chunk count v >= 2 with p x v "
@@ -445,7 +457,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                           c.overlap_grad_reduce = ovl;
                           c.partition = space.partition;
                           try {
-                            check_config(c);
+                            check_knobs(c);  // the model and the cluster checked above
                           } catch (const InputError& e) {
                             invalid(e.what());
                             continue;

@@ -41,7 +41,9 @@ struct SearchSpace {
   std::vector<std::int32_t> pp;  // whole range: the divisors of gpus/(t·c) up to the layers
   std::vector<std::int64_t> microbatch_size;  // whole range: the divisors of global batch / d
   std::vector<std::string> kinds;             // whole range: all eight
-  std::vector<std::int32_t> chunks;  // interleaved; whole range: v >= 2 with p·v dividing L
+  // Interleaved; whole range: v >= 2 with p·v dividing L, or L + 2 (one layer fewer on the first
+  // and the last stage).
+  std::vector<std::int32_t> chunks;
   std::vector<Recompute> recompute;  // whole range: none, selective, full
   // The switches of today's runs, searched off and on unless fixed (a switch that changes nothing
   // for a configuration, SP at t = 1 or the optimizer's at d = 1, is tried off only).
@@ -50,6 +52,10 @@ struct SearchSpace {
   // ZeRO stages (0 at d = 1, where there is nothing to shard).
   std::vector<std::int32_t> zero{0, 1, 2, 3};
   bool flash_attention = true;
+  // The GEMMs' number format: not searched (FP8 changes the numerics a run converges with: the
+  // user's decision), bf16 unless given.
+  Precision precision = Precision::bf16;
+  bool bf16_gradients = false;  // likewise not searched: fp32 unless given
   // Given: every configuration runs it. Empty: the balanced partition (the slowest stage's work
   // smallest) and the one that is smallest under the memory limit, where they differ.
   std::vector<std::int32_t> partition;

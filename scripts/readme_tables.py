@@ -38,7 +38,23 @@ def published_headline():
             f"worst {100 * s['held_out_worst_abs_error']:.1f}%, {s['held_out_within_25pct']} of "
             f"{s['held_out_rows']} within 25%; median signed error "
             f"{100 * s['held_out_signed_median_error']:+.1f}% (negative: paci predicts faster "
-            f"than measured).")
+            f"than measured). By stack (median |error|, signed): "
+            + "; ".join(f"{k} {b['rows']} rows {100 * b['median_abs_error']:.1f}%, "
+                        f"{100 * b['signed_median_error']:+.1f}%"
+                        for k, b in s.get("by_stack", {}).items()) + ".")
+
+
+def experts_headline():
+    path = os.path.join(ROOT, "docs", "results", "experts.json")
+    if not os.path.exists(path):
+        return ""
+    rows = json.load(open(path))
+    ok = sum(r["gain"] >= 1 - 1e-9 for r in rows)
+    fits = sum(r["expert_fits"] for r in rows)
+    return (f"the default search's pick is at least as fast as the expert's configuration, in "
+            f"paci's model, in {ok} of {len(rows)} (gains {min(r['gain'] for r in rows):.2f}x to "
+            f"{max(r['gain'] for r in rows):.2f}x); {fits} of the {len(rows)} expert "
+            f"configurations fit paci's memory limit (docs/results/experts.md).")
 
 
 def results_headlines():
@@ -49,6 +65,10 @@ def results_headlines():
                      "(`bash scripts/experiments/fidelity.sh`): " + fid)
     lines.append("- **`paci plan` against published GPU training runs** "
                  "(`bash scripts/experiments/published.sh`): " + published_headline())
+    experts = experts_headline()
+    if experts:
+        lines.append("- **`paci plan` against the experts' configurations** "
+                     "(`python3 scripts/experiments/experts.py`): " + experts)
     picks = read("docs/results/plan_headline.md", "")
     if picks:
         lines.append("- **What `paci plan` picks** (`bash scripts/experiments/plan.sh`, with staleness "

@@ -21,6 +21,9 @@ LaunchComparison compare_launch(Tool tool, std::string_view text, const LaunchCo
   c.space.gpus = config.gpus;
   c.space.global_batch = config.global_batch;
   c.space.flash_attention = config.flash_attention;
+  c.space.precision = config.precision;
+  c.space.bf16_gradients =
+      config.bf16_gradients;  // the launch's numerics: not the search's to change
   if (c.runs == Tool::torchtitan) c.space.cp_all_gather = {true};  // its only context parallelism
   options.max_staleness = 0;
   const Tool runs = c.runs;

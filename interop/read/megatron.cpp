@@ -27,7 +27,6 @@ struct Unmodelled {
 };
 constexpr Unmodelled kUnmodelled[] = {
     {"--num-experts", "mixture-of-experts layers"},
-    {"--fp8-format", "FP8 training"},
     {"--fp4-format", "FP4 training"},
     {"--use-torch-fsdp2", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
     {"--use-megatron-fsdp", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
@@ -378,6 +377,32 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   if (c.tp_comm_overlap && !c.sequence_parallel)
     refuse("Megatron-LM refuses --tp-comm-overlap without --sequence-parallel");
   c.zero = r.on("--use-distributed-optimizer") ? 1 : 0;
+  // validate_args: bf16 gradients with --grad-reduce-in-bf16 (or a bf16 --main-grads-dtype),
+  // else --bf16 forces their accumulation and reduction to fp32.
+  c.bf16_gradients =
+      r.on("--grad-reduce-in-bf16") || r.value("--main-grads-dtype").value_or("fp32") == "bf16";
+  // FP8 (Transformer Engine): per-tensor delayed or current ("tensorwise") scaling as paci's fp8,
+  // mxfp8 as mxfp8; blockwise (DeepSeek's 128 x 128) and custom recipes are not modelled.
+  if (r.value("--fp8-format")) {
+    const std::string recipe = r.value("--fp8-recipe").value_or("delayed");
+    if (recipe == "delayed" || recipe == "tensorwise")
+      c.precision = plan::Precision::fp8;
+    else if (recipe == "mxfp8")
+      c.precision = plan::Precision::mxfp8;
+    else
+      refuse(fmt::format(
+          "--fp8-recipe {}: paci models FP8 with per-tensor scales (delayed, tensorwise) and "
+          "MXFP8 (mxfp8)",
+          recipe));
+    if (recipe == "tensorwise")
+      out.notes.push_back(
+          "--fp8-recipe tensorwise: modelled as paci's fp8 (delayed scaling's casts and amax "
+          "reductions); current scaling computes each amax before its cast instead");
+    if (r.on("--fp8-param-gather"))
+      out.notes.push_back(
+          "--fp8-param-gather: paci keeps bf16 weights beside the 8-bit copies and gathers "
+          "bf16 (docs/costmodel.md, \"FP8\")");
+  }
 
   c.overlap_grad_reduce = r.on("--overlap-grad-reduce");
   if (r.on("--overlap-param-gather"))

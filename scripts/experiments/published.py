@@ -34,13 +34,32 @@ def plan_command(paci, run, json_path):
            "--kind", run["kind"], "--recompute", run["recompute"], "--attention", run["attention"]]
     if run["kind"] == "interleaved":
         cmd += ["--chunks", str(run["chunks"])]
-    for switch in ("sequence_parallel", "tp_comm_overlap", "distributed_optimizer",
-                   "overlap_grad_reduce"):
+    for switch in ("sequence_parallel", "tp_comm_overlap", "overlap_grad_reduce"):
         cmd += ["--" + switch.replace("_", "-"), "on" if run.get(switch) else "off"]
+    cmd += ["--zero", str(zero_of(run)), "--precision", run.get("precision", "bf16"),
+            "--grad-dtype", run.get("grad_dtype", "fp32")]
     # The run's own split of the layers: as given, else as even as they allow (Megatron-LM's and
     # DeepSpeed's), the remainder on the middle stages, as paci's default partition puts it.
     cmd += ["--partition", ",".join(str(x) for x in (run.get("partition") or even_split(run)))]
     return cmd
+
+
+def zero_of(run):
+    """The ZeRO stage: given, else 1 with the distributed optimizer, else 0."""
+    return run["zero"] if "zero" in run else (1 if run.get("distributed_optimizer") else 0)
+
+
+def stacks_of(run):
+    """What a row exercises beyond bf16 Megatron-style 3D parallelism: fp8 / mxfp8, cp (context
+    parallelism), fsdp (ZeRO 2 or 3); 'bf16 3D' when none."""
+    out = []
+    if run.get("precision", "bf16") != "bf16":
+        out.append(run["precision"])
+    if run.get("cp", 1) > 1:
+        out.append("cp")
+    if zero_of(run) >= 2:
+        out.append("fsdp")
+    return out or ["bf16 3D"]
 
 
 def even_split(run):
@@ -86,7 +105,9 @@ def main():
                  "error": predicted / measured - 1.0, "sets_constant": run.get("sets_constant", []),
                  "predicted_peak_memory_bytes": plan["peak_memory_bytes"], "fits": plan["fits"],
                  "mfu": plan["mfu"], "command": " ".join(cmd[1:]).replace(path, "R.json"),
-                 "assumptions": run["assumptions"]}
+                 "assumptions": run["assumptions"], "cp": run.get("cp", 1),
+                 "zero": zero_of(run), "precision": run.get("precision", "bf16"),
+                 "stacks": stacks_of(run)}
             if "measured_memory_gb" in run:
                 r["measured_memory_gb"] = run["measured_memory_gb"]
                 r["memory_error"] = plan["peak_memory_bytes"] / 1e9 / run["measured_memory_gb"] - 1.0
@@ -102,7 +123,15 @@ def main():
         "held_out_worst_abs_error": max(errs) if errs else None,
         "held_out_within_25pct": sum(e <= 0.25 for e in errs),
         "held_out_signed_median_error": statistics.median(r["error"] for r in held_out) if held_out else None,
+        "by_stack": {},
     }
+    for stack in ("bf16 3D", "fp8", "mxfp8", "cp", "fsdp"):
+        rs = [r for r in held_out if stack in r["stacks"]]
+        if rs:
+            summary["by_stack"][stack] = {
+                "rows": len(rs), "median_abs_error": statistics.median(abs(r["error"]) for r in rs),
+                "worst_abs_error": max(abs(r["error"]) for r in rs),
+                "signed_median_error": statistics.median(r["error"] for r in rs)}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "published.json"), "w") as f:
         json.dump({"summary": summary, "rows": results}, f, indent=1)
@@ -134,11 +163,19 @@ def main():
                   f"{min(r['pp'] for r in rs)}-{max(r['pp'] for r in rs)} | {100 * statistics.median(e):.1f}% | "
                   f"{100 * max(e):.1f}% | {100 * statistics.median(r['error'] for r in rs):+.1f}% |")
     md.append("")
+    md.append("By stack (a row counts under each it exercises):")
+    md.append("")
+    md.append("| stack | rows | median abs error | worst abs error | median signed error |")
+    md.append("|---|---|---|---|---|")
+    for stack, b in summary["by_stack"].items():
+        md.append(f"| {stack} | {b['rows']} | {100 * b['median_abs_error']:.1f}% | "
+                  f"{100 * b['worst_abs_error']:.1f}% | {100 * b['signed_median_error']:+.1f}% |")
+    md.append("")
     for title, group in (("Held-out rows", held_out), ("Rows that set a constant", setting)):
         if not group:
             continue
         md += [f"## {title}", "",
-               "| run | GPU x n | t / p / d / v | b x M | schedule | recompute, attention | measured step (s) | predicted (s) | error | peak memory predicted (measured) |",
+               "| run | GPU x n | t / c / p / d / v | b x M | schedule | recompute, ZeRO, precision | measured step (s) | predicted (s) | error | peak memory predicted (measured) |",
                "|---|---|---|---|---|---|---|---|---|---|"]
         for r in group:
             mem = f"{r['predicted_peak_memory_bytes'] / 1e9:.1f} GB"
@@ -146,8 +183,9 @@ def main():
                 mem += f" ({r['measured_memory_gb']:.0f} GB, {100 * r['memory_error']:+.0f}%)"
             if not r["fits"]:
                 mem += ", does not fit"
-            md.append(f"| {r['id']} | {r['gpu']} x {r['gpus']} | {r['tp']} / {r['pp']} / {r['dp']} / {r['chunks']} | "
-                      f"{r['microbatch_size']} x {r['microbatches']} | {r['kind']} | {r['recompute']}, {r['attention']} | "
+            md.append(f"| {r['id']} | {r['gpu']} x {r['gpus']} | {r['tp']} / {r['cp']} / {r['pp']} / {r['dp']} / {r['chunks']} | "
+                      f"{r['microbatch_size']} x {r['microbatches']} | {r['kind']} | {r['recompute']}, z{r['zero']}, {r['precision']}"
+                      f"{'' if r['attention'] == 'flash' else ', unfused'} | "
                       f"{r['measured_step_s']:.3f} | {r['predicted_step_s']:.3f} | {100 * r['error']:+.1f}% | {mem} |")
         md.append("")
     md += ["## Sources", ""]

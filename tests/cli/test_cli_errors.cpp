@@ -167,10 +167,19 @@ std::vector<Case> catalogue() {
        "--parallelism.expert-parallel-degree 2'",
        "paci plan: error: --from-torchtitan: --parallelism.expert-parallel-degree 2: paci does not "
        "model expert parallelism yet"},
-      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --tp 4 --cp 4 "
-       "--pp 1 --microbatch-size 1 --kind 1f1b --recompute none",
-       "paci plan: error: --tp 4 x --cp 4 = 16 GPUs is more than h100-80gb's NVLink domain of 8: "
-       "keep t x c within it (--cp 2 at most)"},
+      {"plan --preset llama3-8b --gpu a100-80gb --gpus 16 --global-batch 16 --tp 2 --pp 1 "
+       "--microbatch-size 1 --kind 1f1b --recompute none --precision fp8",
+       "paci plan: error: --precision fp8: a100-80gb has no FP8 tensor cores (its cluster file "
+       "gives no fp8_peak_flops); --precision bf16 would work"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --tp 2 --pp 1 "
+       "--microbatch-size 1 --kind 1f1b --recompute none --precision mxfp8",
+       "paci plan: error: --precision mxfp8: h100-80gb has no block-scaled (MX) FP8 tensor cores "
+       "(Blackwell has; its cluster file gives no mxfp8_gemm_efficiency); --precision fp8 would "
+       "work"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --precision fp4",
+       "paci plan: error: unknown precision 'fp4' (expected bf16, fp8 or mxfp8)"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --grad-dtype fp16",
+       "paci plan: error: --grad-dtype takes fp32 or bf16, got 'fp16' (see paci plan --help)"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --seq-len 8190 --cp 2 "
        "--tp 1 --pp 1 --microbatch-size 1 --kind 1f1b --recompute none",
        "paci plan: error: --cp 2 splits each sequence into 2 x 2 = 4 load-balanced chunks: the "

@@ -159,6 +159,10 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
         "t": t, "p": p, "cp": cp, "d": world // (t * p * cp), "vp": vp or 1,
         "mbs": a.get("micro_batch_size", 1), "gbs": a.get("global_batch_size"),
         "distributed_optimizer": bool(a.get("use_distributed_optimizer")),
+        # validate_args: --bf16 accumulates and reduces gradients in fp32 unless
+        # --grad-reduce-in-bf16 (or a bf16 --main-grads-dtype) says otherwise.
+        "grad_dtype": "bf16" if a.get("grad_reduce_in_bf16") or a.get("main_grads_dtype") == "bf16"
+        else "fp32",
     }
     return kw, facts
 
@@ -234,6 +238,7 @@ def build_tree(words: list[str], world: int, tree: str, arch: int):
         "vp": args.virtual_pipeline_model_parallel_size or 1,
         "mbs": args.micro_batch_size, "gbs": args.global_batch_size,
         "distributed_optimizer": bool(args.use_distributed_optimizer),
+        "grad_dtype": "fp32" if args.accumulate_allreduce_grads_in_fp32 else "bf16",
     }
     return config, facts, f"Megatron-LM's own parse_args/validate_args from {tree}{note}"
 
@@ -269,6 +274,16 @@ def stage_layers(config, p: int, vp: int) -> list[list[int]]:
                 ids = list(range(off, off + n))
             out[v * p + r] = list(ids)
     return out
+
+
+def precision_of(config) -> str:
+    """The GEMMs' format as TransformerConfig holds it: no fp8 format is bf16; Transformer
+    Engine's per-tensor recipes (delayed, tensorwise) paci's fp8; mxfp8 itself; others by name."""
+    if not getattr(config, "fp8", None):
+        return "bf16"
+    recipe = str(getattr(config, "fp8_recipe", "delayed") or "delayed")
+    recipe = recipe.split(".")[-1].lower()  # an enum prints as Fp8Recipe.delayed
+    return "fp8" if recipe in ("delayed", "tensorwise") else recipe
 
 
 def check_expected(expect: list[str], seen: dict, tool: str) -> None:
@@ -322,7 +337,8 @@ def check(a) -> str:
             "gbs": f["gbs"], "sp": bool(config.sequence_parallel),
             "recompute": config.recompute_granularity or "none",
             "zero": 1 if f.get("distributed_optimizer") else 0,
-            "cp_comm": (config.cp_comm_type if f["cp"] > 1 else None) or "p2p"}
+            "cp_comm": (config.cp_comm_type if f["cp"] > 1 else None) or "p2p",
+            "precision": precision_of(config), "grad_dtype": f["grad_dtype"]}
     check_expected(a.expect, seen, "Megatron")
     return (
         f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "

@@ -21,7 +21,8 @@ cases must exit 2 with one line on stderr naming the reason, print nothing, and 
 Then launches as users write them (READS) go through `paci plan --from-megatron/--from-torchtitan`,
 and what paci read (degrees, micro-batches, SP, recomputation, each stage's layers) must be what
 the same checkers get from the tool's own code for the same words (--expect); launches paci must
-refuse (READ_REFUSALS) must exit 2 with one line. Last, a self-test: each checker must fail on a wrong partition, a missing variable, a CSV with
+refuse (READ_REFUSALS) must exit 2 with one line. Last, a self-test: each checker must fail on a wrong partition, a missing variable, a wrong
+precision, a CSV with
 an action dropped.
 
 Prints one line per check and a summary; exits 1 if any check failed.
@@ -118,6 +119,17 @@ CASES = [
       "--tp", "8", "--pp", "8", "--microbatch-size", "1", "--kind", "interleaved", "--chunks",
       "3", "--recompute", "selective", "--sequence-parallel", "--distributed-optimizer", "--cp", "1"],
      {"pytorch", "megatron"}, None),
+    ("llama3-70b 1f1b fp8 (Transformer Engine, delayed scaling)",
+     ["--preset", "llama3-70b", *H100, "--gpus", "64", "--global-batch", "128", "--tp", "8",
+      "--pp", "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "selective",
+      "--sequence-parallel", "--tp-comm-overlap", "--zero", "1", "--overlap-grad-reduce",
+      "--cp", "1", "--precision", "fp8", "--grad-dtype", "bf16"],
+     {"pytorch", "megatron"}, None),
+    ("llama3-8b interleaved mxfp8 on B200",
+     [*L8[:2], "--gpu", "b200", "--gpus", "16", "--global-batch", "64", "--tp", "2", "--pp", "2",
+      "--microbatch-size", "1", "--kind", "interleaved", "--chunks", "2", "--recompute", "none",
+      "--sequence-parallel", "--zero", "1", "--cp", "2", "--precision", "mxfp8"],
+     {"pytorch", "megatron"}, None),
     ("gpt2-medium 1f1b d2",
      ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
       "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
@@ -195,6 +207,11 @@ READS = [
      "CUDA_DEVICE_MAX_CONNECTIONS=1 " + _LLAMA8B_MEGATRON + "--tensor-model-parallel-size 2 "
      "--context-parallel-size 4 --cp-comm-type all_gather --sequence-parallel "
      "--micro-batch-size 1 --global-batch-size 32 --use-distributed-optimizer"),
+    ("megatron llama3-8b fp8 hybrid, delayed scaling", "megatron", 16,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 " + _LLAMA8B_MEGATRON + "--tensor-model-parallel-size 2 "
+     "--sequence-parallel --micro-batch-size 1 --global-batch-size 64 --fp8-format hybrid "
+     "--fp8-amax-history-len 1024 --fp8-amax-compute-algo max --use-distributed-optimizer "
+     "--grad-reduce-in-bf16"),
     ("torchtitan llama3_8b as shipped", "torchtitan", 8, "--module llama3 --config llama3_8b"),
     ("torchtitan llama3_8b context parallel", "torchtitan", 16,
      "--module llama3 --config llama3_8b --parallelism.context-parallel-degree 2 "
@@ -230,6 +247,9 @@ READ_REFUSALS = [
      "p2p (a ring) and all_gather"),
     ("megatron layers not divisible", "megatron", 12, _LLAMA8B_MEGATRON +
      "--micro-batch-size 1 --global-batch-size 64 --pipeline-model-parallel-size 3", "divisible"),
+    ("megatron fp8 blockwise recipe", "megatron", 16, _LLAMA8B_MEGATRON +
+     "--micro-batch-size 1 --global-batch-size 64 --fp8-format e4m3 --fp8-recipe blockwise",
+     "per-tensor scales"),
     ("torchtitan PP with CUDA graphs", "torchtitan", 8,
      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 2", "cuda-graphs"),
 ]
@@ -315,7 +335,9 @@ class Runner:
             jobs.append(("pytorch", lambda: self.pytorch(out, plan)))
         if "megatron" in expected and os.path.exists(os.path.join(out, "megatron.sh")):
             jobs.append(("megatron", lambda: self.megatron(out, gpus, lps, emit == "megatron",
-                                                            p.stdout, plan["zero"])))
+                                                            p.stdout, plan["zero"],
+                                                            plan["precision"],
+                                                            plan["grad_dtype"])))
         if "torchtitan" in expected and os.path.exists(os.path.join(out, "torchtitan.sh")):
             jobs.append(("torchtitan", lambda: self.torchtitan(out, gpus, lps,
                                                                 emit == "torchtitan", p.stdout,
@@ -339,7 +361,7 @@ class Runner:
                 str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement", "loop",
                 "--timeout", "240", "--pg-timeout", "120"], 300)
 
-    def megatron(self, out, gpus, lps, emitted, stdout, zero):
+    def megatron(self, out, gpus, lps, emitted, stdout, zero, precision, grad_dtype):
         words, env = self.dry_run(os.path.join(out, "megatron.sh"))
         i = words.index("/megatron-lm/pretrain_gpt.py")
         flags = words[i + 1:]
@@ -350,9 +372,10 @@ class Runner:
         path = os.path.join(out, "megatron.flags")
         with open(path, "w") as f:
             f.write(shlex.join(flags) + "\n")
-        # The plan's ZeRO stage must be what Megatron-LM makes of the flags.
+        # The plan's ZeRO stage and GEMM precision must be what Megatron-LM makes of the flags.
         base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps,
-                "--expect", f"zero={zero}"]
+                "--expect", f"zero={zero}", "--expect", f"precision={precision}",
+                "--expect", f"grad_dtype={grad_dtype}"]
         for k, v in env.items():
             base += ["--env", f"{k}={v}"]
         ok, line = self.tool("check_megatron.py", base, 300)
@@ -397,6 +420,10 @@ class Runner:
                                    "--env", "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
             ("check_megatron.py", ["--flags-file", os.path.join(out, "megatron.flags"), "--world",
                                    "8", "--layers-per-stage", "15,17"]),  # no env variable
+            ("check_megatron.py", ["--flags-file", os.path.join(out, "megatron.flags"), "--world",
+                                   "8", "--layers-per-stage", "15,17",
+                                   "--env", "CUDA_DEVICE_MAX_CONNECTIONS=1",
+                                   "--expect", "precision=fp8"]),  # a bf16 plan read as FP8
         ):
             ok, line = self.tool(script, args, 300)
             self.report(not ok, f"self-test {script} {' '.join(args[-3:])} must fail: {line}")
@@ -442,7 +469,8 @@ class Runner:
             expect = {"t": plan["tp"], "p": plan["pp"], "vp": plan["chunks"], "d": plan["dp"],
                       "M": plan["microbatches"], "mbs": plan["microbatch_size"],
                       "sp": plan["sequence_parallel"], "recompute": plan["recompute"],
-                      "zero": plan["zero"], "cp": plan["cp"], "cp_comm": plan["cp_comm"]}
+                      "zero": plan["zero"], "cp": plan["cp"], "cp_comm": plan["cp_comm"],
+                      "precision": plan["precision"], "grad_dtype": plan["grad_dtype"]}
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]

@@ -142,5 +142,18 @@ TEST(InteropMegatron, ContextParallelismAndZero) {
   EXPECT_THROW(joined(p), InputError);
 }
 
+// FP8: Transformer Engine's recipes by name, beside --bf16 (the weights and the rest stay bf16).
+TEST(InteropMegatron, Fp8Recipes) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 16, 1, 2);
+  EXPECT_THAT(joined(p), Not(HasSubstr("--fp8")));
+  p.config.precision = plan::Precision::fp8;
+  EXPECT_THAT(joined(p), HasSubstr("--bf16 --fp8-format hybrid --fp8-recipe delayed"));
+  p.config.precision = plan::Precision::mxfp8;
+  EXPECT_THAT(joined(p), HasSubstr("--bf16 --fp8-format e4m3 --fp8-recipe mxfp8"));
+  EXPECT_THAT(joined(p), Not(HasSubstr("--grad-reduce-in-bf16")));
+  p.config.bf16_gradients = true;
+  EXPECT_THAT(joined(p), HasSubstr("--grad-reduce-in-bf16"));
+}
+
 }  // namespace
 }  // namespace paci::interop

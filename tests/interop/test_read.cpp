@@ -172,6 +172,25 @@ TEST(InteropRead, MegatronOptionsAreCheckedAgainstItsRecordedParser) {
               HasSubstr("takes one of full, selective, got 'most'"));
   EXPECT_THAT(megatron_error(kLlama8b + "--seq-length"), HasSubstr("--seq-length needs 1 value"));
   EXPECT_THAT(megatron_error(kLlama8b + "--bf16=yes"), HasSubstr("--bf16 takes no value"));
+  // FP8 (Transformer Engine): per-tensor recipes read as fp8, MXFP8 as mxfp8; FP8 on a GPU
+  // without it is the plan's own one-line refusal.
+  EXPECT_EQ(read_megatron(kLlama8b + "--fp8-format hybrid", on_h100(16)).config.precision,
+            plan::Precision::fp8);
+  EXPECT_EQ(read_megatron(kLlama8b + "--fp8-format hybrid --fp8-recipe tensorwise", on_h100(16))
+                .config.precision,
+            plan::Precision::fp8);
+  EXPECT_EQ(read_megatron(kLlama8b, on_h100(16)).config.precision, plan::Precision::bf16);
+  EXPECT_FALSE(read_megatron(kLlama8b, on_h100(16)).config.bf16_gradients);
+  EXPECT_TRUE(read_megatron(kLlama8b + "--grad-reduce-in-bf16", on_h100(16)).config.bf16_gradients);
+  {
+    LaunchContext b200 = on_h100(16);
+    b200.cluster = plan::cluster_preset("b200");
+    EXPECT_EQ(
+        read_megatron(kLlama8b + "--fp8-format e4m3 --fp8-recipe mxfp8", b200).config.precision,
+        plan::Precision::mxfp8);
+    EXPECT_THROW(read_megatron(kLlama8b + "--fp8-format e4m3 --fp8-recipe mxfp8", on_h100(16)),
+                 InputError);
+  }
   // Options paci does not model still parse (the data, the optimizer).
   EXPECT_NO_THROW(read_megatron(kLlama8b + "--lr 3e-4 --train-iters 10 --mock-data", on_h100(16)));
 }
@@ -181,7 +200,7 @@ TEST(InteropRead, MegatronRefusalsAreOneLine) {
       {"--context-parallel-size 2 --cp-comm-type a2a", "paci models p2p (a ring) and all_gather"},
       {"--expert-model-parallel-size 2", "paci does not model expert parallelism yet"},
       {"--num-experts 8", "paci does not model mixture-of-experts layers yet"},
-      {"--fp8-format hybrid", "paci does not model FP8 training yet"},
+      {"--fp8-format e4m3 --fp8-recipe blockwise", "paci models FP8 with per-tensor scales"},
       {"--fp16", "paci models bf16"},
       {"--tensor-model-parallel-size 2 --tp-comm-overlap",
        "refuses --tp-comm-overlap without --sequence-parallel"},

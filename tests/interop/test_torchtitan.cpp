@@ -78,6 +78,19 @@ TEST(InteropTorchtitan, ContextParallelismAllGathersAndShards) {
   EXPECT_THAT(torchtitan_refusal(p.config), HasSubstr("shards over its context-parallel GPUs"));
 }
 
+// FP8: torchtitan 0.3.0 has no option for it (its config registry alone turns float8 on), so an
+// FP8 plan is refused, naming what would work.
+TEST(InteropTorchtitan, Fp8IsRefused) {
+  plan::PlanResult p = test::plan_of("llama3-8b", "1f1b", 16, 2, 2);
+  p.config.precision = plan::Precision::fp8;
+  EXPECT_THAT(torchtitan_refusal(p.config), HasSubstr("no option turns float8 on"));
+  EXPECT_THAT(torchtitan_refusal(p.config), HasSubstr("--emit megatron"));
+  EXPECT_THROW(joined(p), InputError);
+  p.config.precision = plan::Precision::bf16;
+  p.config.bf16_gradients = true;
+  EXPECT_THAT(torchtitan_refusal(p.config), HasSubstr("plan --grad-dtype fp32"));
+}
+
 // Findings 3 and 5: every stage's modules, exactly as paci partitioned them.
 TEST(InteropTorchtitan, EachStageGetsItsModules) {
   plan::PlanResult p = test::plan_of("llama3-8b", "interleaved", 8, 2, 2, 2);

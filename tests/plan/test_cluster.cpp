@@ -169,6 +169,67 @@ TEST(ClusterPresets, EfficienciesReproduceTheMeasurements) {
   EXPECT_TRUE(a80.network.allreduce_busbw_by_bytes.empty());
 }
 
+// The optional fields: FP8 on Hopper and Blackwell, MXFP8 on Blackwell only, none on Ampere; an
+// oversubscribed network; each checked, written only when given, and refused in one line when
+// half given or misplaced.
+TEST(ClusterFile, OptionalFp8AndOversubscriptionFields) {
+  for (const ClusterSpec& c : cluster_presets()) {
+    SCOPED_TRACE(c.name);
+    const bool ampere = c.name.starts_with("a100");
+    const bool blackwell = c.name == "b200" || c.name == "gb200-nvl72";
+    EXPECT_EQ(c.fp8_peak_flops > 0, !ampere);
+    EXPECT_EQ(c.mxfp8_gemm_efficiency > 0, blackwell);
+    if (!ampere) {
+      EXPECT_EQ(c.fp8_peak_flops, 2 * c.peak_flops);  // dense FP8: twice bf16
+    }
+    EXPECT_EQ(write_cluster(c).find("fp8") != std::string::npos, !ampere);
+    EXPECT_EQ(c.network.oversubscription, 0.0);  // the presets' fabrics are non-blocking
+  }
+  // The FP8 rates docs/cluster.md derives: each FP8 best-shape matmul measurement scaled to
+  // transformer shapes by the same GPU's BF16 ratio; MXFP8 by Transformer Engine's MXFP8 / FP8.
+  const auto near = [](double value, double expected) {
+    EXPECT_NEAR(value / expected, 1.0, 5e-4) << value << " vs " << expected;
+  };
+  const ClusterSpec h100 = cluster_preset("h100-80gb"), b200 = cluster_preset("b200");
+  const ClusterSpec gb200 = cluster_preset("gb200-nvl72");
+  near(h100.fp8_peak_flops * h100.fp8_gemm_efficiency, 1402.6e12 * 750.6 / 794.5);
+  EXPECT_EQ(cluster_preset("h200").fp8_gemm_efficiency, h100.fp8_gemm_efficiency);
+  const double b200_shapes = b200.peak_flops * b200.gemm_efficiency / 1745e12;
+  near(b200.fp8_peak_flops * b200.fp8_gemm_efficiency, 3432.5e12 * b200_shapes);
+  near(gb200.fp8_peak_flops * gb200.fp8_gemm_efficiency, 3615.6e12 * b200_shapes);
+  near(b200.mxfp8_gemm_efficiency / b200.fp8_gemm_efficiency, 2677.0 / 2815.0);
+  near(gb200.mxfp8_gemm_efficiency / gb200.fp8_gemm_efficiency, 2677.0 / 2815.0);
+
+  ClusterSpec c = cluster_preset("h100-80gb");
+  c.network.oversubscription = 7;
+  c.network.nodes_per_leaf = 384;
+  EXPECT_EQ(parse_cluster(write_cluster(c), "written"), c);
+  EXPECT_THAT(write_cluster(c), HasSubstr("\"oversubscription\": 7"));
+  c.network.nodes_per_leaf = 0;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("network.oversubscription and network.nodes_per_leaf go together"));
+  c.network.nodes_per_leaf = 384;
+  c.network.oversubscription = 0.5;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("network.oversubscription must be at least 1"));
+  c = cluster_preset("h100-80gb");
+  c.nvlink.oversubscription = 2;
+  c.nvlink.nodes_per_leaf = 1;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }), HasSubstr("give them under network"));
+  c = cluster_preset("h100-80gb");
+  c.fp8_gemm_efficiency = 0;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("fp8_peak_flops and fp8_gemm_efficiency go together"));
+  c = cluster_preset("a100-80gb");
+  c.mxfp8_gemm_efficiency = 0.5;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("mxfp8_gemm_efficiency needs fp8_peak_flops"));
+  c = cluster_preset("h100-80gb");
+  c.fp8_gemm_efficiency = 1.5;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("fp8_gemm_efficiency must be in (0, 1]"));
+}
+
 TEST(ClusterPresets, UnknownNameListsTheKnownOnes) {
   EXPECT_EQ(input_error([] { cluster_preset("v100"); }),
             "unknown GPU 'v100' (known: a100-40gb, a100-80gb, h100-80gb, h200, b200, gb200-nvl72)");

@@ -77,6 +77,22 @@ TEST(PlanPrimitives, CollectivesFollowTheRingFormulas) {
   }
 }
 
+// An oversubscribed network (docs/cluster.md, "Oversubscription"): a ring over more nodes than a
+// leaf holds, and a pipeline message between leaves, get 1/r of the network.
+TEST(PlanPrimitives, OversubscriptionSlowsWhatCrossesLeaves) {
+  ClusterSpec c = cluster_preset("h100-80gb");
+  const double flat = collective_s(c, Collective::all_reduce, 1e9, 64, 8);
+  c.network.oversubscription = 4;
+  c.network.nodes_per_leaf = 8;  // the 8 nodes in one leaf
+  EXPECT_EQ(collective_s(c, Collective::all_reduce, 1e9, 64, 8), flat);
+  c.network.nodes_per_leaf = 4;  // across two leaves
+  const double crossing = collective_s(c, Collective::all_reduce, 1e9, 64, 8);
+  EXPECT_GT(crossing, 3.5 * flat);
+  EXPECT_EQ(p2p_link(c, false, true).bandwidth_bytes_per_s,
+            p2p_link(c, false).bandwidth_bytes_per_s / 4);
+  EXPECT_EQ(p2p_link(c, true, true).bandwidth_bytes_per_s, p2p_link(c, true).bandwidth_bytes_per_s);
+}
+
 TEST(PlanEvaluate, FilesReplayToTheStepAndMemoryMatchesTheSimulator) {
   const PlanConfig c = llama70b_on_h100();
   SimResult sim;
@@ -189,7 +205,12 @@ TEST(PlanEvaluate, ContextParallelismSplitsTheSequenceAndMovesKeysAndValues) {
   r.sequence_parallel = true;
   const PieceCosts whole = layer_costs(m, gpu, r);
   r.context_parallel = 2;
+  r.cp_ranks_per_node = 2;
   const PieceCosts ring = layer_costs(m, gpu, r);
+  r.cp_ranks_per_node = 1;  // across nodes: the ring steps at the network's pace
+  const PieceCosts across = layer_costs(m, gpu, r);
+  EXPECT_GT(across.forward_comm_s, ring.forward_comm_s);
+  r.cp_ranks_per_node = 2;
   r.cp_all_gather = true;
   const PieceCosts gathered = layer_costs(m, gpu, r);
   ModelSpec half = m;
@@ -219,11 +240,113 @@ TEST(PlanEvaluate, ContextParallelismSplitsTheSequenceAndMovesKeysAndValues) {
   EXPECT_EQ(p.costs.stages[0].activation_message_bytes,
             2LL * c.microbatch_size * c.model.seq_len * c.model.d_model / (4 * 2));
   // Bad input: one line naming the knob and what works.
-  c.cp = 4;  // t x c = 16 > 8
+  c.cp = 4;  // t x c = 16 > 8: across nodes, accepted, the ring on the network
+  EXPECT_NO_THROW(check_config(c));
+  c.model.seq_len = 8190;  // 2c = 8 chunks do not divide it
   EXPECT_THROW(check_config(c), InputError);
+  c.model.seq_len = 8192;
   c.cp = 2;
   c.flash_attention = false;
   EXPECT_THROW(check_config(c), InputError);
+}
+
+// FP8 (docs/costmodel.md, "FP8"): the four linear layers' GEMMs at the FP8 rate with 8-bit
+// inputs, the casts that make them, their inputs kept in 8 bits for the backward, two 8-bit
+// copies of their weights, and with per-tensor scales the amax reductions; MXFP8 has none of
+// those reductions. A GPU without FP8 refuses it in one line.
+TEST(PlanEvaluate, Fp8RunsTheLinearLayersAtTheFp8RateAndKeepsEightBitCopies) {
+  const ModelSpec m = model_preset("llama3-70b");
+  ClusterSpec gpu = cluster_preset("h100-80gb");
+  // Given rates, so the test does not hang on the preset's sourced values.
+  gpu.fp8_peak_flops = 2 * gpu.peak_flops;
+  gpu.fp8_gemm_efficiency = gpu.gemm_efficiency;
+  gpu.mxfp8_gemm_efficiency = gpu.gemm_efficiency;
+  // A large GEMM: twice as fast; a bandwidth-bound one: its 8-bit inputs halve its bytes.
+  const double bf16 = gemm_s(gpu, 8192, 8192, 8192);
+  EXPECT_NEAR(gemm_s(gpu, 8192, 8192, 8192, 1, Precision::fp8) - gpu.kernel_launch_s,
+              (bf16 - gpu.kernel_launch_s) / 2, 1e-9);
+  EXPECT_LT(gemm_s(gpu, 8, 8192, 8192, 1, Precision::fp8), 0.6 * gemm_s(gpu, 8, 8192, 8192));
+
+  LayerRun r;
+  r.tensor_parallel = 8;
+  r.tp_ranks_per_node = 8;
+  r.sequence_parallel = true;
+  const PieceCosts b = layer_costs(m, gpu, r);
+  r.precision = Precision::fp8;
+  const PieceCosts f = layer_costs(m, gpu, r);
+  EXPECT_EQ(f.parameters, b.parameters);
+  EXPECT_EQ(b.fp8_parameters, 0);
+  EXPECT_EQ(f.fp8_parameters, b.parameters - 2 * m.d_model);  // all but the two RMSNorms
+  EXPECT_LT(f.weight_grad_s, 0.6 * b.weight_grad_s);          // dW: GEMMs only, twice the rate
+  EXPECT_LT(f.forward_s, b.forward_s);
+  EXPECT_GT(f.forward_s, 0.5 * b.forward_s);      // the attention core and the casts stay
+  EXPECT_LT(f.forward_comm_s, b.forward_comm_s);  // the all-gathers carry 8 bits
+  EXPECT_EQ(f.backward_comm_s, b.backward_comm_s);
+  // Kept for the backward: a byte less per element of the four GEMMs' inputs.
+  const std::int64_t T = m.seq_len;
+  EXPECT_EQ(b.activation_bytes - f.activation_bytes,
+            2 * T / 8 * m.d_model + T * (m.d_model / 8) + T * (m.ffn / 8));
+
+  PlanConfig c = llama70b_on_h100();
+  c.cluster = gpu;
+  c.zero = 1;
+  const PlanResult pb = evaluate(c);
+  c.precision = Precision::fp8;
+  const PlanResult pf = evaluate(c);
+  c.precision = Precision::mxfp8;
+  const PlanResult pm = evaluate(c);
+  EXPECT_LT(pf.step_s, 0.9 * pb.step_s);
+  for (std::size_t s = 0; s < pf.stages.size(); ++s) {
+    const std::int64_t copies = 2 * pf.stages[s].pieces.fp8_parameters;
+    EXPECT_GT(copies, 0);
+    EXPECT_EQ(pf.costs.stages[s].weight_bytes, pb.costs.stages[s].weight_bytes + copies);
+    EXPECT_GT(pf.stages[s].amax_reduce_s, 0.0);  // over t x d = 16 GPUs, two nodes
+    EXPECT_EQ(pm.stages[s].amax_reduce_s, 0.0);  // MXFP8: scales per block, nothing to reduce
+    EXPECT_GT(pf.stages[s].optimizer_s, pb.stages[s].optimizer_s);  // the weights cast once
+  }
+  // The amax tree: 2 log2(nodes) network hops and 2 log2(GPUs per node) NVLink hops.
+  EXPECT_NEAR(small_all_reduce_s(gpu, 16, 8), 2 * gpu.network.latency_s + 6 * gpu.nvlink.latency_s,
+              1e-12);
+  EXPECT_EQ(small_all_reduce_s(gpu, 1, 1), 0.0);
+
+  // What a GPU cannot run, in one line naming what would.
+  c = llama70b_on_h100();
+  c.cluster = cluster_preset("a100-80gb");
+  c.precision = Precision::fp8;
+  try {
+    evaluate(c);
+    ADD_FAILURE() << "FP8 on an A100 accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--precision fp8: a100-80gb has no FP8 tensor cores"));
+    EXPECT_THAT(e.what(), HasSubstr("--precision bf16 would work"));
+  }
+  c.cluster = cluster_preset("h100-80gb");
+  c.precision = Precision::mxfp8;
+  EXPECT_THROW(evaluate(c), InputError);  // Hopper has no block-scaled FP8
+  EXPECT_EQ(parse_precision("fp8"), Precision::fp8);
+  EXPECT_THROW(parse_precision("fp4"), InputError);
+}
+
+// bf16 gradients (Megatron-LM's --grad-reduce-in-bf16): half the gradient buffer and half the
+// bytes of its data-parallel reduction.
+TEST(PlanEvaluate, Bf16GradientsHalveTheBufferAndTheReduction) {
+  PlanConfig c = llama70b_on_h100();
+  c.zero = 1;
+  const PlanResult fp32 = evaluate(c);
+  c.bf16_gradients = true;
+  const PlanResult bf16 = evaluate(c);
+  for (std::size_t s = 0; s < fp32.stages.size(); ++s) {
+    const std::int64_t params = fp32.stages[s].pieces.parameters;
+    EXPECT_EQ(fp32.costs.stages[s].gradient_bytes, 4 * params);
+    EXPECT_EQ(bf16.costs.stages[s].gradient_bytes, 2 * params);
+    EXPECT_LT(bf16.stages[s].reduce_s, fp32.stages[s].reduce_s);
+    EXPECT_LT(bf16.stages[s].optimizer_s, fp32.stages[s].optimizer_s);
+  }
+  EXPECT_LT(bf16.peak_memory_bytes, fp32.peak_memory_bytes);
+  // The step's AdamW traffic: 38 bytes per parameter with fp32 gradients, 32 with bf16.
+  const ClusterSpec& gpu = c.cluster;
+  EXPECT_NEAR(optimizer_step_s(gpu, 1'000'000'000, 1, 0, true) - gpu.kernel_launch_s,
+              (optimizer_step_s(gpu, 1'000'000'000, 1, 0) - gpu.kernel_launch_s) * 32 / 38, 1e-9);
 }
 
 TEST(PlanEvaluate, DistributedOptimizerShardsTheOptimizerStateOverTheReplicas) {
