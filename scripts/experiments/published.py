@@ -163,6 +163,8 @@ def main():
                   f"{min(r['pp'] for r in rs)}-{max(r['pp'] for r in rs)} | {100 * statistics.median(e):.1f}% | "
                   f"{100 * max(e):.1f}% | {100 * statistics.median(r['error'] for r in rs):+.1f}% |")
     md.append("")
+    md.append("Where the misses point: [published_findings.md](published_findings.md).")
+    md.append("")
     md.append("By stack (a row counts under each it exercises):")
     md.append("")
     md.append("| stack | rows | median abs error | worst abs error | median signed error |")
