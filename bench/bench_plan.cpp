@@ -9,8 +9,8 @@
 #include <algorithm>
 
 #include "bench/bench_main.hpp"
-#include "plan/evaluate.hpp"
-#include "plan/search.hpp"
+#include "plan/evaluate/evaluate.hpp"
+#include "plan/search/search.hpp"
 
 namespace {
 

@@ -1,8 +1,9 @@
 // paci plan — a training run on a GPU cluster, simulated. A model (preset or shape), a GPU (preset
 // or --cluster FILE) and the knobs: a knob given one value is fixed, a list is searched, an absent
-// one is searched over its whole range (plan/search.hpp). Every knob fixed: that configuration
-// with its best partition (plan/evaluate.hpp), which may not fit (said, not an error). Prints, and
-// writes JSON, a Chrome trace, the files paci simulate replays, the frontier and launch flags.
+// one is searched over its whole range (plan/search/search.hpp). Every knob fixed: that
+// configuration with its best partition (plan/evaluate/evaluate.hpp), which may not fit (said, not
+// an error). Prints, and writes JSON, a Chrome trace, the files paci simulate replays, the frontier
+// and launch flags.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -18,12 +19,12 @@
 #include "interop/launch.hpp"
 #include "interop/read/compare.hpp"
 #include "interop/tool.hpp"
-#include "plan/cluster.hpp"
-#include "plan/cpu.hpp"
-#include "plan/evaluate.hpp"
-#include "plan/model.hpp"
-#include "plan/report.hpp"
-#include "plan/search.hpp"
+#include "plan/cpu/cpu.hpp"
+#include "plan/evaluate/evaluate.hpp"
+#include "plan/hardware/cluster.hpp"
+#include "plan/report/report.hpp"
+#include "plan/search/search.hpp"
+#include "plan/shapes/model.hpp"
 #include "schedules/formats.hpp"
 #include "traces/chrome_trace.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "exec/calibrate.hpp"
-#include "plan/layers.hpp"
+#include "plan/cpu/layers.hpp"
 
 namespace paci::fidelity {
 

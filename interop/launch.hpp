@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "interop/tool.hpp"
-#include "plan/evaluate.hpp"
+#include "plan/evaluate/evaluate.hpp"
 
 namespace paci::interop {
 

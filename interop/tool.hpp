@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "plan/evaluate.hpp"
+#include "plan/evaluate/evaluate.hpp"
 
 namespace paci::interop {
 

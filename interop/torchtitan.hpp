@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "plan/evaluate.hpp"
+#include "plan/evaluate/evaluate.hpp"
 
 namespace paci::interop {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "interop/read/options.hpp"
-#include "plan/report.hpp"
+#include "plan/report/report.hpp"
 
 namespace paci::interop {
 

@@ -10,8 +10,8 @@
 
 #include "interop/read/launch.hpp"
 #include "interop/tool.hpp"
-#include "plan/compare.hpp"
-#include "plan/search.hpp"
+#include "plan/search/compare.hpp"
+#include "plan/search/search.hpp"
 #include "traces/report.hpp"  // ordered_json
 
 namespace paci::interop {

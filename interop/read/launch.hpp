@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/evaluate.hpp"
+#include "plan/evaluate/evaluate.hpp"
 
 namespace paci::interop {
 

@@ -12,8 +12,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "plan/cluster.hpp"
-#include "plan/model.hpp"
+#include "plan/costs/collectives.hpp"
+#include "plan/hardware/cluster.hpp"
+#include "plan/shapes/model.hpp"
 
 namespace paci::plan {
 
@@ -43,33 +44,6 @@ double gemm_s(const ClusterSpec& c, std::int64_t m, std::int64_t n, std::int64_t
               std::int64_t batch = 1, Precision precision = Precision::bf16);
 // A memory-bound kernel moving `bytes` (reads plus writes) through HBM.
 double memory_s(const ClusterSpec& c, double bytes);
-
-enum class Collective { all_reduce, reduce_scatter, all_gather };
-
-// A ring collective over `ranks` GPUs on `bytes` (the whole buffer, as nccl-tests counts it),
-// `ranks_per_node` of them in each node (= ranks: NVLink only). Inside a node the bus bandwidth
-// is the measured all-reduce curve at that size (or bandwidth x efficiency plus a latency per
-// ring step without one); across nodes it is the smaller of that and the node's share of the
-// network, ranks_per_node x network bandwidth x efficiency, plus the network latency per ring
-// step that crosses a node; on an oversubscribed network (network.oversubscription r) a ring
-// over more nodes than a leaf holds gets 1/r of the network. Time = 2(n-1)/n x bytes / bus
-// bandwidth for an all-reduce, (n-1)/n x bytes / bus bandwidth for a reduce-scatter or an
-// all-gather (nccl-tests' definitions). 0 for one rank.
-double collective_s(const ClusterSpec& c, Collective kind, double bytes, std::int64_t ranks,
-                    std::int64_t ranks_per_node);
-// An all-reduce of a few bytes over `ranks` GPUs, `ranks_per_node` to a node, as NCCL runs small
-// messages: a tree, latency-bound, 2·ceil(log2 n) hops of the network's latency across the nodes
-// and of NVLink's inside one (FP8's amax reduction).
-double small_all_reduce_s(const ClusterSpec& c, std::int64_t ranks, std::int64_t ranks_per_node);
-// A point-to-point message on NVLink (same node) or on the network: its latency, and its
-// bandwidth at the link's point-to-point efficiency.
-struct P2pLink {
-  double latency_s = 0.0;
-  double bandwidth_bytes_per_s = 0.0;
-};
-// `across_leaves`: the message crosses between leaf switches of an oversubscribed network, at 1/r
-// of its bandwidth (every pipeline boundary of the job sends at once).
-P2pLink p2p_link(const ClusterSpec& c, bool same_node, bool across_leaves = false);
 
 // --- One transformer layer, one micro-batch, one GPU --------------------------------------------
 

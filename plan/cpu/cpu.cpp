@@ -1,5 +1,5 @@
 // The CPU plan: configurations of the CPU executor, each simulated from a per-layer calibration.
-#include "plan/cpu.hpp"
+#include "plan/cpu/cpu.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-// paci plan on this machine: the CPU executor's runs of the calibrated GPT (plan/layers.hpp) on
+// paci plan on this machine: the CPU executor's runs of the calibrated GPT (plan/cpu/layers.hpp) on
 // 1, 2 or 4 stage threads, every schedule kind and every contiguous partition of its layers,
 // each simulated from the per-layer calibration; the same ranking, frontier and reasons as a
 // cluster search, and for each plan the `paci train` command that runs it.
@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/layers.hpp"
-#include "plan/search.hpp"
+#include "plan/cpu/layers.hpp"
+#include "plan/search/search.hpp"
 
 namespace paci::plan {
 

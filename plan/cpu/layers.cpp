@@ -1,6 +1,6 @@
 // The per-layer calibration file (paci.layers/1): reading it (any key order; one InputError line
 // naming the field), writing it (a fixed layout), and the CPU cost model built from it.
-#include "plan/layers.hpp"
+#include "plan/cpu/layers.hpp"
 
 #include <fmt/format.h>
 

@@ -2,7 +2,7 @@
 // Megatron-LM ranks them (tensor-parallel fastest, then data-parallel, then pipeline), so a node of
 // g GPUs holds g/t consecutive data-parallel replicas of a stage when t < g, and pipeline
 // neighbours share a node only when t·d < g.
-#include "plan/evaluate.hpp"
+#include "plan/evaluate/evaluate.hpp"
 
 #include <fmt/format.h>
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "plan/cluster.hpp"
-#include "plan/costs.hpp"
-#include "plan/model.hpp"
+#include "plan/costs/costs.hpp"
+#include "plan/hardware/cluster.hpp"
+#include "plan/shapes/model.hpp"
 #include "schedules/ir.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"

@@ -1,7 +1,7 @@
 // The cluster file ("paci.cluster/1"): its checks, its canonical JSON (one fixed layout on write
 // with exact doubles, any key order on read), and the compiled-in presets. Every bad input is one
 // InputError line starting with its source and naming the field (nvlink.latency_s).
-#include "plan/cluster.hpp"
+#include "plan/hardware/cluster.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -23,7 +23,8 @@ namespace paci::plan {
 // build folder): the generated file defines these three with the same declarations.
 namespace detail {
 extern const std::size_t kEmbeddedClusterCount;
-extern const char* const kEmbeddedClusterNames[];  // "h100-80gb": plan/clusters/h100-80gb.json
+extern const char* const
+    kEmbeddedClusterNames[];  // "h100-80gb": plan/hardware/clusters/h100-80gb.json
 extern const char* const kEmbeddedClusterTexts[];
 }  // namespace detail
 
@@ -355,10 +356,10 @@ const std::vector<ClusterSpec>& cluster_presets() {
     for (std::size_t i = 0; i < detail::kEmbeddedClusterCount; ++i) {
       const std::string_view name = detail::kEmbeddedClusterNames[i];
       out.push_back(parse_cluster(detail::kEmbeddedClusterTexts[i],
-                                  fmt::format("plan/clusters/{}.json (built in)", name)));
+                                  fmt::format("plan/hardware/clusters/{}.json (built in)", name)));
       if (out.back().name != name)
         throw std::logic_error(
-            fmt::format("plan/clusters/{}.json is named '{}'", name, out.back().name));
+            fmt::format("plan/hardware/clusters/{}.json is named '{}'", name, out.back().name));
     }
     return out;
   }();

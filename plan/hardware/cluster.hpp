@@ -1,9 +1,9 @@
 // The GPUs a plan runs on and how they are connected: one GPU's compute and memory, the GPUs of a
 // node on NVLink, the nodes on a network. Presets for a100-40gb, a100-80gb, h100-80gb (SXM) and
-// h200 are data files (plan/clusters/*.json, compiled in); a user's own cluster is a file in the
-// same schema ("format": "paci.cluster/1", --cluster FILE). Every preset value is a datasheet
-// figure, a public microbenchmark's, or (network latency) NCCL's own model constant, named with
-// its source in docs/cluster.md; none is fitted to a training run.
+// h200 are data files (plan/hardware/clusters/*.json, compiled in); a user's own cluster is a file
+// in the same schema ("format": "paci.cluster/1", --cluster FILE). Every preset value is a
+// datasheet figure, a public microbenchmark's, or (network latency) NCCL's own model constant,
+// named with its source in docs/cluster.md; none is fitted to a training run.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // plot_frontier(): matplotlib through python3 (posix_spawn, no shell).
-#include "plan/plot.hpp"
+#include "plan/report/plot.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,12 +1,12 @@
 // plan_json, plan_text, plan_timeline, write_plan_files.
-#include "plan/report.hpp"
+#include "plan/report/report.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
 
-#include "plan/plot.hpp"
+#include "plan/report/plot.hpp"
 #include "schedules/formats.hpp"
 #include "traces/chrome_trace.hpp"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "plan/evaluate.hpp"
-#include "plan/search.hpp"
+#include "plan/evaluate/evaluate.hpp"
+#include "plan/search/search.hpp"
 #include "traces/report.hpp"
 #include "traces/timeline.hpp"
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "plan/cpu.hpp"
-#include "plan/report.hpp"
+#include "plan/cpu/cpu.hpp"
+#include "plan/report/report.hpp"
 
 namespace paci::plan {
 

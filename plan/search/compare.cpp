@@ -1,13 +1,13 @@
 // walk: a launch's configuration to the best plan, one knob at a time.
-#include "plan/compare.hpp"
+#include "plan/search/compare.hpp"
 
 #include <fmt/format.h>
 
 #include <optional>
 
 #include "base/errors.hpp"
-#include "plan/report.hpp"
-#include "plan/search.hpp"
+#include "plan/report/report.hpp"
+#include "plan/search/search.hpp"
 
 namespace paci::plan {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/evaluate.hpp"
+#include "plan/evaluate/evaluate.hpp"
 #include "traces/report.hpp"  // ordered_json
 
 namespace paci::plan {

@@ -1,7 +1,7 @@
 // The partition of the layers over a pipeline's stages: the smallest largest stage's work per step
 // under a memory limit, by bisection over the stages' possible work (search() and
 // bottleneck_partition()).
-#include "plan/partition.hpp"
+#include "plan/search/partition.hpp"
 
 #include <algorithm>
 

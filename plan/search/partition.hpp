@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "plan/evaluate.hpp"
+#include "plan/evaluate/evaluate.hpp"
 
 namespace paci::plan {
 

@@ -1,6 +1,6 @@
 // search(): enumerate, bound, simulate what the bound cannot rule out, in parallel batches taken
-// in the order of the bound (the partitions: plan/partition.cpp).
-#include "plan/search.hpp"
+// in the order of the bound (the partitions: plan/search/partition.cpp).
+#include "plan/search/search.hpp"
 
 #include <fmt/format.h>
 
@@ -15,7 +15,7 @@
 #include <thread>
 #include <tuple>
 
-#include "plan/partition.hpp"
+#include "plan/search/partition.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
 

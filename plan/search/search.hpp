@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "plan/evaluate.hpp"
-#include "plan/partition.hpp"  // bottleneck_partition
+#include "plan/evaluate/evaluate.hpp"
+#include "plan/search/partition.hpp"  // bottleneck_partition
 
 namespace paci::plan {
 

@@ -2,7 +2,7 @@
 // docs/costmodel.md, "Transformer shapes"), the shape checks, and the closed forms for parameter
 // counts and per-layer activation bytes. Every product and sum is overflow-checked: a shape too
 // large for 64-bit counts is an InputError, never a wrapped number.
-#include "plan/model.hpp"
+#include "plan/shapes/model.hpp"
 
 #include <fmt/format.h>
 

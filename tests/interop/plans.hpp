@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "plan/evaluate.hpp"
+#include "plan/evaluate/evaluate.hpp"
 
 namespace paci::interop::test {
 

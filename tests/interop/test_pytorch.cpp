@@ -8,7 +8,7 @@
 #include "base/errors.hpp"
 #include "interop/pytorch.hpp"
 #include "interop/tool.hpp"
-#include "plan/search.hpp"
+#include "plan/search/search.hpp"
 #include "schedules/formats.hpp"
 #include "schedules/generators.hpp"
 #include "tests/interop/plans.hpp"

@@ -1,7 +1,8 @@
-// Tests of plan/cluster.hpp: every compiled-in preset parses, checks, round-trips exactly and
-// equals its file in plan/clusters/; the datasheet values of docs/cluster.md; one InputError line
-// naming the source and the field for each kind of bad file; the unknown-preset message.
-#include "plan/cluster.hpp"
+// Tests of plan/hardware/cluster.hpp: every compiled-in preset parses, checks, round-trips exactly
+// and equals its file in plan/hardware/clusters/; the datasheet values of docs/cluster.md; one
+// InputError line naming the source and the field for each kind of bad file; the unknown-preset
+// message.
+#include "plan/hardware/cluster.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ using ::testing::Not;
 using ::testing::StartsWith;
 using Json = nlohmann::ordered_json;
 const std::string kGolden = PACI_GOLDEN_DIR;
-const std::string kPresetDir = kGolden + "/../../plan/clusters";
+const std::string kPresetDir = kGolden + "/../../plan/hardware/clusters";
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kMiB = 1024.0 * 1024.0;

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "plan/cpu.hpp"
-#include "plan/layers.hpp"
-#include "plan/report.hpp"
+#include "plan/cpu/cpu.hpp"
+#include "plan/cpu/layers.hpp"
+#include "plan/report/report.hpp"
 #include "schedules/ir.hpp"
 
 namespace paci::plan {

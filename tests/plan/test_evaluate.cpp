@@ -9,9 +9,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "plan/costs.hpp"
-#include "plan/evaluate.hpp"
-#include "plan/report.hpp"
+#include "plan/costs/costs.hpp"
+#include "plan/evaluate/evaluate.hpp"
+#include "plan/report/report.hpp"
 #include "schedules/formats.hpp"
 #include "sim/engine.hpp"
 

@@ -1,8 +1,8 @@
-// Tests of plan/model.hpp: every preset's shape and parameter count against the published ones
-// (configs, model cards, papers; the sources are in docs/costmodel.md), the activation bytes
+// Tests of plan/shapes/model.hpp: every preset's shape and parameter count against the published
+// ones (configs, model cards, papers; the sources are in docs/costmodel.md), the activation bytes
 // against Korthikanti et al. 2022, Table 2, written out independently of the implementation, the
 // Llama form and FlashAttention on hand-worked examples, and one clear InputError per bad input.
-#include "plan/model.hpp"
+#include "plan/shapes/model.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

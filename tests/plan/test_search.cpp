@@ -8,8 +8,8 @@
 #include <functional>
 #include <optional>
 
-#include "plan/report.hpp"
-#include "plan/search.hpp"
+#include "plan/report/report.hpp"
+#include "plan/search/search.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
 
