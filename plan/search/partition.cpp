@@ -4,25 +4,48 @@
 #include "plan/search/partition.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 
 namespace paci::plan {
 
-PartitionTables partition_tables(const PlanConfig& c, const ConfigCosts& costs,
-                                 const std::vector<std::int32_t>& in_flight) {
-  PartitionTables t;
+StageCostTable stage_cost_table(const PlanConfig& c, const ConfigCosts& costs) {
+  StageCostTable t;
   t.stages = c.stages();
   t.layers = static_cast<std::int32_t>(c.model.layers);
+  for (std::int32_t s : {0, t.stages / 2, t.stages - 1}) {
+    const int k = t.kind_of(s);
+    if (!t.cost[k].empty()) continue;
+    t.cost[k].resize(static_cast<std::size_t>(t.layers) + 1);
+    for (std::int32_t n = 1; n <= t.layers; ++n)
+      t.cost[k][static_cast<std::size_t>(n)] = costs.stage_cost(costs.stage(s, 0, n));
+  }
+  return t;
+}
+
+std::vector<StageCost> StageCostTable::stage_costs(const std::vector<std::int32_t>& layers) const {
+  std::vector<StageCost> out;
+  out.reserve(layers.size());
+  for (std::size_t s = 0; s < layers.size(); ++s)
+    out.push_back(cost[kind_of(static_cast<std::int32_t>(s))][static_cast<std::size_t>(layers[s])]);
+  return out;
+}
+
+PartitionTables partition_tables(const PlanConfig& c, const StageCostTable& table,
+                                 const std::vector<std::int32_t>& in_flight) {
+  PartitionTables t;
+  t.stages = table.stages;
+  t.layers = table.layers;
   t.in_flight = in_flight;
   const double M = static_cast<double>(c.microbatches());
   const double updates = c.kind == "pipedream" ? M : 1.0;
-  for (std::int32_t s : {0, t.stages / 2, t.stages - 1}) {
-    const int k = t.kind_of(s);
-    if (!t.work[k].empty()) continue;
+  for (int k = 0; k < 3; ++k) {
+    if (table.cost[k].empty()) continue;
     t.work[k].assign(static_cast<std::size_t>(t.layers) + 1, 0.0);
     t.fixed[k].assign(static_cast<std::size_t>(t.layers) + 1, 0);
     t.activations[k].assign(static_cast<std::size_t>(t.layers) + 1, 0);
-    for (std::int32_t n = 1; n <= t.layers; ++n) {
-      const StageCost cost = costs.stage_cost(costs.stage(s, 0, n));
+    for (std::size_t n = 1; n < table.cost[k].size(); ++n) {
+      const StageCost& cost = table.cost[k][n];
       t.work[k][n] = M * (cost.forward_s + cost.backward_s) + updates * cost.update_s;
       t.fixed[k][n] = cost.static_bytes();
       t.activations[k][n] = cost.activation_bytes;
@@ -31,50 +54,79 @@ PartitionTables partition_tables(const PlanConfig& c, const ConfigCosts& costs,
   return t;
 }
 
+PartitionTables partition_tables(const PlanConfig& c, const ConfigCosts& costs,
+                                 const std::vector<std::int32_t>& in_flight) {
+  return partition_tables(c, stage_cost_table(c, costs), in_flight);
+}
+
 // For a bound T each stage takes at most cap(s, T) layers (work and memory grow with the layers),
-// and the smallest T whose caps add up to the layers is the optimum.
+// and the smallest T whose caps add up to the layers is the optimum. A stage's cap is the smaller
+// of what its memory allows (independent of T: found once) and what its kind's work allows under T.
 std::vector<std::int32_t> partition_under(const PartitionTables& t, double limit_bytes) {
   const std::int32_t S = t.stages, L = t.layers;
-  const auto fits = [&](std::int32_t s, std::int32_t n) {
-    const int k = t.kind_of(s);
-    return limit_bytes <= 0 ||
-           static_cast<double>(t.fixed[k][n] + t.in_flight[static_cast<std::size_t>(s)] *
-                                                   t.activations[k][n]) <= limit_bytes;
-  };
-  const auto cap = [&](std::int32_t s, double T) {
-    const int k = t.kind_of(s);
-    std::int32_t lo = 0, hi = L;
-    while (lo < hi) {
-      const std::int32_t mid = (lo + hi + 1) / 2;
-      if (t.work[k][mid] <= T && fits(s, mid))
-        lo = mid;
-      else
-        hi = mid - 1;
+  // The most layers stage s holds within the limit (work aside).
+  std::vector<std::int32_t> memory_cap(static_cast<std::size_t>(S), L);
+  if (limit_bytes > 0)
+    for (std::int32_t s = 0; s < S; ++s) {
+      const int k = t.kind_of(s);
+      const auto fits = [&](std::int32_t n) {
+        return static_cast<double>(t.fixed[k][n] + t.in_flight[static_cast<std::size_t>(s)] *
+                                                       t.activations[k][n]) <= limit_bytes;
+      };
+      std::int32_t lo = 0, hi = L;
+      while (lo < hi) {
+        const std::int32_t mid = (lo + hi + 1) / 2;
+        if (fits(mid))
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      memory_cap[static_cast<std::size_t>(s)] = lo;
     }
-    return lo;
+  // The most layers a stage of kind k holds with its work within T (the work grows with them).
+  const auto work_cap = [&](int k, double T) {
+    const auto& w = t.work[k];
+    return static_cast<std::int32_t>(std::upper_bound(w.begin() + 1, w.end(), T) - w.begin() - 1);
+  };
+  const auto caps = [&](double T, std::array<std::int32_t, 3>& by_kind) {
+    for (int k = 0; k < 3; ++k) by_kind[k] = t.work[k].empty() ? 0 : work_cap(k, T);
   };
   const auto feasible = [&](double T) {
+    std::array<std::int32_t, 3> by_kind{};
+    caps(T, by_kind);
     std::int64_t total = 0;
     for (std::int32_t s = 0; s < S; ++s) {
-      const std::int32_t n = cap(s, T);
+      const std::int32_t n =
+          std::min(by_kind[t.kind_of(s)], memory_cap[static_cast<std::size_t>(s)]);
       if (n < 1) return false;
       total += n;
     }
     return total >= L;
   };
+  // The candidate bounds: every table's work values, in order (each table grows with n).
   std::vector<double> candidates;
-  for (const auto& table : t.work)
-    for (std::size_t n = 1; n < table.size(); ++n) candidates.push_back(table[n]);
-  std::sort(candidates.begin(), candidates.end());
+  for (const auto& table : t.work) {
+    if (table.size() < 2) continue;
+    const std::size_t mid = candidates.size();
+    candidates.insert(candidates.end(), table.begin() + 1, table.end());
+    std::inplace_merge(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(mid),
+                       candidates.end());
+  }
+  if (!std::is_sorted(candidates.begin(), candidates.end()))  // a table that does not grow
+    std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   const auto it = std::partition_point(candidates.begin(), candidates.end(),
                                        [&](double T) { return !feasible(T); });
   if (it == candidates.end()) return {};
   // Fill stage by stage, leaving every later stage at least one layer.
+  std::array<std::int32_t, 3> by_kind{};
+  caps(*it, by_kind);
   std::vector<std::int32_t> out;
   std::int32_t left = L;
   for (std::int32_t s = 0; s < S; ++s) {
-    const std::int32_t n = std::min(cap(s, *it), left - (S - 1 - s));
+    const std::int32_t cap =
+        std::min(by_kind[t.kind_of(s)], memory_cap[static_cast<std::size_t>(s)]);
+    const std::int32_t n = std::min(cap, left - (S - 1 - s));
     out.push_back(n);
     left -= n;
   }

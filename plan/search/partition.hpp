@@ -22,8 +22,22 @@ struct PartitionTables {
   int kind_of(std::int32_t s) const { return s == 0 ? 0 : (s == stages - 1 ? 2 : 1); }
 };
 
+// What a non-interleaved configuration's stage of n layers costs (n = 1..L), for each stage kind
+// (first, middle, last). It does not depend on the schedule's kind, the micro-batch count or the
+// partition: search() computes it once for the kinds that share the rest of a configuration.
+struct StageCostTable {
+  std::int32_t stages = 0, layers = 0;
+  std::array<std::vector<StageCost>, 3> cost;  // [kind][n], n = 0 unused
+  int kind_of(std::int32_t s) const { return s == 0 ? 0 : (s == stages - 1 ? 2 : 1); }
+  // Every stage's cost for layers per stage `layers` (= costs.stage_costs(layers)).
+  std::vector<StageCost> stage_costs(const std::vector<std::int32_t>& layers) const;
+};
+StageCostTable stage_cost_table(const PlanConfig& config, const ConfigCosts& costs);
+
 // The tables of `config` (M·(F + B) + U per stage, its static bytes and activations), stages
 // holding `in_flight[s]` micro-batches at their peak.
+PartitionTables partition_tables(const PlanConfig& config, const StageCostTable& table,
+                                 const std::vector<std::int32_t>& in_flight);
 PartitionTables partition_tables(const PlanConfig& config, const ConfigCosts& costs,
                                  const std::vector<std::int32_t>& in_flight);
 

@@ -407,7 +407,11 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
               fmt::format("--global-batch {} is not divisible by d = {}", space.global_batch, d));
           continue;
         }
-        for (const std::int64_t b : bs)
+        for (const std::int64_t b : bs) {
+          // Stage costs by (recompute, SP, TP overlap, ZeRO, gradient overlap, all-gather CP):
+          // the same for every non-interleaved kind at this (t, c, p, b).
+          std::map<std::tuple<Recompute, bool, bool, std::int32_t, bool, bool>, StageCostTable>
+              tables;
           for (const std::string& kind : p == 1 && space.kinds.empty() ? one_stage : kinds) {
             std::vector<std::int32_t> vs{1};
             if (kind == "interleaved") {
@@ -476,15 +480,31 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                             invalid(info.error);
                             continue;
                           }
-                          const ConfigCosts costs(c);
+                          // A non-interleaved configuration's stage costs: shared by every kind
+                          // with the same other knobs, computed for the first.
+                          const bool interleaved = kind == "interleaved";
+                          std::optional<ConfigCosts> own;
+                          const StageCostTable* table = nullptr;
+                          if (interleaved) {
+                            own.emplace(c);
+                          } else {
+                            const auto key = std::make_tuple(rc, sp, tco, zero, ovl, gather);
+                            auto it = tables.find(key);
+                            if (it == tables.end())
+                              it = tables.emplace(key, stage_cost_table(c, ConfigCosts(c))).first;
+                            table = &it->second;
+                          }
+                          const auto stage_costs = [&](const std::vector<std::int32_t>& layers) {
+                            return table ? table->stage_costs(layers) : own->stage_costs(layers);
+                          };
                           std::vector<std::vector<std::int32_t>> partitions;
-                          if (!space.partition.empty() || kind == "interleaved") {
+                          if (!space.partition.empty() || interleaved) {
                             partitions.push_back(default_partition(c));
                           } else {
-                            const PartitionTables tables =
-                                partition_tables(c, costs, info.in_flight);
-                            partitions.push_back(partition_under(tables, 0));
-                            const auto limited = partition_under(tables, limit);
+                            const PartitionTables tables_of_c =
+                                partition_tables(c, *table, info.in_flight);
+                            partitions.push_back(partition_under(tables_of_c, 0));
+                            const auto limited = partition_under(tables_of_c, limit);
                             if (!limited.empty() && limited != partitions.front())
                               partitions.push_back(limited);
                           }
@@ -495,7 +515,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                             cand.config.partition = layers;
                             cand.schedule = &info;
                             cand.staleness = info.max_staleness;
-                            const Bounds bound = bounds(c, costs.stage_costs(layers), info);
+                            const Bounds bound = bounds(c, stage_costs(layers), info);
                             cand.step_bound_s = bound.step_s;
                             cand.memory_bound_bytes = bound.memory_bytes;
                             cand.static_bytes = bound.static_bytes;
@@ -516,6 +536,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                           }
                         }
           }
+        }
       }
     }
   }
