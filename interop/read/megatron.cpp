@@ -398,6 +398,10 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
       out.notes.push_back(
           "--fp8-recipe tensorwise: modelled as paci's fp8 (delayed scaling's casts and amax "
           "reductions); current scaling computes each amax before its cast instead");
+    if (r.on("--first-last-layers-bf16"))
+      out.notes.push_back(
+          "--first-last-layers-bf16: paci runs every layer's GEMMs in FP8 (the first and last "
+          "layers' bf16 GEMMs are not modelled)");
     if (r.on("--fp8-param-gather"))
       out.notes.push_back(
           "--fp8-param-gather: paci keeps bf16 weights beside the 8-bit copies and gathers "

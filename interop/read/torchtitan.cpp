@@ -239,6 +239,10 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
   if (r.value("--training.mixed-precision-param") != "bfloat16")
     refuse("--training.mixed-precision-param float32: paci models bf16 mixed precision");
   if (r.on("--training.enable-cpu-offload")) refuse("paci does not model CPU offloading");
+  if (r.value("--training.mixed-precision-reduce") == "bfloat16")
+    out.notes.push_back(
+        "--training.mixed-precision-reduce bfloat16: paci models torchtitan's gradients as fp32 "
+        "(FSDP's sharded gradients beside fp32 master weights), their reduction included");
   const std::int64_t replicate = r.number("--parallelism.data-parallel-replicate-degree");
   std::int64_t shard = r.number("--parallelism.data-parallel-shard-degree");
   c.tp = static_cast<std::int32_t>(r.number("--parallelism.tensor-parallel-degree"));

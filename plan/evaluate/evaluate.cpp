@@ -164,8 +164,8 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   const std::int64_t t = c.tp, d = c.dp() * c.cp, P = c.pp, g = gpu.gpus_per_node;
   // Where each group's GPUs sit (Megatron-LM's order, tensor innermost, then context, data,
   // pipeline): the tensor-parallel group in one node when t <= g, its c context-parallel peers in
-  // the same node (t·c <= g), the replicas of a stage g/t to a node, pipeline neighbours t·d
-  // ranks apart.
+  // the same node while t·c <= g (else spread over nodes), the replicas of a stage g/t to a node,
+  // pipeline neighbours t·d ranks apart.
   LayerRun run;
   run.microbatch_size = c.microbatch_size;
   run.tensor_parallel = t;
@@ -299,15 +299,21 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   if (c.zero >= 2 && d > 1) {
     // Every micro-batch's gradients reduce-scattered, piece by piece, as its backward makes them
     // (ZeRO 3, and ZeRO 2 with the overlap on): issued on their own stream, they run while the
-    // stage computes what follows, until its next backward needs the buffer again, a forward and
+    // stage computes what follows, until its next backward needs the buffer again: a forward and
     // a backward of compute in the steady state, less the time ZeRO 3's gathers hold the same
-    // links. The last piece's cannot hide.
+    // links; the last micro-batch's only behind the rest of its own backward. The last piece's
+    // cannot hide. Averaged over the M micro-batches (every one's W carries the same share).
     sp.zero_weight_grad_s = per_piece(Collective::reduce_scatter, grad_bytes);
     const bool overlap = c.zero == 3 || c.overlap_grad_reduce;
-    const double window = std::max(0.0, sp.pieces.forward_total_s() + sp.pieces.backward_total_s() -
+    const double last = sp.zero_weight_grad_s * largest_share;
+    const double steady = std::max(0.0, sp.pieces.forward_total_s() + sp.pieces.backward_total_s() -
                                             sp.zero_forward_s - sp.zero_input_grad_s);
+    const double own = std::max(0.0, sp.pieces.backward_total_s() - sp.zero_input_grad_s);
+    const double M = static_cast<double>(std::max<std::int64_t>(1, c.microbatches()));
     sp.exposed_zero_weight_grad_s =
-        overlap ? overlapped(sp.zero_weight_grad_s, window, sp.zero_weight_grad_s * largest_share)
+        overlap ? ((M - 1) * overlapped(sp.zero_weight_grad_s, steady, last) +
+                   overlapped(sp.zero_weight_grad_s, own, last)) /
+                      M
                 : sp.zero_weight_grad_s;
     sp.zero_workspace_bytes += static_cast<std::int64_t>(grad_bytes) * largest;
   }

@@ -48,7 +48,7 @@ struct PlanConfig {
   // scaling) or MXFP8 (docs/costmodel.md, "FP8"); the cluster must have them.
   Precision precision = Precision::bf16;
   // The gradient buffer and its data-parallel reduction in bf16 (2 bytes per parameter) instead of
-  // fp32 (4): Megatron-LM's --grad-reduce-in-bf16, torchtitan's reduce dtype bfloat16; not
+  // fp32 (4): Megatron-LM's --grad-reduce-in-bf16 (torchtitan keeps fp32 sharded gradients); not
   // searched (it changes the numerics).
   bool bf16_gradients = false;
   // Layers per model stage (p·v entries), empty: as even as the layers allow, the remainder on

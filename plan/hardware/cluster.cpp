@@ -108,6 +108,13 @@ void check_link(const LinkSpec& link, std::string_view name) {
   for (const auto& [key, number, bound, optional] : kLinkFields)
     if (!(optional && link.*number == 0))
       check_number(link.*number, bound, fmt::format("{}.{}", name, key));
+  if (link.oversubscription != 0 && !std::isfinite(link.oversubscription))
+    throw InputError(
+        fmt::format("{}.oversubscription must be finite, got {}", name, link.oversubscription));
+  if (link.nodes_per_leaf != 0 && !(std::isfinite(link.nodes_per_leaf) &&
+                                    link.nodes_per_leaf == std::floor(link.nodes_per_leaf)))
+    throw InputError(fmt::format("{}.nodes_per_leaf must be a whole number of nodes, got {}", name,
+                                 link.nodes_per_leaf));
   if ((link.oversubscription > 0) != (link.nodes_per_leaf > 0))
     throw InputError(fmt::format(
         "{}.oversubscription and {}.nodes_per_leaf go together: the share of bandwidth between "

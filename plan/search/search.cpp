@@ -317,8 +317,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
           (m.kv_heads % t == 0 || t % m.kv_heads == 0) && space.gpus % t == 0)
         tps.push_back(t);
   const std::vector<std::string>& kinds = space.kinds.empty() ? all_kinds() : space.kinds;
-  // One pipeline stage: every kind is the same step (F and B of each micro-batch, then U), so the
-  // whole range tries it once, as 1F1B.
+  // One pipeline stage: no kind runs less work than 1F1B nor holds less memory (GPipe and 2BW
+  // hold more, PipeDream also updates after every micro-batch), so the whole range tries 1F1B.
   const std::vector<std::string> one_stage{"1f1b"};
   const std::vector<Recompute> recomputes =
       space.recompute.empty()
@@ -426,7 +426,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
               if (vs.empty()) {
                 invalid(
                     fmt::format("interleaved at p = {}: no chunk count v >= 2 with p x v "
-                                "dividing the {} layers",
+                                "dividing the {} layers (or them + 2)",
                                 p, L));
                 continue;
               }

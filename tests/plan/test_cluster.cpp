@@ -213,6 +213,13 @@ TEST(ClusterFile, OptionalFp8AndOversubscriptionFields) {
   c.network.oversubscription = 0.5;
   EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
               HasSubstr("network.oversubscription must be at least 1"));
+  c.network.oversubscription = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("network.oversubscription must be finite"));
+  c.network.oversubscription = 7;
+  c.network.nodes_per_leaf = 2.5;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("network.nodes_per_leaf must be a whole number of nodes"));
   c = cluster_preset("h100-80gb");
   c.nvlink.oversubscription = 2;
   c.nvlink.nodes_per_leaf = 1;

@@ -171,6 +171,57 @@ TEST(PlanSearch, TheBottleneckPartitionIsTheBestContiguousOne) {
   ASSERT_EQ(limited.size(), 4u);
   EXPECT_LT(limited[0], found[0]);
   EXPECT_TRUE(bottleneck_partition(c, costs, in_flight, 1.0).empty());
+  // Under that limit too, the best of every composition whose stages all fit.
+  const auto fits = [&](const std::vector<std::int32_t>& layers) {
+    std::int32_t first = 0;
+    for (std::int32_t i = 0; i < 4; ++i) {
+      const StageCost k = costs.stage_cost(costs.stage(i, first, layers[i]));
+      first += layers[i];
+      if (static_cast<double>(k.static_bytes() + in_flight[i] * k.activation_bytes) > need - 1)
+        return false;
+    }
+    return true;
+  };
+  double best_fitting = 1e300;
+  for (std::int32_t a = 1; a <= 21; ++a)
+    for (std::int32_t b = 1; a + b <= 22; ++b)
+      for (std::int32_t d = 1; a + b + d <= 23; ++d)
+        if (fits({a, b, d, 24 - a - b - d}))
+          best_fitting = std::min(best_fitting, worst({a, b, d, 24 - a - b - d}));
+  EXPECT_TRUE(fits(limited));
+  EXPECT_DOUBLE_EQ(worst(limited), best_fitting);
+  // The search's shared table prices every stage as the configuration's own costs do.
+  const StageCostTable table = stage_cost_table(c, costs);
+  for (const auto& layers : {found, limited, std::vector<std::int32_t>{1, 1, 1, 21}}) {
+    const auto a = table.stage_costs(layers), b = costs.stage_costs(layers);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].forward_s, b[i].forward_s);
+      EXPECT_EQ(a[i].backward_s, b[i].backward_s);
+      EXPECT_EQ(a[i].update_s, b[i].update_s);
+      EXPECT_EQ(a[i].static_bytes(), b[i].static_bytes());
+      EXPECT_EQ(a[i].activation_bytes, b[i].activation_bytes);
+      EXPECT_EQ(a[i].workspace_bytes, b[i].workspace_bytes);
+    }
+  }
+}
+
+// The GEMMs' and the gradients' precision are the user's: every plan of a search runs them.
+TEST(PlanSearch, PrecisionIsFixedForTheWholeSearch) {
+  SearchSpace s = small_space("llama3-8b", "h100-80gb", 8, 32);
+  s.precision = Precision::fp8;
+  s.bf16_gradients = true;
+  s.kinds = {"1f1b", "interleaved"};
+  SearchOptions o;
+  o.jobs = 1;
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.plans.empty());
+  for (const PlanResult& p : r.plans) {
+    EXPECT_EQ(p.config.precision, Precision::fp8);
+    EXPECT_TRUE(p.config.bf16_gradients);
+  }
+  s.cluster = cluster_preset("a100-80gb");
+  EXPECT_THROW(search(s, o), InputError);  // no FP8 on an A100
 }
 
 }  // namespace
