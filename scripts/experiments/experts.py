@@ -46,7 +46,8 @@ def search_command(paci, run, json_path, jobs):
             "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]), "--ffn", str(m["ffn"]),
             "--vocab", str(m["vocab"]), "--seq-len", str(m["seq_len"]),
             "--tied-embeddings", "yes" if m["tied_embeddings"] else "no",
-            "--gpu", run["gpu"], "--gpus", str(run["gpus"]),
+            *(["--cluster", os.path.join(ROOT, run["cluster_file"])] if run.get("cluster_file")
+              else ["--gpu", run["gpu"]]), "--gpus", str(run["gpus"]),
             "--global-batch", str(run["global_batch"]), "--max-staleness", "0",
             "--precision", run.get("precision", "bf16"),
             "--grad-dtype", run.get("grad_dtype", "fp32"), "--attention", run["attention"]]
