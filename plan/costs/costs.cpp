@@ -286,11 +286,10 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     // Transformer Engine's overlap (sequence parallelism): each all-gather and reduce-scatter is
     // cut into t chunks that travel while the GEMM it feeds or follows computes on the chunks
     // already there, so what shows is the part the GEMM cannot hide and one chunk.
-    const double one = tp_comm_s(m, c, r, w, 1) / 2;  // one all-gather (= one reduce-scatter)
-    // The forward all-gathers (before the QKV and the first MLP GEMM), 8-bit with FP8.
-    const double gather =
-        fp8 ? one - (tp_comm_s(m, c, r, w, 1) - tp_comm_s(m, c, r, w, 1, forward_gather_bytes))
-            : one;
+    const double pair = tp_comm_s(m, c, r, w, 1);
+    const double one = pair / 2;  // one all-gather (= one reduce-scatter)
+    // The forward all-gathers (before the QKV and the first MLP GEMM): what 8 bits save with FP8.
+    const double gather = one - (pair - tp_comm_s(m, c, r, w, 1, forward_gather_bytes));
     const double chunks = static_cast<double>(r.tensor_parallel);
     const auto exposed = [&](double comm, double gemm) {
       return std::max(0.0, comm - gemm) + std::min(comm, gemm) / chunks;

@@ -115,10 +115,9 @@ std::int64_t padded_vocab(const ModelSpec& model, std::int64_t tensor_parallel);
 // written (16), the bf16 weight written (2), the gradient buffer zeroed (4), and the gradient
 // read once more for the global norm of clipping (4).
 inline constexpr double kAdamBytesPerParameter = 38.0;
-// Memory per parameter (Megatron's mixed precision): bf16 weight, fp32 gradient buffer, and the
-// fp32 master weight with both AdamW moments (the last three sharded over the data-parallel
-// replicas with the distributed optimizer).
-inline constexpr std::int64_t kWeightBytes = 2, kGradientBytes = 4, kOptimizerBytes = 12;
+// Memory per parameter (Megatron's mixed precision): bf16 weight, and the fp32 master weight with
+// both AdamW moments (sharded by the ZeRO stage); the gradient buffer's is gradient_bytes() below.
+inline constexpr std::int64_t kWeightBytes = 2, kOptimizerBytes = 12;
 // The gradient a data-parallel reduction moves, per parameter: fp32 (Megatron reduces its fp32
 // gradient buffer); with the distributed optimizer also the bf16 weights all-gathered after.
 inline constexpr double kGradientReduceBytes = 4.0, kParamGatherBytes = 2.0;

@@ -11,6 +11,12 @@
 
 namespace paci::plan {
 
+// A stage's kind for the tables below: 0 the first (with the embedding), 2 the last (with the
+// head), 1 any other; a lone stage is the first.
+inline int stage_kind(std::int32_t stage, std::int32_t stages) {
+  return stage == 0 ? 0 : (stage == stages - 1 ? 2 : 1);
+}
+
 // Work per step and memory of a stage with n layers: they depend on the stage only through its
 // kind (first, middle, last), so three tables of L entries serve every partition of a
 // configuration.
@@ -19,7 +25,7 @@ struct PartitionTables {
   std::array<std::vector<double>, 3> work;
   std::array<std::vector<std::int64_t>, 3> fixed, activations;
   std::vector<std::int32_t> in_flight;
-  int kind_of(std::int32_t s) const { return s == 0 ? 0 : (s == stages - 1 ? 2 : 1); }
+  int kind_of(std::int32_t s) const { return stage_kind(s, stages); }
 };
 
 // What a non-interleaved configuration's stage of n layers costs (n = 1..L), for each stage kind
@@ -28,7 +34,7 @@ struct PartitionTables {
 struct StageCostTable {
   std::int32_t stages = 0, layers = 0;
   std::array<std::vector<StageCost>, 3> cost;  // [kind][n], n = 0 unused
-  int kind_of(std::int32_t s) const { return s == 0 ? 0 : (s == stages - 1 ? 2 : 1); }
+  int kind_of(std::int32_t s) const { return stage_kind(s, stages); }
   // Every stage's cost for layers per stage `layers` (= costs.stage_costs(layers)).
   std::vector<StageCost> stage_costs(const std::vector<std::int32_t>& layers) const;
 };
