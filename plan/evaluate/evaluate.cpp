@@ -446,22 +446,29 @@ void measure(PlanResult& r, const SimResult& sim) {
   const ModelSpec& m = c.model;
   const auto M = static_cast<std::int32_t>(r.microbatches);
   // The step: the makespan of one flushed step; for an asynchronous schedule the time between
-  // stage 0's updates in the middle half of the run, times the updates per global step.
+  // stage 0's updates in the middle half of the run, times the updates per global step, and no
+  // less than the busiest device's work per step (a window still in its fill can measure less,
+  // which no steady state runs at).
   const auto& list0 = r.schedule.devices[static_cast<std::size_t>(r.schedule.placement[0])];
   const auto& times0 = sim.times[static_cast<std::size_t>(r.schedule.placement[0])];
   std::vector<double> updates;
   for (std::size_t i = 0; i < list0.size(); ++i)
     if (list0[i].kind == ActionKind::U && list0[i].stage == 0) updates.push_back(times0[i].end_s);
-  double busy = 0.0;
-  for (const auto& device : sim.times)
-    for (const ActionTime& a : device) busy += a.end_s - a.start_s;
+  double busy = 0.0, busiest = 0.0;
+  for (const auto& device : sim.times) {
+    double own = 0.0;
+    for (const ActionTime& a : device) own += a.end_s - a.start_s;
+    busy += own;
+    busiest = std::max(busiest, own);
+  }
   const double updates_per_step = c.kind == "pipedream" ? static_cast<double>(M) : 1.0;
   const double global_steps = static_cast<double>(r.schedule.steps) / updates_per_step;
   if (!asynchronous_kind(c.kind)) {
     r.step_s = sim.critical_path.length_s;
   } else {
     const std::size_t n = updates.size(), a = n / 4, b = n - 1 - std::max<std::size_t>(1, n / 4);
-    r.step_s = (updates[b] - updates[a]) / static_cast<double>(b - a) * updates_per_step;
+    r.step_s = std::max((updates[b] - updates[a]) / static_cast<double>(b - a) * updates_per_step,
+                        busiest / global_steps);
   }
   const double devices = static_cast<double>(r.schedule.num_devices());
   r.bubble_ratio = 1.0 - busy / global_steps / (devices * r.step_s);

@@ -106,6 +106,9 @@ struct SearchResult {
   Rejected rejected;
   std::int64_t configurations = 0;  // every combination of the knobs (and partitions)
   std::int64_t simulated = 0;
+  // Of the simulated configurations, the smallest ratio of the simulated step to its bound: at
+  // least 1 wherever the bound holds (pruning relies on it).
+  double least_step_over_bound = 0;
   double seconds = 0;
   std::size_t jobs = 1;
   bool interrupted = false;

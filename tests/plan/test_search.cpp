@@ -71,6 +71,9 @@ TEST(PlanSearch, PruningNeverChangesTheAnswer) {
     ASSERT_FALSE(a.plans.empty()) << c.space.model.name;
     EXPECT_EQ(a.configurations, b.configurations);
     EXPECT_EQ(a.rejected.pruned, 0);
+    // Every configuration's bound is at most its simulated step.
+    EXPECT_GE(a.least_step_over_bound, 1 - 1e-9) << c.space.model.name;
+    EXPECT_LT(a.least_step_over_bound, 1.01) << c.space.model.name << ": the bound is loose";
     EXPECT_GT(b.rejected.pruned, 0) << c.space.model.name << ": the bound pruned nothing";
     EXPECT_LT(b.simulated, a.simulated);
     EXPECT_EQ(summary(a.plans), summary(b.plans)) << c.space.model.name;
