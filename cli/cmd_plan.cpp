@@ -135,6 +135,11 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
     s.zero.clear();
     for (const bool on : switch_values(vm, "distributed-optimizer")) s.zero.push_back(on ? 1 : 0);
   }
+  if (vm.count("shard-group")) {
+    s.shard_group = numbers<std::int64_t>(vm, "shard-group", std::int64_t{1} << 40);
+    if (std::find(s.zero.begin(), s.zero.end(), 0) != s.zero.end() && s.zero.size() == 1)
+      throw UsageError("--shard-group is the group ZeRO shards over: it needs --zero 1, 2 or 3");
+  }
   s.overlap_grad_reduce = switch_values(vm, "overlap-grad-reduce");
   const std::string attention = vm["attention"].as<std::string>();
   if (attention != "flash" && attention != "unfused")
@@ -171,8 +176,8 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
              plan::SearchOptions o) {
   std::istringstream cluster_flags(
       "gpu gpus tp cp cp-comm microbatch-size recompute sequence-parallel tp-comm-overlap "
-      "distributed-optimizer zero overlap-grad-reduce attention precision grad-dtype emit jobs "
-      "preset "
+      "distributed-optimizer zero shard-group overlap-grad-reduce attention precision grad-dtype "
+      "emit jobs preset "
       "layers d-model heads kv-heads ffn vocab seq-len arch tied-embeddings");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
@@ -222,7 +227,7 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
       "preset layers d-model heads kv-heads ffn seq-len arch tied-embeddings global-batch tp cp "
       "cp-comm pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
-      "distributed-optimizer zero overlap-grad-reduce attention precision grad-dtype "
+      "distributed-optimizer zero shard-group overlap-grad-reduce attention precision grad-dtype "
       "max-staleness");
   for (std::string f; launch_flags >> f;)
     if (given(vm, f.c_str()))
@@ -343,6 +348,9 @@ int run_plan(const std::vector<std::string>& args) {
              "ZeRO stage over the data-parallel replicas: 0 replicated | 1 optimizer state "
              "sharded (Megatron's distributed optimizer) | 2 and gradients | 3 and weights "
              "(FSDP); a list is searched; absent: 0,1,2,3");
+  add_switch("shard-group", po::value<std::string>(),
+             "HSDP: ZeRO shards over this many of the weights' d x c replicas (the nearest), the "
+             "groups replicating one another; a list is searched; absent: all of them");
   add_switch("distributed-optimizer", po::value<std::string>()->implicit_value("on"),
              "--zero 1 (on) or 0 (off); on,off: both");
   add_switch("overlap-grad-reduce", po::value<std::string>()->implicit_value("on"),

@@ -70,6 +70,9 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   if (c.sequence_parallel) a.push_back("--sequence-parallel");
   if (c.tp_comm_overlap) a.push_back("--tp-comm-overlap");
   if (c.zero == 1) a.push_back("--use-distributed-optimizer");
+  // HSDP: instances of the distributed optimizer, each sharding over shard_group replicas.
+  if (c.zero == 1 && c.shard_group > 0 && c.shard_group < c.dp() * c.cp)
+    add("--num-distributed-optimizer-instances", c.dp() * c.cp / c.shard_group);
   if (c.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
   if (c.bf16_gradients) a.push_back("--grad-reduce-in-bf16");  // else fp32, validate_args' default
   a.push_back("--bf16");

@@ -58,6 +58,11 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
   if (c.cp > 1 && c.zero == 0)
     return "torchtitan shards over its context-parallel GPUs (FSDP over data x context): plan "
            "ZeRO 1 (with PP) or 3";
+  if (c.zero > 0 && c.shard_group > 0 && (c.shard_group % c.cp != 0 || c.shard_group == 1))
+    return fmt::format(
+        "torchtitan's FSDP shards over its data x context-parallel GPUs (data_parallel_shard "
+        "x cp): --shard-group {} must be a multiple of --cp {}, and above 1",
+        c.shard_group, c.cp);
   if (c.dp() * c.cp > 1) {
     if (c.zero == 2)
       return "torchtitan's FSDP has no ZeRO 2 (the gradients sharded, the weights whole): plan "
@@ -110,9 +115,11 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::s
   add("--parallelism.pipeline-parallel-degree", c.pp);
   // ZeRO 0 replicates (DDP alone, HSDP with one shard beside TP or PP); else torchtitan shards
   // (FSDP): ZeRO 3 reshards after forward, ZeRO 1 (with PP) does not.
-  const bool replicate = c.dp() > 1 && c.zero == 0;
-  add("--parallelism.data-parallel-replicate-degree", replicate ? c.dp() : 1);
-  add("--parallelism.data-parallel-shard-degree", replicate ? 1 : c.dp());
+  // HSDP: FSDP over shard_group of the data x context GPUs, replicated over the rest.
+  const std::int64_t replicas =
+      c.zero == 0 ? c.dp() : (c.shard_group > 0 ? c.dp() * c.cp / c.shard_group : 1);
+  add("--parallelism.data-parallel-replicate-degree", replicas);
+  add("--parallelism.data-parallel-shard-degree", c.dp() / replicas);
   if (c.dp() * c.cp > 1 && c.zero > 0)
     add("--parallelism.fsdp-reshard-after-forward", c.zero == 3 ? "always" : "never");
   if (c.pp > 1) {

@@ -57,6 +57,25 @@ def experts_headline():
             f"configurations fit paci's memory limit (docs/results/experts.md).")
 
 
+def interop_headline():
+    path = os.path.join(ROOT, "docs", "results", "interop.json")
+    if not os.path.exists(path):
+        return "- (run `bash scripts/interop.sh --summary docs/results/interop.json`)"
+    s = json.load(open(path))
+    return (
+        "- **What `paci plan` emits and reads, run by the tools' own code** (`bash "
+        "scripts/interop.sh --summary docs/results/interop.json`; the test command runs it "
+        f"too): {s['passed']} of {s['checks']} checks pass in {s['seconds']} s: {s['plans']} "
+        "plans' schedule CSVs on PyTorch's gloo pipelines (gradients within 1e-10 of one "
+        "process), their torchtitan 0.3.0 commands through its parser, parallel dimensions, FSDP "
+        "resharding, HSDP groups and stage split, their Megatron-LM flags through core_v0.16.1's "
+        "recorded parser and megatron-core's config and stage split; "
+        f"{s['launches']} users' launches read by `--from-*` exactly as megatron-core and "
+        "torchtitan read them (the GEMM precision among what must agree); "
+        f"{s['refusals']} refused plans (with and without `-o DIR`), {s['refused_launches']} "
+        f"refused launches and {s['self_tests']} self-tests ([interop.md](docs/interop.md))")
+
+
 def results_headlines():
     lines = []
     fid = read("docs/results/fidelity_headline.md", "")
@@ -95,6 +114,7 @@ for n in (8, 32, 128, 512):
     rows.append(f"| {n} | {f['makespan_s']:g} | {p['makespan_s']:g} | {p['speedup_vs_1f1b']:.3f}× |")
 blocks = {
     "RESULTS_HEADLINES": results_headlines(),
+    "INTEROP_HEADLINE": interop_headline(),
     "PUBLISHED_HEADLINE": published_headline(),
     "BENCH_PLAN_ROW": read("docs/results/bench_plan_headline.md", "(run build/bench/bench_plan)"),
     "FIDELITY_TABLE_P2": read("docs/results/fidelity_P2.md", "(run scripts/experiments/fidelity.sh)"),

@@ -377,6 +377,18 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   if (c.tp_comm_overlap && !c.sequence_parallel)
     refuse("Megatron-LM refuses --tp-comm-overlap without --sequence-parallel");
   c.zero = r.on("--use-distributed-optimizer") ? 1 : 0;
+  // Instances of the distributed optimizer (HSDP): each shards over d·c / instances replicas.
+  if (const auto instances = r.number("--num-distributed-optimizer-instances");
+      instances && *instances != 1) {
+    const std::int64_t replicas = c.dp() * c.cp;
+    if (c.zero == 0)
+      refuse("--num-distributed-optimizer-instances needs --use-distributed-optimizer");
+    if (*instances < 1 || replicas % *instances != 0)
+      refuse(fmt::format(
+          "--num-distributed-optimizer-instances {} must divide the data x context-parallel {}",
+          *instances, replicas));
+    c.shard_group = replicas / *instances;
+  }
   // validate_args: bf16 gradients with --grad-reduce-in-bf16 (or a bf16 --main-grads-dtype),
   // else --bf16 forces their accumulation and reduction to fp32.
   c.bf16_gradients =

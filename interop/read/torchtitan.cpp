@@ -278,10 +278,8 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
       out.notes.push_back(
           "--parallelism.fsdp-reshard-after-forward never without PP: torchtitan gathers the "
           "weights once per micro-batch; paci's ZeRO 3 gathers them for the backward again");
-    if (replicate > 1)
-      out.notes.push_back(fmt::format(
-          "HSDP: torchtitan shards over {} and replicates {}×; paci shards over all {} replicas",
-          shard, replicate, shard * replicate));
+    // HSDP: sharded over shard x context, those groups replicated.
+    if (replicate > 1) c.shard_group = shard * c.cp;
   }
   // FSDP and DDP reduce during the backward.
   c.overlap_grad_reduce = shard * replicate * c.cp > 1;

@@ -152,6 +152,18 @@ void check_knobs(const PlanConfig& c) {
         "--sequence-parallel");
   if (c.zero < 0 || c.zero > 3)
     throw InputError(fmt::format("--zero takes 0, 1, 2 or 3, got {}", c.zero));
+  if (c.shard_group != 0) {
+    const std::int64_t replicas = c.dp() * c.cp;
+    if (c.shard_group < 1 || replicas % c.shard_group != 0)
+      throw InputError(fmt::format(
+          "--shard-group {} must divide the weights' {} replicas (d = {} x c = {}): it is the "
+          "GPUs ZeRO shards over, the rest replicating",
+          c.shard_group, replicas, c.dp(), c.cp));
+    if (c.zero == 0 && c.shard_group != replicas)
+      throw InputError(fmt::format(
+          "--shard-group {} is the group ZeRO shards over: it needs --zero 1, 2 or 3",
+          c.shard_group));
+  }
   check_precision(c.cluster, c.precision);
   check_pipeline(c);
 }
@@ -180,6 +192,12 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   run.cp_all_gather = c.cp_all_gather;
   run.precision = c.precision;
   dp_per_node_ = std::clamp<std::int64_t>(g / t, 1, d);
+  // HSDP: the sharding group is the nearest replicas (t ranks apart), its replicas that many
+  // further.
+  shards_ = c.shards();
+  shards_per_node_ = std::clamp<std::int64_t>(g / t, 1, shards_);
+  groups_ = d / shards_;
+  groups_per_node_ = std::clamp<std::int64_t>(g / (t * shards_), 1, groups_);
   stride_ = t * d;
   layer_ = layer_costs(m, gpu, run);
   embedding_ = embedding_costs(m, gpu, run);
@@ -217,7 +235,7 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     sp.pieces += h;
   }
   const std::int64_t params = sp.pieces.parameters;
-  sp.optimizer_s = optimizer_step_s(gpu, params, d, c.zero, c.bf16_gradients);
+  sp.optimizer_s = optimizer_step_s(gpu, params, shards_, c.zero, c.bf16_gradients);
   // FP8 (docs/costmodel.md, "FP8"): the weights cast to their two 8-bit copies (read 2 bytes,
   // write 1 + 1) once per step, at its first micro-batch (Transformer Engine caches them for the
   // others); with ZeRO 3 every gathered layer is cast again, for each forward and backward.
@@ -243,11 +261,19 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   const std::int64_t embedding = sp.embedding ? embedding_.parameters : 0;
   const std::int64_t head =
       sp.head ? std::max<std::int64_t>(0, params - layer_.parameters * layers - embedding) : 0;
+  // HSDP: a shard of gradients, reduce-scattered in its group, is all-reduced between the groups.
+  const auto between_groups = [&](double bytes) {
+    return groups_ > 1 ? collective_s(gpu, Collective::all_reduce,
+                                      bytes / static_cast<double>(shards_), groups_,
+                                      groups_per_node_)
+                       : 0.0;
+  };
   const auto per_piece = [&](Collective kind, double bytes_per_parameter) {
     const auto one = [&](std::int64_t p) {
-      return p > 0 ? collective_s(gpu, kind, bytes_per_parameter * static_cast<double>(p), d,
-                                  dp_per_node_)
-                   : 0.0;
+      if (p <= 0) return 0.0;
+      const double bytes = bytes_per_parameter * static_cast<double>(p);
+      return collective_s(gpu, kind, bytes, shards_, shards_per_node_) +
+             (kind == Collective::reduce_scatter ? between_groups(bytes) : 0.0);
     };
     return static_cast<double>(layers) * one(layer_.parameters) + one(embedding) + one(head);
   };
@@ -262,13 +288,15 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   const double gather =
       c.zero == 1 || c.zero == 2
           ? collective_s(gpu, Collective::all_gather,
-                         kParamGatherBytes * static_cast<double>(params), d, dp_per_node_)
+                         kParamGatherBytes * static_cast<double>(params), shards_,
+                         shards_per_node_)
           : 0.0;
   const double reduce =
-      c.zero >= 2
-          ? 0.0
-          : collective_s(gpu, c.zero == 1 ? Collective::reduce_scatter : Collective::all_reduce,
-                         grads, d, dp_per_node_);
+      c.zero >= 2   ? 0.0
+      : c.zero == 1 ? collective_s(gpu, Collective::reduce_scatter, grads, shards_,
+                                   shards_per_node_) +
+                          between_groups(grads)
+                    : collective_s(gpu, Collective::all_reduce, grads, d, dp_per_node_);
   sp.reduce_s = reduce + gather;
   // Buckets reduce while the backward runs; the last one cannot.
   const auto overlapped = [&](double comm, double compute, double last) {
@@ -322,7 +350,7 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
 
 StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
   const PlanConfig& c = config_;
-  const std::int64_t d = c.dp() * c.cp, params = sp.pieces.parameters;
+  const std::int64_t d = shards_, params = sp.pieces.parameters;  // ZeRO shards over d
   StageCost cost;
   cost.forward_s = sp.pieces.forward_total_s() + sp.exposed_zero_forward_s;
   cost.input_grad_s = sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s +
@@ -374,7 +402,11 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
       m.name, c.gpus, gpu.name, c.tp, cp_label(c, ", c={}"), P, c.dp(), c.chunks, c.microbatch_size,
       c.microbatches(), to_string(c.recompute), c.sequence_parallel ? ", sequence parallel" : "",
       c.tp_comm_overlap ? ", tensor-parallel collectives overlapped" : "",
-      c.zero > 0 ? fmt::format(", ZeRO {}", c.zero) : "",
+      c.zero > 0 ? fmt::format(", ZeRO {}{}", c.zero,
+                               c.shard_group > 0
+                                   ? fmt::format(" over groups of {} (HSDP)", c.shard_group)
+                                   : "")
+                 : "",
       c.precision != Precision::bf16 ? fmt::format(", {}", to_string(c.precision)) : "",
       c.bf16_gradients ? ", bf16 gradients" : "",
       c.overlap_grad_reduce ? ", overlapped gradient reduction" : "");

@@ -42,6 +42,11 @@ struct PlanConfig {
   // (reduce-scattered every micro-batch), 3 the weights too (FSDP: gathered per layer for each
   // micro-batch's forward and backward).
   std::int32_t zero = 0;
+  // HSDP (torchtitan's replicate x shard mesh; Megatron-LM's --num-distributed-optimizer-
+  // instances): ZeRO shards over this many of the weights' d·c replicas, the nearest ones, and
+  // the resulting groups replicate one another (their gradient shards all-reduced between them).
+  // 0: over all of them.
+  std::int64_t shard_group = 0;
   bool tp_comm_overlap = false;  // needs sequence_parallel (docs/costmodel.md)
   bool flash_attention = true;
   // The linear layers' GEMMs: bf16, FP8 (per-tensor scales, Transformer Engine's delayed
@@ -56,6 +61,8 @@ struct PlanConfig {
   std::vector<std::int32_t> partition;
 
   std::int64_t dp() const { return gpus / (static_cast<std::int64_t>(tp) * cp * pp); }
+  // The GPUs ZeRO shards over: shard_group, or all d·c replicas of the weights.
+  std::int64_t shards() const { return shard_group > 0 ? shard_group : dp() * cp; }
   std::int64_t microbatches() const { return global_batch / (dp() * microbatch_size); }
   std::int32_t stages() const { return pp * chunks; }
 };
@@ -162,6 +169,9 @@ class ConfigCosts {
   bool tied_apart_ = false;
   double message_bytes_ = 0, embedding_sync_s_ = 0;
   std::int64_t dp_per_node_ = 1, stride_ = 1;
+  // ZeRO's sharding group (HSDP: shard_group) and its replicas, and how many of each share a
+  // node.
+  std::int64_t shards_ = 1, shards_per_node_ = 1, groups_ = 1, groups_per_node_ = 1;
 };
 
 // Layers per model stage for `config`: its partition when given, else as even as the layers allow

@@ -63,6 +63,7 @@ ordered_json plan_json(const PlanResult& p) {
   j["tp_comm_overlap"] = c.tp_comm_overlap;
   j["distributed_optimizer"] = c.zero >= 1;  // the optimizer state sharded (ZeRO 1 or more)
   j["zero"] = c.zero;
+  j["shard_group"] = c.zero > 0 ? c.shards() : 0;  // ZeRO's sharding group (HSDP: below d·c)
   j["overlap_grad_reduce"] = c.overlap_grad_reduce;
   j["attention"] = c.flash_attention ? "flash" : "unfused";
   j["precision"] = std::string(to_string(c.precision));
@@ -159,7 +160,11 @@ std::string plan_text(const PlanResult& p) {
       m.name, static_cast<double>(p.parameters) / 1e9, c.gpus, c.cluster.name, c.global_batch,
       m.seq_len, c.tp, cp_label(c, " c={}"), c.pp, p.dp, c.chunks, c.microbatch_size,
       p.microbatches, c.kind, to_string(c.recompute), on_off(c.sequence_parallel),
-      c.tp_comm_overlap ? " (collectives overlapped)" : "", zero_text(c.zero),
+      c.tp_comm_overlap ? " (collectives overlapped)" : "",
+      zero_text(c.zero) + (c.zero > 0 && c.shard_group > 0
+                               ? fmt::format(" over groups of {}, {} replicas (HSDP)",
+                                             c.shard_group, p.dp * c.cp / c.shard_group)
+                               : ""),
       on_off(c.overlap_grad_reduce), c.flash_attention ? "flash" : "unfused",
       c.precision != Precision::bf16 ? fmt::format(", {} GEMMs", to_string(c.precision)) : "",
       c.bf16_gradients ? ", bf16 gradients" : "");

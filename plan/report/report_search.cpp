@@ -24,6 +24,7 @@ std::string knobs(const PlanConfig& c) {
   if (c.sequence_parallel) switches += " sp";
   if (c.tp_comm_overlap) switches += " tp-overlap";
   if (c.zero > 0) switches += fmt::format(" z{}", c.zero);
+  if (c.zero > 0 && c.shard_group > 0) switches += fmt::format("/{}", c.shard_group);
   if (c.overlap_grad_reduce) switches += " grad-overlap";
   return fmt::format("{} t={}{} p={} d={}{} b={} M={} {}{}", c.kind, c.tp,
                      c.cp > 1 ? fmt::format(" c={}{}", c.cp, c.cp_all_gather ? "ag" : "") : "",

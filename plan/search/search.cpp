@@ -66,10 +66,10 @@ struct Candidate {
 std::string config_key(const PlanConfig& c) {
   std::string partition;
   for (const std::int32_t l : c.partition) partition += fmt::format("{},", l);
-  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|g{}|{}", c.kind, c.tp, c.cp,
+  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|h{}|g{}|{}", c.kind, c.tp, c.cp,
                      c.cp_all_gather ? "ag" : "", c.pp, c.chunks, c.microbatch_size,
                      to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap, c.zero,
-                     c.overlap_grad_reduce, partition);
+                     c.shard_group, c.overlap_grad_reduce, partition);
 }
 
 // A lower bound on the step, and one on the largest device's peak memory: its stages' static
@@ -212,6 +212,7 @@ std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
                                   &fixed.overlap_grad_reduce, &fixed.cp_all_gather})
     if (!knob->empty()) knob->resize(1);
   if (!fixed.zero.empty()) fixed.zero.resize(1);
+  fixed.shard_group.resize(1, 0);
   fixed.cp.resize(1, 1);  // without context parallelism unless the first value given says
   return single_configuration(fixed);
 }
@@ -221,7 +222,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
         one(s.cp) && (s.cp[0] == 1 || s.cp_all_gather.size() <= 1) && one(s.sequence_parallel) &&
         one(s.tp_comm_overlap) && one(s.zero) && one(s.overlap_grad_reduce) &&
-        s.chunks.size() <= 1))
+        s.chunks.size() <= 1 && s.shard_group.size() <= 1))
     return std::nullopt;
   PlanConfig c;
   c.model = s.model;
@@ -239,6 +240,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.sequence_parallel = s.sequence_parallel[0];
   c.tp_comm_overlap = s.tp_comm_overlap[0];
   c.zero = s.zero[0];
+  c.shard_group = s.shard_group.empty() ? 0 : s.shard_group[0];
   c.overlap_grad_reduce = s.overlap_grad_reduce[0];
   c.flash_attention = s.flash_attention;
   c.precision = s.precision;
@@ -427,7 +429,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
         for (const std::int64_t b : bs) {
           // Stage costs by (recompute, SP, TP overlap, ZeRO, gradient overlap, all-gather CP):
           // the same for every non-interleaved kind at this (t, c, p, b).
-          std::map<std::tuple<Recompute, bool, bool, std::int32_t, bool, bool>, StageCostTable>
+          std::map<std::tuple<Recompute, bool, bool, std::int32_t, std::int64_t, bool, bool>,
+                   StageCostTable>
               tables;
           for (const std::string& kind : p == 1 && space.kinds.empty() ? one_stage : kinds) {
             std::vector<std::int32_t> vs{1};
@@ -453,8 +456,16 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
             // always overlaps) is off, counted once, whatever was asked.
             const std::vector<bool> off{false};
             const std::vector<std::int32_t> unsharded{0};
+            const std::vector<std::int64_t> whole{0};
             // The weights' replicas: the data-parallel and the context-parallel ones.
             const std::int64_t replicas = d * cp;
+            // HSDP's groups, each once: all the replicas is the default (0).
+            std::vector<std::int64_t> groups;
+            for (const std::int64_t g : space.shard_group.empty() ? whole : space.shard_group) {
+              const std::int64_t group = g == replicas ? 0 : g;
+              if (std::find(groups.begin(), groups.end(), group) == groups.end())
+                groups.push_back(group);
+            }
             const auto& sps = t == 1 ? off : space.sequence_parallel;
             const auto& zeros = replicas == 1 ? unsharded : space.zero;
             const auto& gathers = cp == 1 ? off : space.cp_all_gather;
@@ -463,6 +474,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                 for (const bool sp : sps)
                   for (const bool tco : sp ? space.tp_comm_overlap : off)
                     for (const std::int32_t zero : zeros)
+                      for (const std::int64_t group : zero == 0 ? whole : groups)
                       for (const bool ovl :
                            replicas == 1 || zero == 3 ? off : space.overlap_grad_reduce)
                         for (const bool gather : gathers) {
@@ -475,6 +487,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                           c.sequence_parallel = sp;
                           c.tp_comm_overlap = tco;
                           c.zero = zero;
+                          c.shard_group = group;
                           c.overlap_grad_reduce = ovl;
                           c.partition = space.partition;
                           try {
@@ -505,7 +518,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                           if (interleaved) {
                             own.emplace(c);
                           } else {
-                            const auto key = std::make_tuple(rc, sp, tco, zero, ovl, gather);
+                            const auto key =
+                                std::make_tuple(rc, sp, tco, zero, c.shard_group, ovl, gather);
                             auto it = tables.find(key);
                             if (it == tables.end())
                               it = tables.emplace(key, stage_cost_table(c, ConfigCosts(c))).first;

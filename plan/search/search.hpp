@@ -51,6 +51,10 @@ struct SearchSpace {
       overlap_grad_reduce{false, true};
   // ZeRO stages (0 at d = 1, where there is nothing to shard).
   std::vector<std::int32_t> zero{0, 1, 2, 3};
+  // HSDP's sharding groups (PlanConfig::shard_group), each with ZeRO 1 to 3; 0 (the default):
+  // ZeRO over all the replicas. A group that does not divide a configuration's replicas is
+  // invalid for it; one equal to them is the default.
+  std::vector<std::int64_t> shard_group{0};
   bool flash_attention = true;
   // The GEMMs' number format: not searched (FP8 changes the numerics a run converges with: the
   // user's decision), bf16 unless given.

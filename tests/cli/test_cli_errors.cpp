@@ -176,6 +176,14 @@ std::vector<Case> catalogue() {
        "paci plan: error: --precision mxfp8: h100-80gb has no block-scaled (MX) FP8 tensor cores "
        "(Blackwell has; its cluster file gives no mxfp8_gemm_efficiency); --precision fp8 would "
        "work"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --tp 2 --pp 1 "
+       "--microbatch-size 1 --kind 1f1b --recompute none --zero 3 --shard-group 3",
+       "paci plan: error: --shard-group 3 must divide the weights' 8 replicas (d = 8 x c = 1): it "
+       "is the GPUs ZeRO shards over, the rest replicating"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --zero 0 "
+       "--shard-group 4",
+       "paci plan: error: --shard-group is the group ZeRO shards over: it needs --zero 1, 2 or 3 "
+       "(see paci plan --help)"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --precision fp4",
        "paci plan: error: unknown precision 'fp4' (expected bf16, fp8 or mxfp8)"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --grad-dtype fp16",

@@ -159,6 +159,7 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
         "t": t, "p": p, "cp": cp, "d": world // (t * p * cp), "vp": vp or 1,
         "mbs": a.get("micro_batch_size", 1), "gbs": a.get("global_batch_size"),
         "distributed_optimizer": bool(a.get("use_distributed_optimizer")),
+        "instances": a.get("num_distributed_optimizer_instances") or 1,
         # validate_args: --bf16 accumulates and reduces gradients in fp32 unless
         # --grad-reduce-in-bf16 (or a bf16 --main-grads-dtype) says otherwise.
         "grad_dtype": "bf16" if a.get("grad_reduce_in_bf16") or a.get("main_grads_dtype") == "bf16"
@@ -238,6 +239,7 @@ def build_tree(words: list[str], world: int, tree: str, arch: int):
         "vp": args.virtual_pipeline_model_parallel_size or 1,
         "mbs": args.micro_batch_size, "gbs": args.global_batch_size,
         "distributed_optimizer": bool(args.use_distributed_optimizer),
+        "instances": getattr(args, "num_distributed_optimizer_instances", 1) or 1,
         "grad_dtype": "fp32" if args.accumulate_allreduce_grads_in_fp32 else "bf16",
     }
     return config, facts, f"Megatron-LM's own parse_args/validate_args from {tree}{note}"
@@ -337,6 +339,9 @@ def check(a) -> str:
             "gbs": f["gbs"], "sp": bool(config.sequence_parallel),
             "recompute": config.recompute_granularity or "none",
             "zero": 1 if f.get("distributed_optimizer") else 0,
+            # The distributed optimizer shards over d·cp / instances replicas (HSDP when above 1).
+            "shard_group": f["d"] * f["cp"] // f["instances"] if f.get("distributed_optimizer")
+            else 0,
             "cp_comm": (config.cp_comm_type if f["cp"] > 1 else None) or "p2p",
             "precision": precision_of(config), "grad_dtype": f["grad_dtype"]}
     check_expected(a.expect, seen, "Megatron")
@@ -357,7 +362,8 @@ def main() -> int:
     ap.add_argument("--env", action="append", default=[], metavar="K=V",
                     help="the launch's environment (as its script exports it)")
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
-                    help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute, zero")
+                    help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute, zero, "
+                    "shard_group")
     ap.add_argument("--gpu-arch", type=int, default=9,
                     help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
     a = ap.parse_args()

@@ -360,7 +360,9 @@ def worker(words: list[str], world: int, lps: list[int]) -> dict:
                   "M": inline["n_microbatches"] * inline["grad_accum"],
                   "sp": bool(par.enable_sequence_parallel and pd.tp > 1),
                   "recompute": _ac_mode(ac), "schedule": sched_cls_name or "none",
-                  "zero": zero},
+                  "zero": zero,
+                  # FSDP's group: data_parallel_shard x cp (HSDP when replicated as well).
+                  "shard_group": pd.dp_shard * pd.cp if pd.dp_shard * pd.cp > 1 else 0},
         "ok": True,
         "model": f"{cfg.model_spec.name}/{cfg.model_spec.flavor}",
         "dims": f"dp_replicate={pd.dp_replicate} dp_shard={pd.dp_shard} cp={pd.cp} "
@@ -463,7 +465,7 @@ def main() -> int:
     ap.add_argument("--run-steps", type=int, default=0)
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                     help="a fact that must come out: tp, pp, cp, dp, dp_shard, dp_replicate, gbs, "
-                    "seq_len, M, sp, recompute, schedule, zero")  # cp as well
+                    "seq_len, M, sp, recompute, schedule, zero, shard_group")  # cp as well
     ap.add_argument("--timeout", type=int, default=600, help="seconds for the whole check")
     ap.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()

@@ -130,6 +130,16 @@ CASES = [
       "--microbatch-size", "1", "--kind", "interleaved", "--chunks", "2", "--recompute", "none",
       "--sequence-parallel", "--zero", "1", "--cp", "2", "--precision", "mxfp8"],
      {"pytorch", "megatron"}, None),
+    ("llama3-8b HSDP: FSDP over 4, replicated 2x (torchtitan)",
+     [*L8, "--gpus", "16", "--global-batch", "32", "--tp", "2", "--pp", "1",
+      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full", "--sequence-parallel",
+      "--zero", "3", "--shard-group", "4", "--cp", "1"],
+     {"pytorch", "torchtitan"}, None),
+    ("llama3-8b HSDP: 2 distributed-optimizer instances (Megatron-LM)",
+     [*L8, "--gpus", "32", "--global-batch", "64", "--tp", "2", "--pp", "2",
+      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "selective",
+      "--sequence-parallel", "--zero", "1", "--shard-group", "4", "--cp", "1"],
+     {"pytorch", "megatron", "torchtitan"}, None),
     ("gpt2-medium 1f1b d2",
      ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
       "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
@@ -212,6 +222,10 @@ READS = [
      "--sequence-parallel --micro-batch-size 1 --global-batch-size 64 --fp8-format hybrid "
      "--fp8-amax-history-len 1024 --fp8-amax-compute-algo max --use-distributed-optimizer "
      "--grad-reduce-in-bf16"),
+    ("megatron llama3-8b 2 distributed-optimizer instances", "megatron", 32,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 " + _LLAMA8B_MEGATRON + "--tensor-model-parallel-size 2 "
+     "--sequence-parallel --micro-batch-size 1 --global-batch-size 64 "
+     "--use-distributed-optimizer --num-distributed-optimizer-instances 2"),
     ("torchtitan llama3_8b as shipped", "torchtitan", 8, "--module llama3 --config llama3_8b"),
     ("torchtitan llama3_8b context parallel", "torchtitan", 16,
      "--module llama3 --config llama3_8b --parallelism.context-parallel-degree 2 "
@@ -337,11 +351,13 @@ class Runner:
             jobs.append(("megatron", lambda: self.megatron(out, gpus, lps, emit == "megatron",
                                                             p.stdout, plan["zero"],
                                                             plan["precision"],
-                                                            plan["grad_dtype"])))
+                                                            plan["grad_dtype"],
+                                                            plan["shard_group"])))
         if "torchtitan" in expected and os.path.exists(os.path.join(out, "torchtitan.sh")):
             jobs.append(("torchtitan", lambda: self.torchtitan(out, gpus, lps,
                                                                 emit == "torchtitan", p.stdout,
-                                                                plan["zero"])))
+                                                                plan["zero"],
+                                                                plan["shard_group"])))
         if emit == "pytorch" and os.path.exists(os.path.join(out, "schedule.csv")):
             body = [l for l in p.stdout.splitlines() if l and not l.startswith("#")]
             with open(os.path.join(out, "schedule.csv")) as f:
@@ -361,7 +377,7 @@ class Runner:
                 str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement", "loop",
                 "--timeout", "240", "--pg-timeout", "120"], 300)
 
-    def megatron(self, out, gpus, lps, emitted, stdout, zero, precision, grad_dtype):
+    def megatron(self, out, gpus, lps, emitted, stdout, zero, precision, grad_dtype, shards):
         words, env = self.dry_run(os.path.join(out, "megatron.sh"))
         i = words.index("/megatron-lm/pretrain_gpt.py")
         flags = words[i + 1:]
@@ -375,7 +391,7 @@ class Runner:
         # The plan's ZeRO stage and GEMM precision must be what Megatron-LM makes of the flags.
         base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps,
                 "--expect", f"zero={zero}", "--expect", f"precision={precision}",
-                "--expect", f"grad_dtype={grad_dtype}"]
+                "--expect", f"grad_dtype={grad_dtype}", "--expect", f"shard_group={shards}"]
         for k, v in env.items():
             base += ["--env", f"{k}={v}"]
         ok, line = self.tool("check_megatron.py", base, 300)
@@ -384,7 +400,7 @@ class Runner:
             line = f"{line} | {line2}"
         return ok, line
 
-    def torchtitan(self, out, gpus, lps, emitted, stdout, zero):
+    def torchtitan(self, out, gpus, lps, emitted, stdout, zero, shards):
         words, _ = self.dry_run(os.path.join(out, "torchtitan.sh"))
         i = words.index("torchtitan.train")
         args = words[i + 1:]
@@ -401,7 +417,8 @@ class Runner:
             f.write(shlex.join(args) + "\n")
         return self.tool("check_torchtitan.py", ["--args-file", path, "--world", str(gpus),
                                                  "--layers-per-stage", lps, "--timeout", "300",
-                                                 "--expect", f"zero={zero}"], 330)
+                                                 "--expect", f"zero={zero}",
+                                                 "--expect", f"shard_group={shards}"], 330)
 
     def self_test(self) -> None:
         """Each checker must fail on a plan it should refuse: the first case's files with a
@@ -470,7 +487,8 @@ class Runner:
                       "M": plan["microbatches"], "mbs": plan["microbatch_size"],
                       "sp": plan["sequence_parallel"], "recompute": plan["recompute"],
                       "zero": plan["zero"], "cp": plan["cp"], "cp_comm": plan["cp_comm"],
-                      "precision": plan["precision"], "grad_dtype": plan["grad_dtype"]}
+                      "precision": plan["precision"], "grad_dtype": plan["grad_dtype"],
+                      "shard_group": plan["shard_group"]}
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]
@@ -482,7 +500,8 @@ class Runner:
             expect = {"tp": plan["tp"], "pp": plan["pp"], "dp": plan["dp"],
                       "M": plan["microbatches"], "sp": plan["sequence_parallel"],
                       "recompute": plan["recompute"], "gbs": read["global_batch"],
-                      "seq_len": read["seq_len"], "zero": plan["zero"], "cp": plan["cp"]}
+                      "seq_len": read["seq_len"], "zero": plan["zero"], "cp": plan["cp"],
+                      "shard_group": plan["shard_group"]}
             args = ["--args-file", path, "--world", str(world), "--layers-per-stage", lps,
                     "--timeout", "300"]
             script = "check_torchtitan.py"
@@ -530,6 +549,8 @@ def main() -> int:
     ap.add_argument("--megatron-lm", help="a Megatron-LM checkout: also its own parse_args")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="cases whose name contains this")
+    ap.add_argument("--summary", help="write the counts here as JSON (docs/results/interop.json, "
+                    "which the README's line is made from)")
     a = ap.parse_args()
     a.paci = os.path.abspath(a.paci)
     keep = a.work is not None
@@ -548,8 +569,18 @@ def main() -> int:
     if not a.only:
         r.self_test()
     failed = sum(1 for ok, _ in r.results if not ok)
+    seconds = time.monotonic() - start
     print(f"interop: {len(r.results) - failed} of {len(r.results)} checks passed in "
-          f"{time.monotonic() - start:.0f} s" + (f"; plans in {a.work}" if keep else ""))
+          f"{seconds:.0f} s" + (f"; plans in {a.work}" if keep else ""))
+    if a.summary and not a.only:
+        with open(a.summary + ".tmp", "w") as f:
+            json.dump({"checks": len(r.results), "passed": len(r.results) - failed,
+                       "seconds": round(seconds), "plans": len(CASES), "refusals": len(REFUSALS),
+                       "launches": len(READS), "refused_launches": len(READ_REFUSALS),
+                       "self_tests": sum(1 for _, line in r.results if line.startswith("self-test"))},
+                      f, indent=2)
+            f.write("\n")
+        os.replace(a.summary + ".tmp", a.summary)
     if not keep:
         shutil.rmtree(a.work, ignore_errors=True)
     return 1 if failed or not r.results else 0

@@ -192,6 +192,64 @@ TEST(PlanEvaluate, ZeroStagesShardStateGradientsAndWeightsAndMoveTheirCollective
   EXPECT_THROW(evaluate(c), InputError);
 }
 
+// HSDP: ZeRO shards over a group of the replicas, the groups replicating one another; the state
+// is divided by the group, the gradient shards all-reduced between the groups.
+TEST(PlanEvaluate, HsdpShardsOverItsGroupAndAllReducesBetweenGroups) {
+  PlanConfig c = llama70b_on_h100();
+  c.tp = 4;
+  c.pp = 1;
+  c.gpus = 64;  // d = 16, two replicas to a node
+  c.global_batch = 64;
+  c.overlap_grad_reduce = true;
+  for (const std::int32_t zero : {1, 3}) {
+    SCOPED_TRACE(zero);
+    c.zero = zero;
+    c.shard_group = 0;
+    const PlanResult full = evaluate(c);
+    c.shard_group = 16;  // all of them: the same plan
+    const PlanResult all = evaluate(c);
+    EXPECT_EQ(all.peak_memory_bytes, full.peak_memory_bytes);
+    EXPECT_DOUBLE_EQ(all.step_s, full.step_s);
+    c.shard_group = 4;
+    const PlanResult hsdp = evaluate(c);
+    const StagePlan& sp = hsdp.stages[0];
+    const StageCost& cost = hsdp.costs.stages[0];
+    const std::int64_t P = sp.pieces.parameters;
+    EXPECT_EQ(cost.optimizer_bytes, (12 * P + 3) / 4);
+    EXPECT_EQ(cost.weight_bytes, zero == 3 ? (2 * P + 3) / 4 : 2 * P);
+    EXPECT_GT(hsdp.peak_memory_bytes, full.peak_memory_bytes);
+    const double between =
+        collective_s(c.cluster, Collective::all_reduce, 4.0 * static_cast<double>(P) / 4, 4, 1);
+    if (zero == 1) {
+      // At the end of the step: reduce-scattered in the group of 4 (2 to a node), the shard
+      // all-reduced between the 4 groups (one to a node), the weights gathered in the group.
+      EXPECT_NEAR(sp.reduce_s,
+                  collective_s(c.cluster, Collective::reduce_scatter, 4.0 * P, 4, 2) + between +
+                      collective_s(c.cluster, Collective::all_gather, 2.0 * P, 4, 2),
+                  1e-12);
+    } else {
+      // Per micro-batch, layer by layer: the bf16 weights gathered in the group (2 of its 4 to a
+      // node, not 16 over 8 nodes: faster), the fp32 gradients reduce-scattered there (twice
+      // the bytes) and their shards all-reduced between the groups on top.
+      const StagePlan& whole = full.stages[0];
+      EXPECT_LT(sp.zero_forward_s, whole.zero_forward_s);
+      EXPECT_GT(sp.zero_weight_grad_s, 2 * sp.zero_forward_s);
+    }
+  }
+  const auto refused = [&](std::int64_t group, std::int32_t zero, const std::string& fragment) {
+    c.shard_group = group;
+    c.zero = zero;
+    try {
+      evaluate(c);
+      ADD_FAILURE() << "accepted: " << fragment;
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fragment));
+    }
+  };
+  refused(3, 3, "--shard-group 3 must divide the weights' 16 replicas (d = 16 x c = 1)");
+  refused(4, 0, "--shard-group 4 is the group ZeRO shards over: it needs --zero 1, 2 or 3");
+}
+
 // Context parallelism (docs/costmodel.md): each GPU holds s/c of every sequence; the attention
 // meets the other GPUs' keys and values around a ring (hidden behind the core, chunk by chunk) or
 // all-gathered (exposed, and the gathered keys and values kept for the backward); the c GPUs hold

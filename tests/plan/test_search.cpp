@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <functional>
 #include <optional>
 
@@ -86,6 +88,33 @@ TEST(PlanSearch, PruningNeverChangesTheAnswer) {
     EXPECT_EQ(summary(t.plans), summary(b.plans));
     EXPECT_EQ(summary(t.frontier), summary(b.frontier));
   }
+}
+
+// HSDP's sharding group is searched when listed: each ZeRO stage 1-3 configuration once per
+// group, a group equal to the replicas being the default, one that does not divide them invalid.
+TEST(PlanSearch, ListedShardGroupsAreSearched) {
+  SearchSpace s = small_space("llama3-8b", "h100-80gb", 16, 32);
+  s.tp = {2};
+  s.pp = {1};
+  s.microbatch_size = {1};
+  s.kinds = {"1f1b"};
+  s.recompute = {Recompute::full};
+  s.cp = {1};
+  s.sequence_parallel = {true};
+  s.tp_comm_overlap = {false};
+  s.overlap_grad_reduce = {true};
+  s.zero = {1, 3};
+  SearchOptions o;
+  o.jobs = 1;
+  const SearchResult whole = search(s, o);
+  s.shard_group = {0, 4, 8, 3};  // 8: all the replicas (the default again); 3 divides nothing
+  const SearchResult r = search(s, o);
+  EXPECT_EQ(whole.configurations, 2);
+  EXPECT_EQ(r.configurations, 6);
+  EXPECT_EQ(r.rejected.invalid, 2);
+  std::set<std::pair<std::int32_t, std::int64_t>> seen;
+  for (const PlanResult& p : r.plans) seen.insert({p.config.zero, p.config.shard_group});
+  EXPECT_TRUE(seen.count({1, 4}) && seen.count({3, 4}) && seen.count({3, 0}));
 }
 
 TEST(PlanSearch, KeepsToTheConstraintsAndReportsTheFrontier) {
