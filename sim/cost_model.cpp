@@ -140,6 +140,13 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
     for (const auto& [key, field] : kBytes)
       check_bytes(c.*field, fmt::format("stages[{}].{}", s, key));
     check_bytes(c.weight_grad_stash_bytes, fmt::format("stages[{}].weight_grad_stash_bytes", s));
+    check_bytes(c.input_grad_release_bytes,
+                fmt::format("stages[{}].input_grad_release_bytes", s));
+    if (c.input_grad_release_bytes > c.activation_bytes)
+      throw InputError(fmt::format(
+          "stages[{}].input_grad_release_bytes ({}) is more than its activation_bytes ({}): a "
+          "micro-batch cannot free at its I more than it holds",
+          s, c.input_grad_release_bytes, c.activation_bytes));
     check_bytes(c.workspace_bytes, fmt::format("stages[{}].workspace_bytes", s));
   }
   check_link(model.default_link, "default_link");
@@ -356,6 +363,8 @@ std::string write_cost_model(const CostModel& model) {
     for (const auto& [key, field] : kBytes) entry[key] = c.*field;
     if (c.weight_grad_stash_bytes != 0)
       entry["weight_grad_stash_bytes"] = c.weight_grad_stash_bytes;
+    if (c.input_grad_release_bytes != 0)
+      entry["input_grad_release_bytes"] = c.input_grad_release_bytes;
     if (c.workspace_bytes != 0) entry["workspace_bytes"] = c.workspace_bytes;
     root["stages"].push_back(std::move(entry));
   }
@@ -447,6 +456,8 @@ CostModel parse_cost_model(std::string_view json, std::string_view source) {
     for (const auto& [key, field] : kBytes) c.*field = r.integer(entry, key, where);
     if (entry.contains("weight_grad_stash_bytes"))
       c.weight_grad_stash_bytes = r.integer(entry, "weight_grad_stash_bytes", where);
+    if (entry.contains("input_grad_release_bytes"))
+      c.input_grad_release_bytes = r.integer(entry, "input_grad_release_bytes", where);
     if (entry.contains("workspace_bytes"))
       c.workspace_bytes = r.integer(entry, "workspace_bytes", where);
     model.stages.push_back(c);

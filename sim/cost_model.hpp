@@ -32,6 +32,10 @@ struct StageCost {
   // Split backward: held per micro-batch from I to W, the output gradients W needs (optional in
   // the JSON, written when not 0).
   std::int64_t weight_grad_stash_bytes = 0;
+  // Split backward: of activation_bytes, what a micro-batch frees at its I, the rest (the inputs
+  // its W reads) held until W (optional in the JSON, written when not 0). 0: all held until W, as
+  // paci's executor does; Zero Bubble's Megatron-LM keeps only W's inputs.
+  std::int64_t input_grad_release_bytes = 0;
   // Held for the whole run beside the weights (optional in the JSON, written when not 0): what a
   // backward needs transiently at its peak, such as the layer a full recomputation rebuilds.
   std::int64_t workspace_bytes = 0;

@@ -99,9 +99,12 @@ std::int64_t Engine::device_memory(std::int32_t device) const {
   std::int64_t bytes = result_.device_static_bytes[static_cast<std::size_t>(device)];
   for (const std::int32_t st : stages_on_[static_cast<std::size_t>(device)]) {
     const auto& t = trackers_[static_cast<std::size_t>(st)];
+    // Between I and W a micro-batch holds its activations less what its I freed, and its
+    // output gradients.
+    const std::int64_t awaiting = awaiting_w_[static_cast<std::size_t>(st)];
     bytes += t.in_flight() * cost(st).activation_bytes +
              (t.live_versions() - 1) * cost(st).weight_bytes +
-             awaiting_w_[static_cast<std::size_t>(st)] * cost(st).weight_grad_stash_bytes;
+             awaiting * (cost(st).weight_grad_stash_bytes - cost(st).input_grad_release_bytes);
   }
   return bytes;
 }

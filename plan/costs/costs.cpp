@@ -93,6 +93,7 @@ PieceCosts& PieceCosts::operator+=(const PieceCosts& o) {
   fp8_parameters += o.fp8_parameters;
   activation_bytes += o.activation_bytes;
   stash_bytes += o.stash_bytes;
+  release_bytes += o.release_bytes;
   workspace_bytes = std::max(workspace_bytes, o.workspace_bytes);  // one backward at a time
   return *this;
 }
@@ -110,6 +111,7 @@ PieceCosts PieceCosts::scaled(std::int64_t count) const {
   p.fp8_parameters *= count;
   p.activation_bytes *= count;
   p.stash_bytes *= count;
+  p.release_bytes *= count;
   return p;
 }
 
@@ -354,8 +356,16 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   p.activation_bytes =
       layer_activation_bytes(local, a) +
       (r.recompute == Recompute::full ? 0 : static_cast<std::int64_t>(cp_saved_bytes));
-  // A split backward keeps every GEMM's output gradient from I until W needs it (bf16).
+  // A split backward keeps every GEMM's output gradient from I until W needs it (bf16), and of
+  // the activations the four GEMMs' inputs, W's other operand (the QKV and first MLP GEMM's
+  // sequence-sharded with SP, gathered again for W as Megatron-LM does; 8-bit with FP8): Zero
+  // Bubble's Megatron-LM frees the rest at I. Full recomputation keeps only the layer's input.
   p.stash_bytes = 2 * w.T * (qkv + h + mlp_up + h);
+  if (r.recompute != Recompute::full) {
+    const std::int64_t input_bytes = fp8 ? 1 : 2;
+    const std::int64_t w_inputs = input_bytes * (2 * w.Tn * h + w.T * w.q + w.T * w.f);
+    p.release_bytes = std::max<std::int64_t>(0, p.activation_bytes - w_inputs);
+  }
   if (r.recompute == Recompute::full) {  // the layer its backward rebuilds, whole
     a.recompute = Recompute::none;
     p.workspace_bytes =

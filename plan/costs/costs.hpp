@@ -88,6 +88,8 @@ struct PieceCosts {
   std::int64_t fp8_parameters = 0;
   std::int64_t activation_bytes = 0;  // kept from the forward to the backward, per micro-batch
   std::int64_t stash_bytes = 0;       // a split backward's output gradients, from I to W
+  // Of activation_bytes, what a split backward frees at I: all but the inputs its W reads.
+  std::int64_t release_bytes = 0;
   std::int64_t workspace_bytes = 0;   // transient peak of its backward (full recomputation)
 
   double forward_total_s() const { return forward_s + forward_comm_s; }

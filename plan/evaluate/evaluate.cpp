@@ -375,6 +375,7 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
       sharded(static_cast<std::int64_t>(gradient_bytes(c.bf16_gradients)), c.zero >= 2);
   cost.optimizer_bytes = sharded(kOptimizerBytes, c.zero >= 1);
   cost.weight_grad_stash_bytes = sp.pieces.stash_bytes;
+  cost.input_grad_release_bytes = sp.pieces.release_bytes;
   // One backward runs at a time on a device: its workspace is held once, by its first stage.
   cost.workspace_bytes = sp.stage < c.pp ? sp.pieces.workspace_bytes + sp.zero_workspace_bytes : 0;
   return cost;

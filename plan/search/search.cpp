@@ -114,7 +114,10 @@ Bounds bounds(const PlanConfig& c, const std::vector<StageCost>& stages, const S
     forwards_below += k.forward_s;
     backwards_below += n[1] > 0 ? k.backward_s : k.input_grad_s;
     memory[d] += k.static_bytes();
-    activations[d] = std::max(activations[d], info.in_flight[s] * k.activation_bytes);
+    // In flight from F to W; a split backward frees part at I, so W's share is what is sure.
+    const std::int64_t held = n[2] > 0 ? k.activation_bytes - k.input_grad_release_bytes
+                                       : k.activation_bytes;
+    activations[d] = std::max(activations[d], info.in_flight[s] * held);
   }
   Bounds b;
   std::int64_t largest_static = 0;

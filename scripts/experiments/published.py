@@ -125,6 +125,16 @@ def main():
         "held_out_signed_median_error": statistics.median(r["error"] for r in held_out) if held_out else None,
         "by_stack": {},
     }
+    # Memory: the rows whose source measured a peak, and how many of the configurations that
+    # trained fit paci's model of their GPU.
+    mem = [r["memory_error"] for r in results if "memory_error" in r]
+    summary["memory"] = {
+        "measured_rows": len(mem),
+        "median_abs_error": statistics.median(abs(e) for e in mem) if mem else None,
+        "worst_abs_error": max(abs(e) for e in mem) if mem else None,
+        "signed_median_error": statistics.median(mem) if mem else None,
+        "fit": sum(bool(r["fits"]) for r in results),
+        "not_fit": sorted(r["id"] for r in results if not r["fits"])}
     for stack in ("bf16 3D", "fp8", "mxfp8", "cp", "fsdp"):
         rs = [r for r in held_out if stack in r["stacks"]]
         if rs:
@@ -152,6 +162,14 @@ def main():
               f"{summary['held_out_within_25pct']} of {len(held_out)} within 25%; median signed error "
               f"{100 * summary['held_out_signed_median_error']:+.1f}% (positive: paci predicts slower).**")
     md.append("")
+    m = summary["memory"]
+    if m["measured_rows"]:
+        md.append(f"**Memory: {m['fit']} of {len(results)} configurations, each of which trained on "
+                  f"its GPUs, fit paci's model of them (not: {', '.join(m['not_fit']) or 'none'}); "
+                  f"on the {m['measured_rows']} rows whose source measured a peak, median |error| "
+                  f"{100 * m['median_abs_error']:.1f}%, worst {100 * m['worst_abs_error']:.1f}%, "
+                  f"median signed {100 * m['signed_median_error']:+.1f}%.**")
+        md.append("")
     md.append("| source | rows | GPU | pipeline stages | median abs error | worst abs error | median signed error |")
     md.append("|---|---|---|---|---|---|---|")
     for source in summary["sources"]:

@@ -192,6 +192,28 @@ TEST(PlanEvaluate, ZeroStagesShardStateGradientsAndWeightsAndMoveTheirCollective
   EXPECT_THROW(evaluate(c), InputError);
 }
 
+// A split backward's W reads the four GEMMs' inputs: of a layer's activations those stay until W,
+// the rest is freed at I (the QKV and first MLP inputs sequence-sharded with SP, 8-bit with FP8);
+// under full recomputation nothing is freed (the layer's input is all it keeps).
+TEST(PlanEvaluate, ASplitBackwardFreesAtIWhatWDoesNotRead) {
+  const ModelSpec m = model_preset("llama3-70b");
+  const ClusterSpec h100 = cluster_preset("h100-80gb");
+  LayerRun r;
+  r.tensor_parallel = 4;
+  r.tp_ranks_per_node = 4;
+  r.sequence_parallel = true;
+  const std::int64_t T = m.seq_len, h = m.d_model, q = h / 4, f = m.ffn / 4;
+  for (const Precision precision : {Precision::bf16, Precision::fp8}) {
+    r.precision = precision;
+    const PieceCosts p = layer_costs(m, h100, r);
+    const std::int64_t bytes = precision == Precision::bf16 ? 2 : 1;
+    EXPECT_EQ(p.release_bytes, p.activation_bytes - bytes * (2 * (T / 4) * h + T * q + T * f));
+    EXPECT_GT(p.release_bytes, 0);
+  }
+  r.recompute = Recompute::full;
+  EXPECT_EQ(layer_costs(m, h100, r).release_bytes, 0);
+}
+
 // HSDP: ZeRO shards over a group of the replicas, the groups replicating one another; the state
 // is divided by the group, the gradient shards all-reduced between the groups.
 TEST(PlanEvaluate, HsdpShardsOverItsGroupAndAllReducesBetweenGroups) {

@@ -137,6 +137,43 @@ TEST(ZeroBubble, MemoryCountsTheGradientsKeptForW) {
   }
 }
 
+// A split backward may free part of its activations at I (Zero Bubble's Megatron-LM keeps only
+// W's inputs): from I to W a micro-batch holds its activations less that, plus its gradients.
+TEST(ZeroBubble, MemoryFreesAtIWhatWDoesNotRead) {
+  for (const std::string kind : {"zb-h1", "zb-h2"}) {
+    const Schedule s = generate_schedule(kind, 4, 8, 2);
+    CostModel costs = uniform_cost_model(s.stages, UniformCosts{});
+    for (StageCost& c : costs.stages) {
+      c.activation_bytes = 5000;
+      c.input_grad_release_bytes = 3000;
+      c.weight_grad_stash_bytes = 1000;
+    }
+    EXPECT_EQ(parse_cost_model(write_cost_model(costs), "released"), costs);  // the optional key
+    const SimResult r = simulate(s, costs, {false});
+    for (std::int32_t d = 0; d < 4; ++d) {
+      std::int64_t in_flight = 0, awaiting = 0, peak = 0;
+      for (const Action& a : s.devices[static_cast<std::size_t>(d)]) {
+        in_flight += a.kind == ActionKind::F ? 1 : a.kind == ActionKind::W ? -1 : 0;
+        peak = std::max(peak, 5000 * in_flight - 2000 * awaiting);
+        awaiting += a.kind == ActionKind::I ? 1 : a.kind == ActionKind::W ? -1 : 0;
+      }
+      EXPECT_EQ(r.device_peak_memory_bytes[static_cast<std::size_t>(d)], peak)
+          << kind << " device " << d;
+    }
+    // More than it holds: refused in one line.
+    costs.stages[1].input_grad_release_bytes = 6000;
+    try {
+      check_cost_model(costs);
+      ADD_FAILURE() << "a release above the activations was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("stages[1].input_grad_release_bytes (6000) is more "
+                                           "than its activation_bytes (5000)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Interleaved, EveryConfigurationIsValidAndShrinksTheBubble) {
   for (std::int32_t P = 1; P <= 16; ++P)
     for (std::int32_t v : {1, 2, 3, 4})
