@@ -25,6 +25,11 @@ namespace paci::plan {
 // User's Guide, DU-09799-001, section 2.3). A GEMM with fewer tiles than the GPU has SMs runs in
 // one partial wave: its rate falls with the share of SMs it fills.
 inline constexpr std::int64_t kGemmTile = 128;
+// The SMs a Transformer Engine userbuffers collective overlapped with a GEMM runs its kernels on
+// (the pipelined reduce-scatters and the bulk overlaps; the ring-exchange all-gathers move on copy
+// engines): initialize_ub's default num_sm, transformer_engine/pytorch/module/base.py (TE at commit
+// 0004dbd). The GEMM beside it has the other SMs.
+inline constexpr double kTpOverlapCommSms = 16;
 
 // The number format of the linear layers' GEMMs (docs/costmodel.md, "FP8"): bf16; FP8 with one
 // scale per tensor (Transformer Engine's delayed scaling, E4M3 forward and E5M2 gradients:

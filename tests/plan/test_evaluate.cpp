@@ -486,6 +486,36 @@ TEST(PlanEvaluate, TensorParallelCollectivesGrowWithTheDegree) {
   EXPECT_NEAR(t1.stages[1].pieces.weight_grad_s / t8.stages[1].pieces.weight_grad_s, 8.0, 1.0);
 }
 
+// Transformer Engine's overlapped reduce-scatters and bulk overlaps hold 16 SMs beside the GEMM
+// they overlap: on a GPU with more SMs (every GEMM still filling them) the same overlap costs
+// less, by the SMs' share; without the overlap the SM count changes nothing here.
+TEST(PlanEvaluate, OverlappedCollectivesTakeTheirSmsFromTheGemms) {
+  const ModelSpec m = model_preset("llama3-70b");
+  ClusterSpec gpu = cluster_preset("h100-80gb");
+  LayerRun r;
+  r.tensor_parallel = 4;
+  r.tp_ranks_per_node = 4;
+  r.sequence_parallel = true;
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap);
+    r.tp_comm_overlap = overlap;
+    gpu.sms = 132;
+    const PieceCosts fewer = layer_costs(m, gpu, r);
+    gpu.sms = 264;
+    const PieceCosts more = layer_costs(m, gpu, r);
+    EXPECT_DOUBLE_EQ(fewer.forward_s, more.forward_s);  // the GEMMs fill both
+    if (overlap) {
+      EXPECT_GT(fewer.forward_comm_s, more.forward_comm_s);
+      EXPECT_GT(fewer.backward_comm_s, more.backward_comm_s);
+      // At most 16/116 of the GEMMs' time (all of it overlapped) on top.
+      EXPECT_LT(fewer.forward_comm_s - more.forward_comm_s, 16.0 / 116 * fewer.forward_s);
+    } else {
+      EXPECT_DOUBLE_EQ(fewer.forward_comm_s, more.forward_comm_s);
+      EXPECT_DOUBLE_EQ(fewer.backward_comm_s, more.backward_comm_s);
+    }
+  }
+}
+
 TEST(PlanEvaluate, RefusesImpossibleConfigurationsInOneLine) {
   const auto refused = [](PlanConfig c, const std::string& fragment) {
     try {
