@@ -18,7 +18,7 @@ int run_schedule(const std::vector<std::string>& args) {
   po::options_description options("options");
   auto add = options.add_options();
   add("kind,k", po::value(&kind)->required(),
-      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved");
+      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v");
   add("stages,p", po::value(&stages)->required(),
       "devices P (one pipeline stage each; interleaved: P·v stages)");
   add("chunks,v", po::value(&chunks)->notifier(check_chunks_flag),

@@ -205,7 +205,7 @@ int run_compare(const std::vector<std::string>& args) {
   add("microbatches,m", po::value(&M)->required(), "micro-batches per optimizer step M");
   add("steps,n", po::value(&N)->default_value(1), "optimizer steps N");
   add("kinds", po::value(&kinds_text)->default_value("all"),
-      "comma-separated schedules (gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved)");
+      "comma-separated schedules (gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved,zb-v)");
   add("format,f", po::value(&format)->default_value("table"), "table | csv | json");
   std::string chunk_cost_path;
   add("interleaved-cost", po::value(&chunk_cost_path),

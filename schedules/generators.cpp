@@ -9,8 +9,8 @@
 namespace paci {
 
 const std::vector<std::string>& generator_kinds() {
-  static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream", "2bw",
-                                                 "paci",  "zb-h1", "zb-h2",     "interleaved"};
+  static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream",   "2bw", "paci",
+                                                 "zb-h1", "zb-h2", "interleaved", "zb-v"};
   return kinds;
 }
 
@@ -78,6 +78,82 @@ std::vector<std::vector<Action>> zero_bubble_step(std::int32_t P, std::int32_t M
         continue;
       }
       x.free_at = t + 1;
+      --left;
+    }
+  }
+  return out;
+}
+
+// One flushed step of ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", 2024:
+// the V schedule): 2P model stages, device d holding stage d and stage 2P − 1 − d, so a
+// micro-batch's forward goes down the devices and back up, and its backward the reverse. Found as
+// zero_bubble_step finds ZB-H2's, by running the step at unit costs tick by tick: a free device
+// runs the first of its stages' next I whose gradient has arrived (the lower micro-batch first);
+// its next F whose activation has arrived, the second stage's first (it brings a micro-batch to
+// its backward), the first stage's only while fewer than `cap` micro-batches hold activations
+// there (from F to W); its oldest finished I's W. The orders are then per-device lists.
+std::vector<std::vector<Action>> zero_bubble_v_step(std::int32_t P, std::int32_t M,
+                                                    std::int32_t cap) {
+  constexpr std::int64_t kNever = INT64_MAX;
+  const std::int32_t S = 2 * P;
+  struct Stage {
+    std::int32_t f = 0, i = 0, w = 0;  // next F, I, W
+  };
+  std::vector<Stage> st(static_cast<std::size_t>(S));
+  std::vector<std::vector<std::int64_t>> end_f(static_cast<std::size_t>(S),
+                                               std::vector<std::int64_t>(M, kNever)),
+      end_i = end_f;
+  std::vector<std::int64_t> free_at(static_cast<std::size_t>(P), 0);
+  std::vector<std::vector<Action>> out(static_cast<std::size_t>(P));
+  const auto at = [](auto& v, std::int32_t k) -> auto& { return v[static_cast<std::size_t>(k)]; };
+  std::int64_t left = 3 * static_cast<std::int64_t>(M) * S;
+  for (std::int64_t t = 0; left > 0; ++t) {
+    for (std::int32_t d = 0; d < P; ++d) {
+      if (at(free_at, d) > t) continue;
+      const std::int32_t first = d, second = S - 1 - d;
+      const auto i_ready = [&](std::int32_t s) {
+        const Stage& x = at(st, s);
+        return x.i < x.f && at(at(end_f, s), x.i) <= t &&
+               (s + 1 == S || at(at(end_i, s + 1), x.i) <= t);
+      };
+      const auto f_ready = [&](std::int32_t s) {
+        const Stage& x = at(st, s);
+        return x.f < M && (s != first || x.f - x.w < cap) &&
+               (s == 0 || at(at(end_f, s - 1), x.f) <= t);
+      };
+      const auto w_ready = [&](std::int32_t s) {
+        const Stage& x = at(st, s);
+        return x.w < x.i && at(at(end_i, s), x.w) <= t;
+      };
+      std::int32_t pick = -1;
+      ActionKind kind = ActionKind::F;
+      if (i_ready(first) || i_ready(second)) {
+        kind = ActionKind::I;
+        pick = !i_ready(first)                                     ? second
+               : !i_ready(second)                                  ? first
+               : at(st, second).i <= at(st, first).i ? second : first;
+      } else if (f_ready(second) || f_ready(first)) {
+        pick = f_ready(second) ? second : first;
+      } else if (w_ready(first) || w_ready(second)) {
+        kind = ActionKind::W;
+        pick = !w_ready(first)                                     ? second
+               : !w_ready(second)                                  ? first
+               : at(st, second).w <= at(st, first).w ? second : first;
+      } else {
+        continue;
+      }
+      Stage& x = at(st, pick);
+      auto& list = at(out, d);
+      if (kind == ActionKind::I) {
+        at(at(end_i, pick), x.i) = t + 1;
+        list.push_back(input_grad(pick, x.i++));
+      } else if (kind == ActionKind::F) {
+        at(at(end_f, pick), x.f) = t + 1;
+        list.push_back(forward(pick, x.f++));
+      } else {
+        list.push_back(weight_grad(pick, x.w++));
+      }
+      at(free_at, d) = t + 1;
       --left;
     }
   }
@@ -183,8 +259,13 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
                     "{} paci generates",
                     P, total, actions, kMaxActions));
   if (chunks < 0) throw InputError(fmt::format("--chunks must be positive, got {}", chunks));
-  const std::int32_t v = chunks == 0 ? (kind == "interleaved" ? 2 : 1) : chunks;
-  if (kind != "interleaved" && v != 1)
+  const bool v_shape = kind == "zb-v";
+  const std::int32_t v = chunks == 0 ? (kind == "interleaved" || v_shape ? 2 : 1) : chunks;
+  if (v_shape && v != 2)
+    throw InputError(fmt::format(
+        "--chunks {}: {} places two model stages on each device (the V), so its chunks are 2", v,
+        kind));
+  if (kind != "interleaved" && !v_shape && v != 1)
     throw InputError(fmt::format(
         "--chunks {} applies to interleaved only: {} runs one stage per device", v, kind));
   if (kind == "interleaved" && M % P != 0)
@@ -214,6 +295,27 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
     s.weight_policy = WeightPolicy::stash;
   } else if (kind == "2bw") {
     s.weight_policy = WeightPolicy::double_buffer;
+  }
+  if (v_shape) {
+    // The V: device d holds stages d and 2P − 1 − d. At most P micro-batches hold activations on
+    // a device's first stage (1F1B's P stages' worth of its two half-stages, as ZB-V keeps).
+    for (std::int32_t stage = P; stage < s.stages; ++stage)
+      s.placement[static_cast<std::size_t>(stage)] = s.stages - 1 - stage;
+    const auto step = zero_bubble_v_step(P, M, P);
+    for (std::int32_t d = 0; d < P; ++d) {
+      auto& list = s.devices[static_cast<std::size_t>(d)];
+      list.reserve(static_cast<std::size_t>((6 * static_cast<std::int64_t>(M) + 2) * N));
+      for (std::int32_t k = 0; k < N; ++k) {
+        const std::int64_t base = static_cast<std::int64_t>(k) * M;
+        for (Action a : step[static_cast<std::size_t>(d)]) {
+          a.microbatch = static_cast<std::int32_t>(base + a.microbatch);
+          list.push_back(a);
+        }
+        list.push_back(update(d));
+        list.push_back(update(s.stages - 1 - d));
+      }
+    }
+    return s;
   }
   if (kind == "zb-h2") {
     // Up to 2P − 1 micro-batches' activations on a stage: enough forwards to fill the warm-up

@@ -1,6 +1,6 @@
 // Generators for the schedules of SCHEDULES.md. Each returns a complete, valid schedule on P
-// devices: P stages (identity placement; interleaved: P·v), N·M micro-batches, per-stage optimizer
-// steps.
+// devices: P stages (identity placement; interleaved: P·v round-robin; zb-v: 2P in a V), N·M
+// micro-batches, per-stage optimizer steps.
 #pragma once
 
 #include <string>
@@ -11,8 +11,8 @@
 
 namespace paci {
 
-// gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2, interleaved — in the order the CLI and reports
-// list them.
+// gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2, interleaved, zb-v — in the order the CLI and
+// reports list them.
 const std::vector<std::string>& generator_kinds();
 
 // Generates `kind` with P stages, M micro-batches per optimizer step and N optimizer steps.
@@ -29,6 +29,9 @@ const std::vector<std::string>& generator_kinds();
 //             memory), its order found by running the step at unit costs       (current)
 //   interleaved flush every step; Megatron-LM's interleaved 1F1B, `chunks` = v model stages per
 //             device (stage k on device k mod P, P·v stages), M a multiple of P  (current)
+//   zb-v      flush every step; ZB-V: 2P stages in a V (device d holds d and 2P − 1 − d), the
+//             backward split, at most P micro-batches' activations per stage, its order found by
+//             running the step at unit costs; `chunks` must be 2                (current)
 // `chunks` 0 means the kind's default (2 for interleaved, 1 otherwise). Throws InputError for an
 // unknown kind or an impossible configuration.
 Schedule generate_schedule(std::string_view kind, std::int32_t stages, std::int32_t microbatches,

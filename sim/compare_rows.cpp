@@ -171,6 +171,20 @@ std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std:
         continue;
       }
     }
+    if (kind == "zb-v") {  // two half-stages per device, in a V
+      if (chunk_costs && chunk_costs->stages.size() == 2 * static_cast<std::size_t>(P))
+        chunks = *chunk_costs;
+      else
+        chunks = chunk_cost_model(costs, 2);
+      if (!chunks) {
+        if (skipped)
+          skipped->push_back(
+              "zb-v splits each device's layers into 2 model stages, whose costs a cost model "
+              "with unequal stages does not give (give them with --interleaved-cost, 2P stages, "
+              "or use uniform costs)");
+        continue;
+      }
+    }
     const std::int32_t v = chunks ? static_cast<std::int32_t>(chunks->stages.size()) / P : 1;
     CompareRow row =
         kind == "1f1b" ? baseline : simulate_row(kind, P, M, N, chunks ? *chunks : costs, v);

@@ -67,6 +67,10 @@ std::int32_t simulated_steps(const PlanConfig& c) {
 
 void check_pipeline(const PlanConfig& c) {
   const ModelSpec& m = c.model;
+  if (c.kind == "zb-v")
+    throw InputError(
+        "paci plan does not plan zb-v yet (its V places two model stages on each device); paci "
+        "schedule, simulate and train run it: plan --kind zb-h1 or zb-h2");
   if (c.chunks > 1 && c.kind != "interleaved")
     throw InputError(fmt::format("--chunks {} is interleaved's; {} runs one stage per device",
                                  c.chunks, c.kind));

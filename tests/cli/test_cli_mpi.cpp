@@ -129,6 +129,12 @@ INSTANTIATE_TEST_SUITE_P(EverySchedule, CliMpi,
                            std::replace(kind.begin(), kind.end(), '-', '_');
                            return kind + "_P" + std::to_string(std::get<1>(info.param));
                          });
+// ZB-V: 2P model stages, so P = 2 (four stages) on the tiny model's four blocks.
+INSTANTIATE_TEST_SUITE_P(VShape, CliMpi,
+                         ::testing::Combine(::testing::Values("zb-v"), ::testing::Values(2)),
+                         [](const auto& info) {
+                           return "zb_v_P" + std::to_string(std::get<1>(info.param));
+                         });
 
 // The issue's own check: P=4 PACI for 20 steps, versions equal paci analyze's.
 TEST(CliMpiLaunch, VersionsEqualTheAnalysis) {

@@ -303,9 +303,9 @@ TEST(CliTrain, InterleavedAndZeroBubbleTrainLikeOneDevice) {
                     "--report " + one);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto expected = nlohmann::json::parse(slurp(one));
-  for (const std::string kind : {"interleaved", "zb-h1", "zb-h2"}) {
+  for (const std::string kind : {"interleaved", "zb-h1", "zb-h2", "zb-v"}) {
     const std::string schedule = temp_path(kind + ".json"), report = temp_path(kind + "_r.json");
-    ASSERT_EQ(run_paci("schedule -k " + kind + " -p " + (kind == "interleaved" ? "2" : "4") +
+    ASSERT_EQ(run_paci("schedule -k " + kind + " -p " + (kind == "interleaved" || kind == "zb-v" ? "2" : "4") +
                        " -m 4 -n 3 -o " + schedule)
                   .status,
               0);

@@ -112,6 +112,44 @@ TEST(ZeroBubble, UnitCostMakespansAreThePapers) {
     }
 }
 
+// ZB-V: 2P model stages in a V (device d holds stages d and 2P - 1 - d), the backward split,
+// flushed; each stage holds at most P micro-batches' activations (P whole model stages' worth on
+// every device: 1F1B's first device). At unit costs (t_F = t_I = t_W = 1 a half-stage) its
+// makespan for M >= P is 6M (every device busy) plus a fill: P - 1 at M = P, below 1.6 P beyond,
+// where ZB-H1 on the same memory (P stages of twice the work) takes 6M + 2(P - 1). (The ZB-V
+// paper's handcrafted order is bubble-free there; this greedy one is not yet.)
+TEST(ZeroBubble, ZbVHoldsOneFOneBsMemoryInAVAndHalvesZbH1sBubble) {
+  for (std::int32_t P = 1; P <= 12; ++P)
+    for (std::int32_t M = 1; M <= 3 * P; M += (M < P ? 1 : P))
+      for (std::int32_t N = 1; N <= 2; ++N) {
+        const std::string what = name("zb-v", P, M, N, 2);
+        const Schedule s = generate_schedule("zb-v", P, M, N);
+        ASSERT_EQ(s.stages, 2 * P) << what;
+        for (std::int32_t st = 0; st < 2 * P; ++st)
+          EXPECT_EQ(s.placement[static_cast<std::size_t>(st)], st < P ? st : 2 * P - 1 - st)
+              << what;
+        ASSERT_NO_THROW(validate(s)) << what;
+        const Analysis a = analyze(s);
+        for (const auto& st : a.stages) {
+          EXPECT_EQ(st.max_staleness, 0) << what;
+          EXPECT_EQ(st.peak_weight_versions, 1) << what;
+          EXPECT_LE(st.peak_activations, std::min(P, M)) << what;
+        }
+        if (N == 1 && M >= P) {
+          const double fill = timing_metrics(s, unit_run(s).times).makespan_s - 6.0 * M;
+          EXPECT_GE(fill, 0.0) << what;
+          if (M == P && P > 1) {
+            EXPECT_EQ(fill, P - 1.0) << what;
+          }
+          EXPECT_LE(fill, std::max(1.6 * P, 2.0)) << what;
+          if (P > 2) {
+            EXPECT_LT(fill, 2.0 * (P - 1)) << what;
+          }
+        }
+      }
+  EXPECT_THROW(generate_schedule("zb-v", 4, 8, 1, 3), InputError);  // a V has two chunks
+}
+
 // A split backward keeps, from I to W, the output gradients W needs: the simulator counts them on
 // top of the activations, as many as the device's list has between its I's and W's.
 TEST(ZeroBubble, MemoryCountsTheGradientsKeptForW) {
