@@ -20,7 +20,7 @@ int run_schedule(const std::vector<std::string>& args) {
   add("kind,k", po::value(&kind)->required(),
       "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v");
   add("stages,p", po::value(&stages)->required(),
-      "devices P (one pipeline stage each; interleaved: P·v stages)");
+      "devices P (one pipeline stage each; interleaved: P·v stages; zb-v: 2P)");
   add("chunks,v", po::value(&chunks)->notifier(check_chunks_flag),
       "interleaved: model stages per device (default 2); stage k on device k mod P");
   add("microbatches,m", po::value(&microbatches)->required(),

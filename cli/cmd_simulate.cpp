@@ -326,7 +326,7 @@ int run_sweep(const std::vector<std::string>& args) {
   if (!quiet && output != "-")
     std::cerr << fmt::format(
         "sweep: wrote {} ({} points x {} kinds, {} skipped: 2bw needs M >= P, interleaved M a "
-        "multiple of P and uniform costs)\n",
+        "multiple of P and uniform costs, zb-v uniform costs)\n",
         output, total, kinds.size(), skipped);
   return 0;
 }

@@ -58,10 +58,10 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
   if (c.cp > 1 && c.zero == 0)
     return "torchtitan shards over its context-parallel GPUs (FSDP over data x context): plan "
            "ZeRO 1 (with PP) or 3";
-  if (c.zero > 0 && c.shard_group > 0 && (c.shard_group % c.cp != 0 || c.shard_group == 1))
+  if (c.zero > 0 && c.shard_group > 0 && c.shard_group % c.cp != 0)
     return fmt::format(
         "torchtitan's FSDP shards over its data x context-parallel GPUs (data_parallel_shard "
-        "x cp): --shard-group {} must be a multiple of --cp {}, and above 1",
+        "x cp): --shard-group {} must be a multiple of --cp {}",
         c.shard_group, c.cp);
   if (c.dp() * c.cp > 1) {
     if (c.zero == 2)

@@ -251,8 +251,10 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
   const std::int64_t total = static_cast<std::int64_t>(M) * N;
   // About 12 bytes an action: past 2^27 actions (1.5 GiB) a schedule is a mistake, not a plan.
   constexpr std::int64_t kMaxActions = std::int64_t{1} << 27;
+  const std::int32_t stages_per_device =
+      chunks > 0 ? chunks : (kind == "interleaved" || kind == "zb-v" ? 2 : 1);
   const std::int64_t actions =
-      static_cast<std::int64_t>(P) * std::max(chunks, 1) * (2 * total + total);
+      static_cast<std::int64_t>(P) * stages_per_device * (2 * total + total);
   if (total > INT32_MAX / 4 || actions > kMaxActions)
     throw InputError(
         fmt::format("P={} stages x {} micro-batches is about {} actions, more than the "

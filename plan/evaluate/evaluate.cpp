@@ -158,10 +158,10 @@ void check_knobs(const PlanConfig& c) {
     throw InputError(fmt::format("--zero takes 0, 1, 2 or 3, got {}", c.zero));
   if (c.shard_group != 0) {
     const std::int64_t replicas = c.dp() * c.cp;
-    if (c.shard_group < 1 || replicas % c.shard_group != 0)
+    if (c.shard_group < 2 || replicas % c.shard_group != 0)
       throw InputError(fmt::format(
-          "--shard-group {} must divide the weights' {} replicas (d = {} x c = {}): it is the "
-          "GPUs ZeRO shards over, the rest replicating",
+          "--shard-group {} must divide the weights' {} replicas (d = {} x c = {}) and be at "
+          "least 2: it is the GPUs ZeRO shards over, the rest replicating",
           c.shard_group, replicas, c.dp(), c.cp));
     if (c.zero == 0 && c.shard_group != replicas)
       throw InputError(fmt::format(

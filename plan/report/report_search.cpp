@@ -200,15 +200,16 @@ std::string search_text(const SearchResult& r, const SearchSpace& space) {
 std::string frontier_csv(const std::vector<PlanResult>& frontier) {
   std::string out =
       "kind,tp,cp,cp_comm,pp,dp,chunks,microbatch_size,microbatches,recompute,sequence_parallel,"
-      "tp_comm_overlap,zero,overlap_grad_reduce,step_s,tokens_per_s,mfu,"
+      "tp_comm_overlap,zero,shard_group,overlap_grad_reduce,step_s,tokens_per_s,mfu,"
       "bubble_ratio,peak_memory_bytes,max_staleness,partition\n";
   for (const PlanResult& p : frontier) {
     const PlanConfig& c = p.config;
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{}\n", c.kind,
-        c.tp, c.cp, c.cp_all_gather ? "all_gather" : "p2p", c.pp, c.dp(), c.chunks,
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{}\n",
+        c.kind, c.tp, c.cp, c.cp_all_gather ? "all_gather" : "p2p", c.pp, c.dp(), c.chunks,
         c.microbatch_size, c.microbatches(), to_string(c.recompute), c.sequence_parallel,
-        c.tp_comm_overlap, c.zero, c.overlap_grad_reduce, p.step_s, p.tokens_per_s, p.mfu,
+        c.tp_comm_overlap, c.zero, c.zero > 0 ? c.shards() : 0, c.overlap_grad_reduce, p.step_s,
+        p.tokens_per_s, p.mfu,
         p.bubble_ratio, p.peak_memory_bytes, p.max_staleness, fmt::join(c.partition, " "));
   }
   return out;

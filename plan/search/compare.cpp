@@ -72,7 +72,21 @@ std::vector<Knob> knobs() {
        [](PlanConfig& a, const PlanConfig& b) { a.recompute = b.recompute; }},
       switch_knob("sequence parallelism", &PlanConfig::sequence_parallel),
       switch_knob("TP communication overlap", &PlanConfig::tp_comm_overlap),
-      field_knob("ZeRO", &PlanConfig::zero),
+      // The ZeRO stage with HSDP's group (a group needs a stage to shard).
+      {[](const PlanConfig& a, const PlanConfig& b) {
+         return a.zero != b.zero || a.shard_group != b.shard_group;
+       },
+       [](const PlanConfig& a, const PlanConfig& b) {
+         const auto named = [](const PlanConfig& c) {
+           return c.shard_group > 0 ? fmt::format("{} over groups of {}", c.zero, c.shard_group)
+                                    : fmt::format("{}", c.zero);
+         };
+         return fmt::format("ZeRO {} -> {}", named(a), named(b));
+       },
+       [](PlanConfig& a, const PlanConfig& b) {
+         a.zero = b.zero;
+         a.shard_group = b.shard_group;
+       }},
       switch_knob("overlapped gradient reduction", &PlanConfig::overlap_grad_reduce),
   };
   return k;
@@ -86,6 +100,12 @@ bool same_shape(const PlanConfig& a, const PlanConfig& b) {
 // (a change of the partition is a step of its own); a new shape takes the end's partition when it
 // is the end's shape, else its best one.
 PlanConfig shaped(PlanConfig c, const PlanConfig& was, const PlanConfig& to) {
+  // An HSDP group that no longer divides the replicas (or has no ZeRO stage) gives way to all of
+  // them; the ZeRO knob sets the end's.
+  const std::int64_t replicas = c.dp() * c.cp;
+  if (c.shard_group > 0 && (c.zero == 0 || replicas % c.shard_group != 0 ||
+                            c.shard_group == replicas))
+    c.shard_group = 0;
   if (same_shape(c, was))
     c.partition = was.partition;
   else if (same_shape(c, to))

@@ -214,8 +214,15 @@ std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
   for (std::vector<bool>* knob : {&fixed.sequence_parallel, &fixed.tp_comm_overlap,
                                   &fixed.overlap_grad_reduce, &fixed.cp_all_gather})
     if (!knob->empty()) knob->resize(1);
+  // One HSDP group given goes with the first ZeRO stage that shards; several are searched.
+  if (space.shard_group.size() == 1 && space.shard_group[0] != 0) {
+    const auto sharded = std::find_if(space.zero.begin(), space.zero.end(),
+                                      [](std::int32_t z) { return z > 0; });
+    if (sharded != space.zero.end()) fixed.zero = {*sharded};
+  } else {
+    fixed.shard_group = {0};
+  }
   if (!fixed.zero.empty()) fixed.zero.resize(1);
-  fixed.shard_group.resize(1, 0);
   fixed.cp.resize(1, 1);  // without context parallelism unless the first value given says
   return single_configuration(fixed);
 }
@@ -244,6 +251,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.tp_comm_overlap = s.tp_comm_overlap[0];
   c.zero = s.zero[0];
   c.shard_group = s.shard_group.empty() ? 0 : s.shard_group[0];
+  if (c.shard_group == c.dp() * c.cp) c.shard_group = 0;  // all the replicas: the default
   c.overlap_grad_reduce = s.overlap_grad_reduce[0];
   c.flash_attention = s.flash_attention;
   c.precision = s.precision;

@@ -178,8 +178,8 @@ std::vector<Case> catalogue() {
        "work"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --tp 2 --pp 1 "
        "--microbatch-size 1 --kind 1f1b --recompute none --zero 3 --shard-group 3",
-       "paci plan: error: --shard-group 3 must divide the weights' 8 replicas (d = 8 x c = 1): it "
-       "is the GPUs ZeRO shards over, the rest replicating"},
+       "paci plan: error: --shard-group 3 must divide the weights' 8 replicas (d = 8 x c = 1) and "
+       "be at least 2: it is the GPUs ZeRO shards over, the rest replicating"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --zero 0 "
        "--shard-group 4",
        "paci plan: error: --shard-group is the group ZeRO shards over: it needs --zero 1, 2 or 3 "

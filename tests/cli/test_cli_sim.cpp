@@ -43,11 +43,12 @@ TEST(CliSim, CompareTakesInterleavedsOwnCostModel) {
   const auto without = run_paci("compare -p 4 -m 8 --cost " + four);
   ASSERT_EQ(without.status, 0) << without.err;
   EXPECT_THAT(without.out, HasSubstr("skipped: interleaved splits"));
+  EXPECT_THAT(without.out, HasSubstr("skipped: zb-v splits"));
   const auto with =
       run_paci("compare -p 4 -m 8 -n 2 -f json --cost " + four + " --interleaved-cost " + eight);
   ASSERT_EQ(with.status, 0) << with.err;
   const auto j = nlohmann::json::parse(with.out);
-  ASSERT_EQ(j["rows"].size(), 8u);
+  ASSERT_EQ(j["rows"].size(), 9u);  // zb-v too: the 2P stages of --interleaved-cost
   const std::string schedule = temp_path("cmp_interleaved.json");
   ASSERT_EQ(run_paci("schedule -k interleaved -p 4 -m 8 -n 2 -o " + schedule).status, 0);
   const std::string report = temp_path("cmp_interleaved.report.json");
@@ -95,9 +96,9 @@ TEST(CliSim, SweepWritesCsv) {
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string csv = testing::slurp(out);
   const auto rows = std::count(csv.begin(), csv.end(), '\n');
-  // 3 P x 3 M x 8 kinds, minus 2bw where M < P (P=2: M=1; P=3: M=1,2; P=4: M=1,2) and
+  // 3 P x 3 M x 9 kinds, minus 2bw where M < P (P=2: M=1; P=3: M=1,2; P=4: M=1,2) and
   // interleaved where P does not divide M (P=2: M=1; P=3: M=1,2,4; P=4: M=1,2), plus header.
-  EXPECT_EQ(rows, 1 + 72 - 5 - 6);
+  EXPECT_EQ(rows, 1 + 81 - 5 - 6);
   EXPECT_THAT(csv, HasSubstr("kind,stages,microbatches,steps,makespan_s"));
   EXPECT_EQ(run_paci("sweep --stages 4:2 --microbatches 1").status, 2);
   EXPECT_EQ(run_paci("sweep --stages x --microbatches 1").status, 2);

@@ -51,6 +51,27 @@ TEST(InteropCompare, WalksFromTheLaunchToTheBestPlanTheToolRuns) {
   EXPECT_THAT(launch_text(c), HasSubstr("the launch, read as torchtitan 0.3.0 reads it:"));
 }
 
+// An HSDP launch (FSDP over 4, replicated twice): read with its group, the group searched beside
+// full sharding, and the walk ends on the best plan, its ZeRO stage and group included.
+TEST(InteropCompare, AnHsdpLaunchKeepsItsGroupThroughTheWalk) {
+  const std::string args =
+      "--module llama3 --config llama3_8b --parallelism.tensor-parallel-degree 2 "
+      "--parallelism.data-parallel-replicate-degree 2 --parallelism.data-parallel-shard-degree 4";
+  const LaunchComparison c =
+      compare_launch(Tool::torchtitan, args, on_h100(16), std::nullopt, one_thread());
+  EXPECT_EQ(c.mine.config.shard_group, 4);
+  EXPECT_EQ(c.mine.config.zero, 3);
+  EXPECT_EQ(c.space.shard_group, (std::vector<std::int64_t>{0, 4}));
+  ASSERT_TRUE(c.best.has_value());
+  if (!c.launch_wins) {
+    ASSERT_FALSE(c.walk.empty());
+    const plan::PlanConfig& end = c.walk.back().result.config;
+    EXPECT_EQ(end.zero, c.best->config.zero);
+    EXPECT_EQ(end.shard_group, c.best->config.shard_group);
+    EXPECT_DOUBLE_EQ(c.walk.back().result.step_s, c.best->step_s);
+  }
+}
+
 // --emit pytorch: the search keeps to what PyTorch's CSV runs, whatever tool the launch was for.
 TEST(InteropCompare, TheTargetToolBoundsTheSearch) {
   const std::string flags =

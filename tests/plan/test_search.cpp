@@ -115,6 +115,17 @@ TEST(PlanSearch, ListedShardGroupsAreSearched) {
   std::set<std::pair<std::int32_t, std::int64_t>> seen;
   for (const PlanResult& p : r.plans) seen.insert({p.config.zero, p.config.shard_group});
   EXPECT_TRUE(seen.count({1, 4}) && seen.count({3, 4}) && seen.count({3, 0}));
+  // One group with the ZeRO stages left open (0 among them): it goes with the stages that shard.
+  s.zero = {0, 1, 2, 3};
+  s.shard_group = {4};
+  const auto fixed = fixed_but_switches(s);
+  ASSERT_TRUE(fixed.has_value());
+  EXPECT_EQ(fixed->zero, 1);
+  EXPECT_EQ(fixed->shard_group, 4);
+  const SearchResult open = search(s, o);
+  ASSERT_FALSE(open.plans.empty());
+  EXPECT_TRUE(std::any_of(open.plans.begin(), open.plans.end(),
+                          [](const PlanResult& p) { return p.config.shard_group == 4; }));
 }
 
 TEST(PlanSearch, KeepsToTheConstraintsAndReportsTheFrontier) {
