@@ -89,9 +89,9 @@ Analysis analyze(const Schedule& schedule);
 // Whether every optimizer step is a cut of the pipeline: each stage runs every action of a step's
 // micro-batches before its update of that step, and none of a later step's before it, so that
 // nothing is in flight between steps (GPipe, 1F1B, ZB-H1, ZB-H2, interleaved, ZB-V: they flush;
-// PACI, PipeDream and 2BW run the next step's forwards before the update). A checkpoint taken at each
-// stage's update is then the state of the whole run at that step. Returns the first action that
-// breaks it, described ("stage 0 runs 0F2 (step 1) before its update of step 0"), or nullopt.
+// PACI, PipeDream and 2BW run the next step's forwards before the update). A checkpoint taken at
+// each stage's update is then the state of the whole run at that step. Returns the first action
+// that breaks it, described ("stage 0 runs 0F2 (step 1) before its update of step 0"), or nullopt.
 std::optional<std::string> step_cut_violation(const Schedule& schedule);
 
 }  // namespace paci

@@ -127,9 +127,9 @@ std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v
     StageCost c = costs.stages[k % P];
     for (double* t : {&c.forward_s, &c.backward_s, &c.input_grad_s, &c.weight_grad_s, &c.update_s})
       *t /= v;
-    for (std::int64_t* b : {&c.activation_bytes, &c.weight_bytes, &c.gradient_bytes,
-                            &c.optimizer_bytes, &c.weight_grad_stash_bytes,
-                            &c.input_grad_release_bytes, &c.workspace_bytes})
+    for (std::int64_t* b :
+         {&c.activation_bytes, &c.weight_bytes, &c.gradient_bytes, &c.optimizer_bytes,
+          &c.weight_grad_stash_bytes, &c.input_grad_release_bytes, &c.workspace_bytes})
       *b /= v;
     c.activation_message_bytes = costs.stages.front().activation_message_bytes;
     c.gradient_message_bytes = costs.stages.back().gradient_message_bytes;

@@ -140,8 +140,7 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
     for (const auto& [key, field] : kBytes)
       check_bytes(c.*field, fmt::format("stages[{}].{}", s, key));
     check_bytes(c.weight_grad_stash_bytes, fmt::format("stages[{}].weight_grad_stash_bytes", s));
-    check_bytes(c.input_grad_release_bytes,
-                fmt::format("stages[{}].input_grad_release_bytes", s));
+    check_bytes(c.input_grad_release_bytes, fmt::format("stages[{}].input_grad_release_bytes", s));
     if (c.input_grad_release_bytes > c.activation_bytes)
       throw InputError(fmt::format(
           "stages[{}].input_grad_release_bytes ({}) is more than its activation_bytes ({}): a "

@@ -302,15 +302,15 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     // bulk overlaps around the QKV and first MLP GEMMs (even i). The all-gathers' ring exchange
     // moves on copy engines.
     const double sms = static_cast<double>(std::max<std::int64_t>(c.sms, 1));
-    const double slower = kTpOverlapCommSms < sms ? kTpOverlapCommSms / (sms - kTpOverlapCommSms)
-                                                  : 0.0;
+    const double slower =
+        kTpOverlapCommSms < sms ? kTpOverlapCommSms / (sms - kTpOverlapCommSms) : 0.0;
     for (std::size_t i = 0; i < gemms.size(); ++i) {
       const auto [forward, input_grad] = gemms[i];
       const double forward_comm = i % 2 == 0 ? gather : one;
       p.forward_comm_s += exposed(forward_comm, forward) +
                           (i % 2 == 1 ? slower * std::min(forward_comm, forward) : 0.0);
-      p.backward_comm_s += exposed(one, input_grad) +
-                           (i % 2 == 0 ? slower * std::min(one, input_grad) : 0.0);
+      p.backward_comm_s +=
+          exposed(one, input_grad) + (i % 2 == 0 ? slower * std::min(one, input_grad) : 0.0);
     }
   }
   // Context parallelism: every GPU's attention meets the keys and values of the other c - 1 GPUs'

@@ -95,7 +95,7 @@ struct PieceCosts {
   std::int64_t stash_bytes = 0;       // a split backward's output gradients, from I to W
   // Of activation_bytes, what a split backward frees at I: all but the inputs its W reads.
   std::int64_t release_bytes = 0;
-  std::int64_t workspace_bytes = 0;   // transient peak of its backward (full recomputation)
+  std::int64_t workspace_bytes = 0;  // transient peak of its backward (full recomputation)
 
   double forward_total_s() const { return forward_s + forward_comm_s; }
   double backward_total_s() const {

@@ -164,9 +164,9 @@ void check_knobs(const PlanConfig& c) {
           "least 2: it is the GPUs ZeRO shards over, the rest replicating",
           c.shard_group, replicas, c.dp(), c.cp));
     if (c.zero == 0 && c.shard_group != replicas)
-      throw InputError(fmt::format(
-          "--shard-group {} is the group ZeRO shards over: it needs --zero 1, 2 or 3",
-          c.shard_group));
+      throw InputError(
+          fmt::format("--shard-group {} is the group ZeRO shards over: it needs --zero 1, 2 or 3",
+                      c.shard_group));
   }
   check_precision(c.cluster, c.precision);
   check_pipeline(c);
@@ -267,10 +267,10 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
       sp.head ? std::max<std::int64_t>(0, params - layer_.parameters * layers - embedding) : 0;
   // HSDP: a shard of gradients, reduce-scattered in its group, is all-reduced between the groups.
   const auto between_groups = [&](double bytes) {
-    return groups_ > 1 ? collective_s(gpu, Collective::all_reduce,
-                                      bytes / static_cast<double>(shards_), groups_,
-                                      groups_per_node_)
-                       : 0.0;
+    return groups_ > 1
+               ? collective_s(gpu, Collective::all_reduce, bytes / static_cast<double>(shards_),
+                              groups_, groups_per_node_)
+               : 0.0;
   };
   const auto per_piece = [&](Collective kind, double bytes_per_parameter) {
     const auto one = [&](std::int64_t p) {
@@ -292,15 +292,14 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   const double gather =
       c.zero == 1 || c.zero == 2
           ? collective_s(gpu, Collective::all_gather,
-                         kParamGatherBytes * static_cast<double>(params), shards_,
-                         shards_per_node_)
+                         kParamGatherBytes * static_cast<double>(params), shards_, shards_per_node_)
           : 0.0;
   const double reduce =
-      c.zero >= 2   ? 0.0
-      : c.zero == 1 ? collective_s(gpu, Collective::reduce_scatter, grads, shards_,
-                                   shards_per_node_) +
-                          between_groups(grads)
-                    : collective_s(gpu, Collective::all_reduce, grads, d, dp_per_node_);
+      c.zero >= 2 ? 0.0
+      : c.zero == 1
+          ? collective_s(gpu, Collective::reduce_scatter, grads, shards_, shards_per_node_) +
+                between_groups(grads)
+          : collective_s(gpu, Collective::all_reduce, grads, d, dp_per_node_);
   sp.reduce_s = reduce + gather;
   // Buckets reduce while the backward runs; the last one cannot.
   const auto overlapped = [&](double comm, double compute, double last) {
@@ -407,11 +406,11 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
       m.name, c.gpus, gpu.name, c.tp, cp_label(c, ", c={}"), P, c.dp(), c.chunks, c.microbatch_size,
       c.microbatches(), to_string(c.recompute), c.sequence_parallel ? ", sequence parallel" : "",
       c.tp_comm_overlap ? ", tensor-parallel collectives overlapped" : "",
-      c.zero > 0 ? fmt::format(", ZeRO {}{}", c.zero,
-                               c.shard_group > 0
-                                   ? fmt::format(" over groups of {} (HSDP)", c.shard_group)
-                                   : "")
-                 : "",
+      c.zero > 0
+          ? fmt::format(
+                ", ZeRO {}{}", c.zero,
+                c.shard_group > 0 ? fmt::format(" over groups of {} (HSDP)", c.shard_group) : "")
+          : "",
       c.precision != Precision::bf16 ? fmt::format(", {}", to_string(c.precision)) : "",
       c.bf16_gradients ? ", bf16 gradients" : "",
       c.overlap_grad_reduce ? ", overlapped gradient reduction" : "");

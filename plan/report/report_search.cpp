@@ -209,8 +209,8 @@ std::string frontier_csv(const std::vector<PlanResult>& frontier) {
         c.kind, c.tp, c.cp, c.cp_all_gather ? "all_gather" : "p2p", c.pp, c.dp(), c.chunks,
         c.microbatch_size, c.microbatches(), to_string(c.recompute), c.sequence_parallel,
         c.tp_comm_overlap, c.zero, c.zero > 0 ? c.shards() : 0, c.overlap_grad_reduce, p.step_s,
-        p.tokens_per_s, p.mfu,
-        p.bubble_ratio, p.peak_memory_bytes, p.max_staleness, fmt::join(c.partition, " "));
+        p.tokens_per_s, p.mfu, p.bubble_ratio, p.peak_memory_bytes, p.max_staleness,
+        fmt::join(c.partition, " "));
   }
   return out;
 }

@@ -103,8 +103,8 @@ PlanConfig shaped(PlanConfig c, const PlanConfig& was, const PlanConfig& to) {
   // An HSDP group that no longer divides the replicas (or has no ZeRO stage) gives way to all of
   // them; the ZeRO knob sets the end's.
   const std::int64_t replicas = c.dp() * c.cp;
-  if (c.shard_group > 0 && (c.zero == 0 || replicas % c.shard_group != 0 ||
-                            c.shard_group == replicas))
+  if (c.shard_group > 0 &&
+      (c.zero == 0 || replicas % c.shard_group != 0 || c.shard_group == replicas))
     c.shard_group = 0;
   if (same_shape(c, was))
     c.partition = was.partition;

@@ -115,8 +115,8 @@ Bounds bounds(const PlanConfig& c, const std::vector<StageCost>& stages, const S
     backwards_below += n[1] > 0 ? k.backward_s : k.input_grad_s;
     memory[d] += k.static_bytes();
     // In flight from F to W; a split backward frees part at I, so W's share is what is sure.
-    const std::int64_t held = n[2] > 0 ? k.activation_bytes - k.input_grad_release_bytes
-                                       : k.activation_bytes;
+    const std::int64_t held =
+        n[2] > 0 ? k.activation_bytes - k.input_grad_release_bytes : k.activation_bytes;
     activations[d] = std::max(activations[d], info.in_flight[s] * held);
   }
   Bounds b;
@@ -216,8 +216,8 @@ std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
     if (!knob->empty()) knob->resize(1);
   // One HSDP group given goes with the first ZeRO stage that shards; several are searched.
   if (space.shard_group.size() == 1 && space.shard_group[0] != 0) {
-    const auto sharded = std::find_if(space.zero.begin(), space.zero.end(),
-                                      [](std::int32_t z) { return z > 0; });
+    const auto sharded =
+        std::find_if(space.zero.begin(), space.zero.end(), [](std::int32_t z) { return z > 0; });
     if (sharded != space.zero.end()) fixed.zero = {*sharded};
   } else {
     fixed.shard_group = {0};
@@ -486,97 +486,97 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                   for (const bool tco : sp ? space.tp_comm_overlap : off)
                     for (const std::int32_t zero : zeros)
                       for (const std::int64_t group : zero == 0 ? whole : groups)
-                      for (const bool ovl :
-                           replicas == 1 || zero == 3 ? off : space.overlap_grad_reduce)
-                        for (const bool gather : gathers) {
-                          PlanConfig c = base;
-                          c.cp_all_gather = gather;
-                          c.microbatch_size = b;
-                          c.kind = kind;
-                          c.chunks = v;
-                          c.recompute = rc;
-                          c.sequence_parallel = sp;
-                          c.tp_comm_overlap = tco;
-                          c.zero = zero;
-                          c.shard_group = group;
-                          c.overlap_grad_reduce = ovl;
-                          c.partition = space.partition;
-                          try {
-                            check_knobs(c);  // the model and the cluster checked above
-                          } catch (const InputError& e) {
-                            invalid(e.what());
-                            continue;
-                          }
-                          if (options.runnable) {
-                            if (std::string why = options.runnable(c); !why.empty()) {
+                        for (const bool ovl :
+                             replicas == 1 || zero == 3 ? off : space.overlap_grad_reduce)
+                          for (const bool gather : gathers) {
+                            PlanConfig c = base;
+                            c.cp_all_gather = gather;
+                            c.microbatch_size = b;
+                            c.kind = kind;
+                            c.chunks = v;
+                            c.recompute = rc;
+                            c.sequence_parallel = sp;
+                            c.tp_comm_overlap = tco;
+                            c.zero = zero;
+                            c.shard_group = group;
+                            c.overlap_grad_reduce = ovl;
+                            c.partition = space.partition;
+                            try {
+                              check_knobs(c);  // the model and the cluster checked above
+                            } catch (const InputError& e) {
+                              invalid(e.what());
+                              continue;
+                            }
+                            if (options.runnable) {
+                              if (std::string why = options.runnable(c); !why.empty()) {
+                                ++result.configurations;
+                                ++result.rejected.not_runnable;
+                                if (result.rejected.not_runnable_example.empty())
+                                  result.rejected.not_runnable_example = std::move(why);
+                                continue;
+                              }
+                            }
+                            const ScheduleInfo& info = schedule_for(c);
+                            if (!info.error.empty()) {
+                              invalid(info.error);
+                              continue;
+                            }
+                            // A non-interleaved configuration's stage costs: shared by every kind
+                            // with the same other knobs, computed for the first.
+                            const bool interleaved = kind == "interleaved";
+                            std::optional<ConfigCosts> own;
+                            const StageCostTable* table = nullptr;
+                            if (interleaved) {
+                              own.emplace(c);
+                            } else {
+                              const auto key =
+                                  std::make_tuple(rc, sp, tco, zero, c.shard_group, ovl, gather);
+                              auto it = tables.find(key);
+                              if (it == tables.end())
+                                it = tables.emplace(key, stage_cost_table(c, ConfigCosts(c))).first;
+                              table = &it->second;
+                            }
+                            const auto stage_costs = [&](const std::vector<std::int32_t>& layers) {
+                              return table ? table->stage_costs(layers) : own->stage_costs(layers);
+                            };
+                            std::vector<std::vector<std::int32_t>> partitions;
+                            if (!space.partition.empty() || interleaved) {
+                              partitions.push_back(default_partition(c));
+                            } else {
+                              const PartitionTables tables_of_c =
+                                  partition_tables(c, *table, info.in_flight);
+                              partitions.push_back(partition_under(tables_of_c, 0));
+                              const auto limited = partition_under(tables_of_c, limit);
+                              if (!limited.empty() && limited != partitions.front())
+                                partitions.push_back(limited);
+                            }
+                            for (const auto& layers : partitions) {
                               ++result.configurations;
-                              ++result.rejected.not_runnable;
-                              if (result.rejected.not_runnable_example.empty())
-                                result.rejected.not_runnable_example = std::move(why);
-                              continue;
+                              Candidate cand;
+                              cand.config = c;
+                              cand.config.partition = layers;
+                              cand.schedule = &info;
+                              cand.staleness = info.max_staleness;
+                              const Bounds bound = bounds(c, stage_costs(layers), info);
+                              cand.step_bound_s = bound.step_s;
+                              cand.memory_bound_bytes = bound.memory_bytes;
+                              cand.static_bytes = bound.static_bytes;
+                              cand.key = config_key(cand.config);
+                              if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
+                                smallest = cand;
+                              if (options.max_staleness >= 0 &&
+                                  cand.staleness > options.max_staleness) {
+                                ++result.rejected.too_stale;
+                                continue;
+                              }
+                              if (static_cast<double>(bound.memory_bytes) > limit) {
+                                result.rejected.add_out_of_memory(static_cast<std::int64_t>(
+                                    static_cast<double>(bound.memory_bytes) - limit));
+                                continue;
+                              }
+                              candidates.push_back(std::move(cand));
                             }
                           }
-                          const ScheduleInfo& info = schedule_for(c);
-                          if (!info.error.empty()) {
-                            invalid(info.error);
-                            continue;
-                          }
-                          // A non-interleaved configuration's stage costs: shared by every kind
-                          // with the same other knobs, computed for the first.
-                          const bool interleaved = kind == "interleaved";
-                          std::optional<ConfigCosts> own;
-                          const StageCostTable* table = nullptr;
-                          if (interleaved) {
-                            own.emplace(c);
-                          } else {
-                            const auto key =
-                                std::make_tuple(rc, sp, tco, zero, c.shard_group, ovl, gather);
-                            auto it = tables.find(key);
-                            if (it == tables.end())
-                              it = tables.emplace(key, stage_cost_table(c, ConfigCosts(c))).first;
-                            table = &it->second;
-                          }
-                          const auto stage_costs = [&](const std::vector<std::int32_t>& layers) {
-                            return table ? table->stage_costs(layers) : own->stage_costs(layers);
-                          };
-                          std::vector<std::vector<std::int32_t>> partitions;
-                          if (!space.partition.empty() || interleaved) {
-                            partitions.push_back(default_partition(c));
-                          } else {
-                            const PartitionTables tables_of_c =
-                                partition_tables(c, *table, info.in_flight);
-                            partitions.push_back(partition_under(tables_of_c, 0));
-                            const auto limited = partition_under(tables_of_c, limit);
-                            if (!limited.empty() && limited != partitions.front())
-                              partitions.push_back(limited);
-                          }
-                          for (const auto& layers : partitions) {
-                            ++result.configurations;
-                            Candidate cand;
-                            cand.config = c;
-                            cand.config.partition = layers;
-                            cand.schedule = &info;
-                            cand.staleness = info.max_staleness;
-                            const Bounds bound = bounds(c, stage_costs(layers), info);
-                            cand.step_bound_s = bound.step_s;
-                            cand.memory_bound_bytes = bound.memory_bytes;
-                            cand.static_bytes = bound.static_bytes;
-                            cand.key = config_key(cand.config);
-                            if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
-                              smallest = cand;
-                            if (options.max_staleness >= 0 &&
-                                cand.staleness > options.max_staleness) {
-                              ++result.rejected.too_stale;
-                              continue;
-                            }
-                            if (static_cast<double>(bound.memory_bytes) > limit) {
-                              result.rejected.add_out_of_memory(static_cast<std::int64_t>(
-                                  static_cast<double>(bound.memory_bytes) - limit));
-                              continue;
-                            }
-                            candidates.push_back(std::move(cand));
-                          }
-                        }
           }
         }
       }

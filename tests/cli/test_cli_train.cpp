@@ -305,8 +305,9 @@ TEST(CliTrain, InterleavedAndZeroBubbleTrainLikeOneDevice) {
   const auto expected = nlohmann::json::parse(slurp(one));
   for (const std::string kind : {"interleaved", "zb-h1", "zb-h2", "zb-v"}) {
     const std::string schedule = temp_path(kind + ".json"), report = temp_path(kind + "_r.json");
-    ASSERT_EQ(run_paci("schedule -k " + kind + " -p " + (kind == "interleaved" || kind == "zb-v" ? "2" : "4") +
-                       " -m 4 -n 3 -o " + schedule)
+    ASSERT_EQ(run_paci("schedule -k " + kind + " -p " +
+                       (kind == "interleaved" || kind == "zb-v" ? "2" : "4") + " -m 4 -n 3 -o " +
+                       schedule)
                   .status,
               0);
     r = run_paci("train --schedule " + schedule + " --quiet" + kTiny + data_flags() + "--report " +

@@ -269,8 +269,9 @@ TEST(PlanEvaluate, HsdpShardsOverItsGroupAndAllReducesBetweenGroups) {
     }
   };
   refused(3, 3, "--shard-group 3 must divide the weights' 16 replicas (d = 16 x c = 1)");
-  refused(1, 3, "--shard-group 1 must divide the weights' 16 replicas (d = 16 x c = 1) and be at "
-                "least 2");
+  refused(1, 3,
+          "--shard-group 1 must divide the weights' 16 replicas (d = 16 x c = 1) and be at "
+          "least 2");
   refused(4, 0, "--shard-group 4 is the group ZeRO shards over: it needs --zero 1, 2 or 3");
 }
 
