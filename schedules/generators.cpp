@@ -105,7 +105,9 @@ std::vector<std::vector<Action>> zero_bubble_v_step(std::int32_t P, std::int32_t
       end_i = end_f;
   std::vector<std::int64_t> free_at(static_cast<std::size_t>(P), 0);
   std::vector<std::vector<Action>> out(static_cast<std::size_t>(P));
-  const auto at = [](auto& v, std::int32_t k) -> auto& { return v[static_cast<std::size_t>(k)]; };
+  const auto at = [](auto& v, std::int32_t k) -> auto& {
+    return v[static_cast<std::size_t>(k)];
+  };
   std::int64_t left = 3 * static_cast<std::int64_t>(M) * S;
   for (std::int64_t t = 0; left > 0; ++t) {
     for (std::int32_t d = 0; d < P; ++d) {
@@ -129,16 +131,18 @@ std::vector<std::vector<Action>> zero_bubble_v_step(std::int32_t P, std::int32_t
       ActionKind kind = ActionKind::F;
       if (i_ready(first) || i_ready(second)) {
         kind = ActionKind::I;
-        pick = !i_ready(first)                                     ? second
-               : !i_ready(second)                                  ? first
-               : at(st, second).i <= at(st, first).i ? second : first;
+        pick = !i_ready(first)                       ? second
+               : !i_ready(second)                    ? first
+               : at(st, second).i <= at(st, first).i ? second
+                                                     : first;
       } else if (f_ready(second) || f_ready(first)) {
         pick = f_ready(second) ? second : first;
       } else if (w_ready(first) || w_ready(second)) {
         kind = ActionKind::W;
-        pick = !w_ready(first)                                     ? second
-               : !w_ready(second)                                  ? first
-               : at(st, second).w <= at(st, first).w ? second : first;
+        pick = !w_ready(first)                       ? second
+               : !w_ready(second)                    ? first
+               : at(st, second).w <= at(st, first).w ? second
+                                                     : first;
       } else {
         continue;
       }
@@ -158,6 +162,28 @@ std::vector<std::vector<Action>> zero_bubble_v_step(std::int32_t P, std::int32_t
     }
   }
   return out;
+}
+
+// One flushed step's per-device orders (micro-batches 0..M-1) repeated for the schedule's N steps,
+// each device's stages stepping their optimizers, in stage order, after each step.
+void repeat_step(Schedule& s, const std::vector<std::vector<Action>>& step) {
+  const std::int32_t M = s.microbatches, N = s.steps;
+  for (std::size_t d = 0; d < s.devices.size(); ++d) {
+    std::vector<std::int32_t> stages;
+    for (std::int32_t st = 0; st < s.stages; ++st)
+      if (s.placement[static_cast<std::size_t>(st)] == static_cast<std::int32_t>(d))
+        stages.push_back(st);
+    auto& list = s.devices[d];
+    list.reserve((step[d].size() + stages.size()) * static_cast<std::size_t>(N));
+    for (std::int32_t k = 0; k < N; ++k) {
+      const std::int64_t base = static_cast<std::int64_t>(k) * M;
+      for (Action a : step[d]) {
+        a.microbatch = static_cast<std::int32_t>(base + a.microbatch);
+        list.push_back(a);
+      }
+      for (const std::int32_t st : stages) list.push_back(update(st));
+    }
+  }
 }
 
 // Zero Bubble's handcrafted ZB-H1 (Qi et al., ICLR 2024, figure 3) at stage s of P, one flushed
@@ -303,38 +329,13 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
     // a device's first stage (1F1B's P stages' worth of its two half-stages, as ZB-V keeps).
     for (std::int32_t stage = P; stage < s.stages; ++stage)
       s.placement[static_cast<std::size_t>(stage)] = s.stages - 1 - stage;
-    const auto step = zero_bubble_v_step(P, M, P);
-    for (std::int32_t d = 0; d < P; ++d) {
-      auto& list = s.devices[static_cast<std::size_t>(d)];
-      list.reserve(static_cast<std::size_t>((6 * static_cast<std::int64_t>(M) + 2) * N));
-      for (std::int32_t k = 0; k < N; ++k) {
-        const std::int64_t base = static_cast<std::int64_t>(k) * M;
-        for (Action a : step[static_cast<std::size_t>(d)]) {
-          a.microbatch = static_cast<std::int32_t>(base + a.microbatch);
-          list.push_back(a);
-        }
-        list.push_back(update(d));
-        list.push_back(update(s.stages - 1 - d));
-      }
-    }
+    repeat_step(s, zero_bubble_v_step(P, M, P));
     return s;
   }
   if (kind == "zb-h2") {
     // Up to 2P − 1 micro-batches' activations on a stage: enough forwards to fill the warm-up
     // bubble (ZB-H2's memory).
-    const auto step = zero_bubble_step(P, M, std::vector<std::int32_t>(P, 2 * P - 1));
-    for (std::int32_t st = 0; st < P; ++st) {
-      auto& list = s.devices[static_cast<std::size_t>(st)];
-      list.reserve(static_cast<std::size_t>((3 * static_cast<std::int64_t>(M) + 1) * N));
-      for (std::int32_t k = 0; k < N; ++k) {
-        const std::int64_t base = static_cast<std::int64_t>(k) * M;
-        for (Action a : step[static_cast<std::size_t>(st)]) {
-          a.microbatch = static_cast<std::int32_t>(base + a.microbatch);
-          list.push_back(a);
-        }
-        list.push_back(update(st));
-      }
-    }
+    repeat_step(s, zero_bubble_step(P, M, std::vector<std::int32_t>(P, 2 * P - 1)));
     return s;
   }
   for (std::int32_t d = 0; d < P; ++d) {
