@@ -141,6 +141,15 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
       throw UsageError("--shard-group is the group ZeRO shards over: it needs --zero 1, 2 or 3");
   }
   s.overlap_grad_reduce = switch_values(vm, "overlap-grad-reduce");
+  if (vm.count("offload-layers")) {
+    s.offload_layers.clear();
+    for (const std::string& v : split_commas(vm["offload-layers"].as<std::string>())) {
+      const std::int32_t n =
+          v == "0" ? 0 : parse_counts<std::int32_t>(v, "offload-layers", 1 << 20).front();
+      if (std::find(s.offload_layers.begin(), s.offload_layers.end(), n) == s.offload_layers.end())
+        s.offload_layers.push_back(n);
+    }
+  }
   const std::string attention = vm["attention"].as<std::string>();
   if (attention != "flash" && attention != "unfused")
     throw UsageError(fmt::format("--attention takes flash or unfused, got '{}'", attention));
@@ -176,8 +185,8 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
              plan::SearchOptions o) {
   std::istringstream cluster_flags(
       "gpu gpus tp cp cp-comm microbatch-size recompute sequence-parallel tp-comm-overlap "
-      "distributed-optimizer zero shard-group overlap-grad-reduce attention precision grad-dtype "
-      "emit jobs preset "
+      "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
+      "precision grad-dtype emit jobs preset "
       "layers d-model heads kv-heads ffn vocab seq-len arch tied-embeddings");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
@@ -227,8 +236,9 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
       "preset layers d-model heads kv-heads ffn seq-len arch tied-embeddings global-batch tp cp "
       "cp-comm pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
-      "distributed-optimizer zero shard-group overlap-grad-reduce attention precision grad-dtype "
-      "max-staleness");
+      "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
+      "precision "
+      "grad-dtype max-staleness");
   for (std::string f; launch_flags >> f;)
     if (given(vm, f.c_str()))
       throw UsageError(fmt::format("--{} does not apply with --{}: {}", f, flag,
@@ -355,6 +365,10 @@ int run_plan(const std::vector<std::string>& args) {
              "--zero 1 (on) or 0 (off); on,off: both");
   add_switch("overlap-grad-reduce", po::value<std::string>()->implicit_value("on"),
              "reduce gradients during the last backward; absent: searched");
+  add_switch("offload-layers", po::value<std::string>(),
+             "activation offloading (Megatron-LM's --cpu-offloading-num-layers): the first N "
+             "layers' activations kept in host memory from the forward to the backward; p = 1 "
+             "without recomputation only; a list (0,40) is searched; absent: 0");
   add_switch("attention", po::value<std::string>()->default_value("flash"),
              "flash (FlashAttention) | unfused (Megatron's softmax kernels, s x s scores kept)");
   add_switch("precision", po::value<std::string>()->default_value("bf16"),

@@ -74,6 +74,8 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   if (c.zero == 1 && c.shard_group > 0 && c.shard_group < c.dp() * c.cp)
     add("--num-distributed-optimizer-instances", c.dp() * c.cp / c.shard_group);
   if (c.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
+  // Activation offloading: validate_args turns --cpu-offloading on for a layer count above 0.
+  if (c.offload_layers > 0) add("--cpu-offloading-num-layers", c.offload_layers);
   if (c.bf16_gradients) a.push_back("--grad-reduce-in-bf16");  // else fp32, validate_args' default
   a.push_back("--bf16");
   // FP8 GEMMs through Transformer Engine: per-tensor delayed scaling (E4M3 forward, E5M2

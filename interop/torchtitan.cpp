@@ -29,6 +29,12 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
         "torchtitan {} cannot train {}: it builds models from its own configs (of paci's presets: "
         "llama3-8b, llama3-70b, llama3-405b)",
         kTorchtitanVersion, c.model.name);
+  if (c.offload_layers > 0)
+    return fmt::format(
+        "torchtitan {} offloads no activations (its --training.enable-cpu-offload moves FSDP's "
+        "weights, gradients and optimizer state to the host, not activations): plan "
+        "--offload-layers 0, or --emit megatron",
+        kTorchtitanVersion);
   if (c.bf16_gradients)
     return fmt::format(
         "paci's bf16 gradient buffer is Megatron-LM's (--grad-reduce-in-bf16); torchtitan {}'s "

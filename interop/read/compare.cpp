@@ -26,6 +26,7 @@ LaunchComparison compare_launch(Tool tool, std::string_view text, const LaunchCo
       config.bf16_gradients;  // the launch's numerics: not the search's to change
   if (c.runs == Tool::torchtitan) c.space.cp_all_gather = {true};  // its only context parallelism
   if (config.shard_group > 0) c.space.shard_group = {0, config.shard_group};  // the launch's HSDP
+  if (config.offload_layers > 0) c.space.offload_layers = {0, config.offload_layers};
   options.max_staleness = 0;
   const Tool runs = c.runs;
   options.runnable = [runs](const plan::PlanConfig& p) { return refusal(runs, p); };

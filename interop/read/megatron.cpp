@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include <limits>
 #include <regex>
 
 #include "base/errors.hpp"
@@ -32,7 +33,6 @@ constexpr Unmodelled kUnmodelled[] = {
     {"--use-megatron-fsdp", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
     {"--mtp-num-layers", "multi-token prediction layers"},
     {"--hybrid-override-pattern", "hybrid (Mamba) layers"},
-    {"--cpu-offloading", "CPU offloading"},
     {"--rampup-batch-size", "a batch-size ramp (paci predicts one global batch)"},
 };
 
@@ -421,6 +421,11 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   }
 
   c.overlap_grad_reduce = r.on("--overlap-grad-reduce");
+  // Activation offloading (validate_args: on for a layer count above 0).
+  const std::int64_t offload = r.number_or("--cpu-offloading-num-layers", 0);
+  if (offload < 0 || offload > std::numeric_limits<std::int32_t>::max())
+    refuse(fmt::format("--cpu-offloading-num-layers {} is out of range", offload));
+  c.offload_layers = static_cast<std::int32_t>(offload);
   if (r.on("--overlap-param-gather"))
     out.notes.push_back(
         "--overlap-param-gather: paci keeps the distributed optimizer's parameter "

@@ -238,7 +238,10 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
   c.cp_all_gather = c.cp > 1;
   if (r.value("--training.mixed-precision-param") != "bfloat16")
     refuse("--training.mixed-precision-param float32: paci models bf16 mixed precision");
-  if (r.on("--training.enable-cpu-offload")) refuse("paci does not model CPU offloading");
+  if (r.on("--training.enable-cpu-offload"))
+    refuse(
+        "--training.enable-cpu-offload: paci does not model FSDP's host offloading of the weights, "
+        "gradients and optimizer state");
   if (r.value("--training.mixed-precision-reduce") == "bfloat16")
     out.notes.push_back(
         "--training.mixed-precision-reduce bfloat16: paci models torchtitan's gradients as fp32 "

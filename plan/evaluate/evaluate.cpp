@@ -168,8 +168,35 @@ void check_knobs(const PlanConfig& c) {
           fmt::format("--shard-group {} is the group ZeRO shards over: it needs --zero 1, 2 or 3",
                       c.shard_group));
   }
+  check_offload(c);
   check_precision(c.cluster, c.precision);
   check_pipeline(c);
+}
+
+void check_offload(const PlanConfig& c) {
+  if (c.offload_layers == 0) return;
+  if (c.offload_layers < 0)
+    throw InputError(fmt::format("--offload-layers must be 0 or more, got {}", c.offload_layers));
+  if (c.offload_layers >= c.model.layers)
+    throw InputError(fmt::format(
+        "--offload-layers {}: Megatron-LM offloads fewer layers than the model's {}; at most {} "
+        "would work",
+        c.offload_layers, c.model.layers, c.model.layers - 1));
+  if (c.pp != 1)
+    throw InputError(fmt::format(
+        "--offload-layers {} with --pp {}: Megatron-LM offloads activations only without "
+        "pipeline parallelism; --pp 1 or --offload-layers 0 would work",
+        c.offload_layers, c.pp));
+  if (c.recompute != Recompute::none)
+    throw InputError(fmt::format(
+        "--offload-layers {} with --recompute {}: Megatron-LM offloads activations only without "
+        "recomputation; --recompute none or --offload-layers 0 would work",
+        c.offload_layers, to_string(c.recompute)));
+  if (!(c.cluster.host_bandwidth_bytes_per_s > 0))
+    throw InputError(fmt::format(
+        "--offload-layers {}: {} gives no link to host memory (host_bandwidth_bytes_per_s and "
+        "host_efficiency in its cluster file)",
+        c.offload_layers, c.cluster.name));
 }
 
 ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement_of(c)) {
@@ -237,6 +264,31 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     if (c.model.tied_embeddings && !tied_apart_)
       h.parameters -= padded_vocab(c.model, c.tp) / c.tp * c.model.d_model;
     sp.pieces += h;
+  }
+  // Activation offloading (docs/costmodel.md, "Activation offloading"; Transformer Engine's CPU
+  // offload as Megatron-LM uses it, TE >= 2.10): the activations of layer i < N are copied to the
+  // host, one layer after another on a copy stream, from the end of its forward; layer L - N + i
+  // waits for that copy, so at most L - N layers' activations are on the GPU. In the backward the
+  // copies come back the same way, each needed by its layer's backward. Each direction's N copies
+  // hide behind the other L - 2 layers' forward (backward); what they exceed shows.
+  sp.offloaded_layers = std::clamp(c.offload_layers - first_layer, 0, layers);
+  if (sp.offloaded_layers > 0) {
+    const double n = static_cast<double>(sp.offloaded_layers);
+    const double copy_s = static_cast<double>(layer_.activation_bytes) /
+                          (gpu.host_bandwidth_bytes_per_s * gpu.host_efficiency);
+    const double hiding = static_cast<double>(std::max(0, layers - 2));
+    sp.exposed_offload_forward_s = std::max(0.0, n * copy_s - hiding * layer_.forward_total_s());
+    sp.exposed_offload_backward_s = std::max(0.0, n * copy_s - hiding * layer_.backward_total_s());
+    sp.pieces.forward_s += sp.exposed_offload_forward_s;
+    sp.pieces.input_grad_s += sp.exposed_offload_backward_s;
+    sp.host_bytes = sp.offloaded_layers * layer_.activation_bytes;
+    // A split backward frees at I its layers' share of what it holds (the offloaded ones' came
+    // back for it).
+    const double kept = static_cast<double>(sp.pieces.activation_bytes - sp.host_bytes) /
+                        static_cast<double>(sp.pieces.activation_bytes);
+    sp.pieces.release_bytes =
+        static_cast<std::int64_t>(static_cast<double>(sp.pieces.release_bytes) * kept);
+    sp.pieces.activation_bytes -= sp.host_bytes;
   }
   const std::int64_t params = sp.pieces.parameters;
   sp.optimizer_s = optimizer_step_s(gpu, params, shards_, c.zero, c.bf16_gradients);
@@ -521,7 +573,12 @@ void measure(PlanResult& r, const SimResult& sim) {
   r.memory_per_device = sim.device_peak_memory_bytes;
   r.peak_memory_bytes = *std::max_element(r.memory_per_device.begin(), r.memory_per_device.end());
   r.memory_limit_bytes = gpu.memory_bytes;
-  r.fits = static_cast<double>(r.peak_memory_bytes) <= r.memory_limit_bytes;
+  // Offloaded activations, one micro-batch's (Megatron-LM offloads only at p = 1, where one is
+  // in flight), against the host memory per GPU when the cluster gives it.
+  r.host_memory_bytes = c.offload_layers > 0 ? ConfigCosts(c).host_bytes() : 0;
+  r.host_fits = !(gpu.host_memory_bytes > 0) ||
+                static_cast<double>(r.host_memory_bytes) <= gpu.host_memory_bytes;
+  r.fits = static_cast<double>(r.peak_memory_bytes) <= r.memory_limit_bytes && r.host_fits;
   r.max_staleness = analyze(r.schedule).max_lag();
 }
 

@@ -48,6 +48,11 @@ struct PlanConfig {
   // 0: over all of them.
   std::int64_t shard_group = 0;
   bool tp_comm_overlap = false;  // needs sequence_parallel (docs/costmodel.md)
+  // Activation offloading (Megatron-LM's --cpu-offloading-num-layers, Transformer Engine's CPU
+  // offload; docs/costmodel.md, "Activation offloading"): the activations of the model's first
+  // this-many layers copied to host memory as the forward leaves each and back before the
+  // backward needs it. Megatron-LM runs it without pipeline parallelism or recomputation only.
+  std::int32_t offload_layers = 0;
   bool flash_attention = true;
   // The linear layers' GEMMs: bf16, FP8 (per-tensor scales, Transformer Engine's delayed
   // scaling) or MXFP8 (docs/costmodel.md, "FP8"); the cluster must have them.
@@ -79,6 +84,9 @@ void check_knobs(const PlanConfig& config);
 // partition (one entry per model stage, each at least one layer, summing to the layers), at most
 // 2^20 micro-batches.
 void check_pipeline(const PlanConfig& config);
+// Of those, activation offloading's: 0 or more layers, fewer than the model's, at p = 1 without
+// recomputation (what Megatron-LM runs), on a cluster that gives its host link.
+void check_offload(const PlanConfig& config);
 
 // One model stage of the evaluated configuration.
 struct StagePlan {
@@ -98,6 +106,11 @@ struct StagePlan {
   double zero_forward_s = 0, zero_input_grad_s = 0, zero_weight_grad_s = 0;
   double exposed_zero_forward_s = 0, exposed_zero_input_grad_s = 0, exposed_zero_weight_grad_s = 0;
   std::int64_t zero_workspace_bytes = 0;  // ZeRO's transient buffers (gathered layer, bucket)
+  // Activation offloading, per micro-batch: its layers whose activations go to host memory, the
+  // bytes they hold there, and the copies' time its forward and its backward cannot hide.
+  std::int32_t offloaded_layers = 0;
+  std::int64_t host_bytes = 0;
+  double exposed_offload_forward_s = 0, exposed_offload_backward_s = 0;
 };
 
 struct PlanResult {
@@ -114,6 +127,10 @@ struct PlanResult {
   double bubble_ratio = 0;                      // the simulated steps' idle share of the devices
   std::vector<std::int64_t> memory_per_device;  // peak bytes per GPU of each pipeline device
   std::int64_t peak_memory_bytes = 0;           // the largest
+  // Activation offloading: the host memory one GPU's offloaded activations take (0 without), and
+  // whether that is within the cluster's host memory per GPU (`fits` requires it).
+  std::int64_t host_memory_bytes = 0;
+  bool host_fits = true;
   double memory_limit_bytes =
       0;              // what `fits` compares with: the GPU's memory, or a search's limit
   bool fits = false;  // peak_memory_bytes <= memory_limit_bytes
@@ -161,6 +178,10 @@ class ConfigCosts {
   CostModel cost_model(const std::vector<std::int32_t>& layers,
                        std::vector<StagePlan>* stages = nullptr) const;
   const std::vector<std::int32_t>& placement() const { return placement_; }
+  // The host memory one micro-batch's offloaded activations take (its offload_layers layers').
+  std::int64_t host_bytes() const {
+    return static_cast<std::int64_t>(config_.offload_layers) * layer_.activation_bytes;
+  }
 
  private:
   PlanConfig config_;

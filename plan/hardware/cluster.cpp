@@ -64,6 +64,10 @@ constexpr GpuField kGpuFields[] = {
     {"fp8_peak_flops", &ClusterSpec::fp8_peak_flops, nullptr, Bound::positive, true},
     {"fp8_gemm_efficiency", &ClusterSpec::fp8_gemm_efficiency, nullptr, Bound::fraction, true},
     {"mxfp8_gemm_efficiency", &ClusterSpec::mxfp8_gemm_efficiency, nullptr, Bound::fraction, true},
+    {"host_bandwidth_bytes_per_s", &ClusterSpec::host_bandwidth_bytes_per_s, nullptr,
+     Bound::positive, true},
+    {"host_efficiency", &ClusterSpec::host_efficiency, nullptr, Bound::fraction, true},
+    {"host_memory_bytes", &ClusterSpec::host_memory_bytes, nullptr, Bound::positive, true},
 };
 struct LinkField {
   const char* key;
@@ -273,6 +277,12 @@ void check_cluster(const ClusterSpec& cluster, std::string_view source) {
           "FP8 tensor cores)");
     if (cluster.mxfp8_gemm_efficiency > 0 && cluster.fp8_peak_flops == 0)
       throw InputError("mxfp8_gemm_efficiency needs fp8_peak_flops (MXFP8 runs at the FP8 peak)");
+    if ((cluster.host_bandwidth_bytes_per_s > 0) != (cluster.host_efficiency > 0))
+      throw InputError(
+          "host_bandwidth_bytes_per_s and host_efficiency go together: the GPU's link to its host "
+          "memory and the share of it a copy reaches");
+    if (cluster.host_memory_bytes > 0 && cluster.host_bandwidth_bytes_per_s == 0)
+      throw InputError("host_memory_bytes needs host_bandwidth_bytes_per_s and host_efficiency");
     if (cluster.nvlink.oversubscription > 0 || cluster.nvlink.nodes_per_leaf > 0)
       throw InputError(
           "nvlink.oversubscription and nvlink.nodes_per_leaf describe the network between nodes: "

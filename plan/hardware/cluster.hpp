@@ -54,6 +54,10 @@ struct ClusterSpec {
   // it a large FP8 GEMM reaches (measured); MXFP8 (block-scaled FP8, Blackwell) runs at the same
   // peak, at mxfp8_gemm_efficiency of it.
   double fp8_peak_flops = 0.0, fp8_gemm_efficiency = 0.0, mxfp8_gemm_efficiency = 0.0;
+  // Optional, 0 when not given (then activations cannot be offloaded): the link between one GPU
+  // and its host's memory, per direction (datasheet: PCIe, NVLink-C2C), the share of it a pinned
+  // copy reaches (measured), and the host memory per GPU (the node's, divided by its GPUs).
+  double host_bandwidth_bytes_per_s = 0.0, host_efficiency = 0.0, host_memory_bytes = 0.0;
   // The node and the network.
   std::int32_t gpus_per_node = 0;
   LinkSpec nvlink;   // between the GPUs of a node
@@ -71,7 +75,8 @@ ClusterSpec cluster_preset(std::string_view name);
 // (efficiencies at most 1), gpus_per_node >= 1, sms >= 1, a busbw table with increasing sizes and
 // positive values; the optional fields absent (0) or valid: fp8_gemm_efficiency with
 // fp8_peak_flops and the reverse, mxfp8_gemm_efficiency only with them, oversubscription >= 1
-// and nodes_per_leaf >= 1 together, on the network only.
+// and nodes_per_leaf >= 1 together, on the network only; host_bandwidth_bytes_per_s and
+// host_efficiency together, host_memory_bytes only with them.
 void check_cluster(const ClusterSpec& cluster, std::string_view source);
 // Parses a paci.cluster/1 document (another format tag, malformed JSON, a missing or unknown
 // field: one InputError line starting with `source`), then check_cluster(). Keys in any order;

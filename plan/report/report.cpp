@@ -65,6 +65,7 @@ ordered_json plan_json(const PlanResult& p) {
   j["zero"] = c.zero;
   j["shard_group"] = c.zero > 0 ? c.shards() : 0;  // ZeRO's sharding group (HSDP: below d·c)
   j["overlap_grad_reduce"] = c.overlap_grad_reduce;
+  j["offload_layers"] = c.offload_layers;
   j["attention"] = c.flash_attention ? "flash" : "unfused";
   j["precision"] = std::string(to_string(c.precision));
   j["grad_dtype"] = c.bf16_gradients ? "bf16" : "fp32";
@@ -77,6 +78,7 @@ ordered_json plan_json(const PlanResult& p) {
   j["bubble_ratio"] = p.bubble_ratio;
   j["peak_memory_bytes"] = p.peak_memory_bytes;
   j["memory_limit_bytes"] = static_cast<std::int64_t>(p.memory_limit_bytes);
+  j["host_memory_bytes"] = p.host_memory_bytes;  // offloaded activations per GPU
   j["fits"] = p.fits;
   j["max_staleness"] = p.max_staleness;
   j["simulated_steps"] = p.simulated_steps;
@@ -156,7 +158,7 @@ std::string plan_text(const PlanResult& p) {
   std::string out = fmt::format(
       "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
       "t={}{} p={} d={} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, {}, overlapped "
-      "gradient reduction {}, {} attention{}{}\n",
+      "gradient reduction {}, {} attention{}{}{}\n",
       m.name, static_cast<double>(p.parameters) / 1e9, c.gpus, c.cluster.name, c.global_batch,
       m.seq_len, c.tp, cp_label(c, " c={}"), c.pp, p.dp, c.chunks, c.microbatch_size,
       p.microbatches, c.kind, to_string(c.recompute), on_off(c.sequence_parallel),
@@ -167,7 +169,10 @@ std::string plan_text(const PlanResult& p) {
                                : ""),
       on_off(c.overlap_grad_reduce), c.flash_attention ? "flash" : "unfused",
       c.precision != Precision::bf16 ? fmt::format(", {} GEMMs", to_string(c.precision)) : "",
-      c.bf16_gradients ? ", bf16 gradients" : "");
+      c.bf16_gradients ? ", bf16 gradients" : "",
+      c.offload_layers > 0
+          ? fmt::format(", activations of {} layers offloaded to host memory", c.offload_layers)
+          : "");
   out += fmt::format(
       "step {:.3f} s{}, {:.0f} tokens/s, {:.1f} model TFLOP/s per GPU (MFU {:.1f}%{}), bubble "
       "{:.1f}%, max staleness {}\n",
@@ -188,6 +193,13 @@ std::string plan_text(const PlanResult& p) {
                       "GiB ({:.1f} GiB over); per device: {} GiB\n",
                       gib(static_cast<double>(p.peak_memory_bytes)), gib(limit),
                       gib(static_cast<double>(p.peak_memory_bytes) - limit), devices);
+  if (p.host_memory_bytes > 0)
+    out += fmt::format("host memory per GPU: {:.1f} GiB of offloaded activations{}\n",
+                       gib(static_cast<double>(p.host_memory_bytes)),
+                       c.cluster.host_memory_bytes > 0
+                           ? fmt::format(" of {:.1f} GiB{}", gib(c.cluster.host_memory_bytes),
+                                         p.host_fits ? "" : ": DOES NOT FIT")
+                           : "");
   out += "per stage, one micro-batch (ms):\n";
   out += fmt::format("{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>9}\n", "stage",
                      "layers", "F", "F tp", "B", "B tp", "recompute", "U", "dp reduce", "F+B zero");

@@ -26,6 +26,7 @@ std::string knobs(const PlanConfig& c) {
   if (c.zero > 0) switches += fmt::format(" z{}", c.zero);
   if (c.zero > 0 && c.shard_group > 0) switches += fmt::format("/{}", c.shard_group);
   if (c.overlap_grad_reduce) switches += " grad-overlap";
+  if (c.offload_layers > 0) switches += fmt::format(" offload{}", c.offload_layers);
   return fmt::format("{} t={}{} p={} d={}{} b={} M={} {}{}", c.kind, c.tp,
                      c.cp > 1 ? fmt::format(" c={}{}", c.cp, c.cp_all_gather ? "ag" : "") : "",
                      c.pp, c.dp(), c.kind == "interleaved" ? fmt::format(" v={}", c.chunks) : "",
@@ -200,17 +201,17 @@ std::string search_text(const SearchResult& r, const SearchSpace& space) {
 std::string frontier_csv(const std::vector<PlanResult>& frontier) {
   std::string out =
       "kind,tp,cp,cp_comm,pp,dp,chunks,microbatch_size,microbatches,recompute,sequence_parallel,"
-      "tp_comm_overlap,zero,shard_group,overlap_grad_reduce,step_s,tokens_per_s,mfu,"
-      "bubble_ratio,peak_memory_bytes,max_staleness,partition\n";
+      "tp_comm_overlap,zero,shard_group,overlap_grad_reduce,offload_layers,step_s,tokens_per_s,"
+      "mfu,bubble_ratio,peak_memory_bytes,max_staleness,partition\n";
   for (const PlanResult& p : frontier) {
     const PlanConfig& c = p.config;
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{}\n",
         c.kind, c.tp, c.cp, c.cp_all_gather ? "all_gather" : "p2p", c.pp, c.dp(), c.chunks,
         c.microbatch_size, c.microbatches(), to_string(c.recompute), c.sequence_parallel,
-        c.tp_comm_overlap, c.zero, c.zero > 0 ? c.shards() : 0, c.overlap_grad_reduce, p.step_s,
-        p.tokens_per_s, p.mfu, p.bubble_ratio, p.peak_memory_bytes, p.max_staleness,
-        fmt::join(c.partition, " "));
+        c.tp_comm_overlap, c.zero, c.zero > 0 ? c.shards() : 0, c.overlap_grad_reduce,
+        c.offload_layers, p.step_s, p.tokens_per_s, p.mfu, p.bubble_ratio, p.peak_memory_bytes,
+        p.max_staleness, fmt::join(c.partition, " "));
   }
   return out;
 }

@@ -88,6 +88,7 @@ std::vector<Knob> knobs() {
          a.shard_group = b.shard_group;
        }},
       switch_knob("overlapped gradient reduction", &PlanConfig::overlap_grad_reduce),
+      field_knob("offloaded layers", &PlanConfig::offload_layers),
   };
   return k;
 }
@@ -106,6 +107,9 @@ PlanConfig shaped(PlanConfig c, const PlanConfig& was, const PlanConfig& to) {
   if (c.shard_group > 0 &&
       (c.zero == 0 || replicas % c.shard_group != 0 || c.shard_group == replicas))
     c.shard_group = 0;
+  // Activation offloading where Megatron-LM cannot run it (p > 1, recomputation) gives way; the
+  // offloading knob sets the end's.
+  if (c.offload_layers > 0 && (c.pp != 1 || c.recompute != Recompute::none)) c.offload_layers = 0;
   if (same_shape(c, was))
     c.partition = was.partition;
   else if (same_shape(c, to))

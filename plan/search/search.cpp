@@ -66,10 +66,10 @@ struct Candidate {
 std::string config_key(const PlanConfig& c) {
   std::string partition;
   for (const std::int32_t l : c.partition) partition += fmt::format("{},", l);
-  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|h{}|g{}|{}", c.kind, c.tp, c.cp,
+  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|h{}|g{}|f{}|{}", c.kind, c.tp, c.cp,
                      c.cp_all_gather ? "ag" : "", c.pp, c.chunks, c.microbatch_size,
                      to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap, c.zero,
-                     c.shard_group, c.overlap_grad_reduce, partition);
+                     c.shard_group, c.overlap_grad_reduce, c.offload_layers, partition);
 }
 
 // A lower bound on the step, and one on the largest device's peak memory: its stages' static
@@ -223,6 +223,7 @@ std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
     fixed.shard_group = {0};
   }
   if (!fixed.zero.empty()) fixed.zero.resize(1);
+  if (fixed.offload_layers.size() > 1) fixed.offload_layers.resize(1);
   fixed.cp.resize(1, 1);  // without context parallelism unless the first value given says
   return single_configuration(fixed);
 }
@@ -232,7 +233,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
         one(s.cp) && (s.cp[0] == 1 || s.cp_all_gather.size() <= 1) && one(s.sequence_parallel) &&
         one(s.tp_comm_overlap) && one(s.zero) && one(s.overlap_grad_reduce) &&
-        s.chunks.size() <= 1 && s.shard_group.size() <= 1))
+        s.chunks.size() <= 1 && s.shard_group.size() <= 1 && s.offload_layers.size() <= 1))
     return std::nullopt;
   PlanConfig c;
   c.model = s.model;
@@ -253,6 +254,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.shard_group = s.shard_group.empty() ? 0 : s.shard_group[0];
   if (c.shard_group == c.dp() * c.cp) c.shard_group = 0;  // all the replicas: the default
   c.overlap_grad_reduce = s.overlap_grad_reduce[0];
+  c.offload_layers = s.offload_layers.empty() ? 0 : s.offload_layers[0];
   c.flash_attention = s.flash_attention;
   c.precision = s.precision;
   c.bf16_gradients = s.bf16_gradients;
@@ -299,7 +301,7 @@ PlanResult evaluate_best_partition(const PlanConfig& config, double memory_limit
     SimResult sim;
     PlanResult p = evaluate(c, options, sim);
     p.memory_limit_bytes = limit;
-    p.fits = static_cast<double>(p.peak_memory_bytes) <= limit;
+    p.fits = static_cast<double>(p.peak_memory_bytes) <= limit && p.host_fits;
     const bool wins =
         !best || (p.fits && !best->fits) ||
         (p.fits == best->fits &&
@@ -440,7 +442,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
         for (const std::int64_t b : bs) {
           // Stage costs by (recompute, SP, TP overlap, ZeRO, gradient overlap, all-gather CP):
           // the same for every non-interleaved kind at this (t, c, p, b).
-          std::map<std::tuple<Recompute, bool, bool, std::int32_t, std::int64_t, bool, bool>,
+          std::map<std::tuple<Recompute, bool, bool, std::int32_t, std::int64_t, bool, bool,
+                              std::int32_t>,
                    StageCostTable>
               tables;
           for (const std::string& kind : p == 1 && space.kinds.empty() ? one_stage : kinds) {
@@ -480,6 +483,15 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
             const auto& sps = t == 1 ? off : space.sequence_parallel;
             const auto& zeros = replicas == 1 ? unsharded : space.zero;
             const auto& gathers = cp == 1 ? off : space.cp_all_gather;
+            // Activation offloading where Megatron-LM runs it (p = 1, no recomputation); where it
+            // cannot, none, unless every value listed offloads (then those are invalid there).
+            const std::vector<std::int32_t> kept_on_gpu{0};
+            const auto offloads = [&](std::int32_t pp, Recompute rc) -> const auto& {
+              const auto& listed = space.offload_layers;
+              const bool none_listed =
+                  std::find(listed.begin(), listed.end(), 0) != listed.end() || listed.empty();
+              return (pp != 1 || rc != Recompute::none) && none_listed ? kept_on_gpu : listed;
+            };
             for (const std::int32_t v : vs)
               for (const Recompute rc : recomputes)
                 for (const bool sp : sps)
@@ -488,95 +500,100 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                       for (const std::int64_t group : zero == 0 ? whole : groups)
                         for (const bool ovl :
                              replicas == 1 || zero == 3 ? off : space.overlap_grad_reduce)
-                          for (const bool gather : gathers) {
-                            PlanConfig c = base;
-                            c.cp_all_gather = gather;
-                            c.microbatch_size = b;
-                            c.kind = kind;
-                            c.chunks = v;
-                            c.recompute = rc;
-                            c.sequence_parallel = sp;
-                            c.tp_comm_overlap = tco;
-                            c.zero = zero;
-                            c.shard_group = group;
-                            c.overlap_grad_reduce = ovl;
-                            c.partition = space.partition;
-                            try {
-                              check_knobs(c);  // the model and the cluster checked above
-                            } catch (const InputError& e) {
-                              invalid(e.what());
-                              continue;
-                            }
-                            if (options.runnable) {
-                              if (std::string why = options.runnable(c); !why.empty()) {
+                          for (const bool gather : gathers)
+                            for (const std::int32_t offload : offloads(p, rc)) {
+                              PlanConfig c = base;
+                              c.offload_layers = offload;
+                              c.cp_all_gather = gather;
+                              c.microbatch_size = b;
+                              c.kind = kind;
+                              c.chunks = v;
+                              c.recompute = rc;
+                              c.sequence_parallel = sp;
+                              c.tp_comm_overlap = tco;
+                              c.zero = zero;
+                              c.shard_group = group;
+                              c.overlap_grad_reduce = ovl;
+                              c.partition = space.partition;
+                              try {
+                                check_knobs(c);  // the model and the cluster checked above
+                              } catch (const InputError& e) {
+                                invalid(e.what());
+                                continue;
+                              }
+                              if (options.runnable) {
+                                if (std::string why = options.runnable(c); !why.empty()) {
+                                  ++result.configurations;
+                                  ++result.rejected.not_runnable;
+                                  if (result.rejected.not_runnable_example.empty())
+                                    result.rejected.not_runnable_example = std::move(why);
+                                  continue;
+                                }
+                              }
+                              const ScheduleInfo& info = schedule_for(c);
+                              if (!info.error.empty()) {
+                                invalid(info.error);
+                                continue;
+                              }
+                              // A non-interleaved configuration's stage costs: shared by every kind
+                              // with the same other knobs, computed for the first.
+                              const bool interleaved = kind == "interleaved";
+                              std::optional<ConfigCosts> own;
+                              const StageCostTable* table = nullptr;
+                              if (interleaved) {
+                                own.emplace(c);
+                              } else {
+                                const auto key = std::make_tuple(rc, sp, tco, zero, c.shard_group,
+                                                                 ovl, gather, offload);
+                                auto it = tables.find(key);
+                                if (it == tables.end())
+                                  it = tables.emplace(key, stage_cost_table(c, ConfigCosts(c)))
+                                           .first;
+                                table = &it->second;
+                              }
+                              const auto stage_costs =
+                                  [&](const std::vector<std::int32_t>& layers) {
+                                    return table ? table->stage_costs(layers)
+                                                 : own->stage_costs(layers);
+                                  };
+                              std::vector<std::vector<std::int32_t>> partitions;
+                              if (!space.partition.empty() || interleaved) {
+                                partitions.push_back(default_partition(c));
+                              } else {
+                                const PartitionTables tables_of_c =
+                                    partition_tables(c, *table, info.in_flight);
+                                partitions.push_back(partition_under(tables_of_c, 0));
+                                const auto limited = partition_under(tables_of_c, limit);
+                                if (!limited.empty() && limited != partitions.front())
+                                  partitions.push_back(limited);
+                              }
+                              for (const auto& layers : partitions) {
                                 ++result.configurations;
-                                ++result.rejected.not_runnable;
-                                if (result.rejected.not_runnable_example.empty())
-                                  result.rejected.not_runnable_example = std::move(why);
-                                continue;
+                                Candidate cand;
+                                cand.config = c;
+                                cand.config.partition = layers;
+                                cand.schedule = &info;
+                                cand.staleness = info.max_staleness;
+                                const Bounds bound = bounds(c, stage_costs(layers), info);
+                                cand.step_bound_s = bound.step_s;
+                                cand.memory_bound_bytes = bound.memory_bytes;
+                                cand.static_bytes = bound.static_bytes;
+                                cand.key = config_key(cand.config);
+                                if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
+                                  smallest = cand;
+                                if (options.max_staleness >= 0 &&
+                                    cand.staleness > options.max_staleness) {
+                                  ++result.rejected.too_stale;
+                                  continue;
+                                }
+                                if (static_cast<double>(bound.memory_bytes) > limit) {
+                                  result.rejected.add_out_of_memory(static_cast<std::int64_t>(
+                                      static_cast<double>(bound.memory_bytes) - limit));
+                                  continue;
+                                }
+                                candidates.push_back(std::move(cand));
                               }
                             }
-                            const ScheduleInfo& info = schedule_for(c);
-                            if (!info.error.empty()) {
-                              invalid(info.error);
-                              continue;
-                            }
-                            // A non-interleaved configuration's stage costs: shared by every kind
-                            // with the same other knobs, computed for the first.
-                            const bool interleaved = kind == "interleaved";
-                            std::optional<ConfigCosts> own;
-                            const StageCostTable* table = nullptr;
-                            if (interleaved) {
-                              own.emplace(c);
-                            } else {
-                              const auto key =
-                                  std::make_tuple(rc, sp, tco, zero, c.shard_group, ovl, gather);
-                              auto it = tables.find(key);
-                              if (it == tables.end())
-                                it = tables.emplace(key, stage_cost_table(c, ConfigCosts(c))).first;
-                              table = &it->second;
-                            }
-                            const auto stage_costs = [&](const std::vector<std::int32_t>& layers) {
-                              return table ? table->stage_costs(layers) : own->stage_costs(layers);
-                            };
-                            std::vector<std::vector<std::int32_t>> partitions;
-                            if (!space.partition.empty() || interleaved) {
-                              partitions.push_back(default_partition(c));
-                            } else {
-                              const PartitionTables tables_of_c =
-                                  partition_tables(c, *table, info.in_flight);
-                              partitions.push_back(partition_under(tables_of_c, 0));
-                              const auto limited = partition_under(tables_of_c, limit);
-                              if (!limited.empty() && limited != partitions.front())
-                                partitions.push_back(limited);
-                            }
-                            for (const auto& layers : partitions) {
-                              ++result.configurations;
-                              Candidate cand;
-                              cand.config = c;
-                              cand.config.partition = layers;
-                              cand.schedule = &info;
-                              cand.staleness = info.max_staleness;
-                              const Bounds bound = bounds(c, stage_costs(layers), info);
-                              cand.step_bound_s = bound.step_s;
-                              cand.memory_bound_bytes = bound.memory_bytes;
-                              cand.static_bytes = bound.static_bytes;
-                              cand.key = config_key(cand.config);
-                              if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
-                                smallest = cand;
-                              if (options.max_staleness >= 0 &&
-                                  cand.staleness > options.max_staleness) {
-                                ++result.rejected.too_stale;
-                                continue;
-                              }
-                              if (static_cast<double>(bound.memory_bytes) > limit) {
-                                result.rejected.add_out_of_memory(static_cast<std::int64_t>(
-                                    static_cast<double>(bound.memory_bytes) - limit));
-                                continue;
-                              }
-                              candidates.push_back(std::move(cand));
-                            }
-                          }
           }
         }
       }
@@ -635,6 +652,11 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
       if (static_cast<double>(p.peak_memory_bytes) > limit) {
         result.rejected.add_out_of_memory(
             static_cast<std::int64_t>(static_cast<double>(p.peak_memory_bytes) - limit));
+        continue;
+      }
+      if (!p.host_fits) {  // offloaded activations beyond the host memory per GPU
+        result.rejected.add_out_of_memory(static_cast<std::int64_t>(
+            static_cast<double>(p.host_memory_bytes) - p.config.cluster.host_memory_bytes));
         continue;
       }
       p.fits = true;

@@ -55,6 +55,9 @@ struct SearchSpace {
   // ZeRO over all the replicas. A group that does not divide a configuration's replicas is
   // invalid for it; one equal to them is the default.
   std::vector<std::int64_t> shard_group{0};
+  // Activation offloading (PlanConfig::offload_layers): none unless listed; where a configuration
+  // cannot offload (p > 1, recomputation) it runs without, when 0 is listed too.
+  std::vector<std::int32_t> offload_layers{0};
   bool flash_attention = true;
   // The GEMMs' number format: not searched (FP8 changes the numerics a run converges with: the
   // user's decision), bf16 unless given.

@@ -184,6 +184,19 @@ std::vector<Case> catalogue() {
        "--shard-group 4",
        "paci plan: error: --shard-group is the group ZeRO shards over: it needs --zero 1, 2 or 3 "
        "(see paci plan --help)"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 8 --global-batch 16 --tp 2 --pp 2 "
+       "--microbatch-size 1 --kind 1f1b --recompute none --offload-layers 16",
+       "paci plan: error: --offload-layers 16 with --pp 2: Megatron-LM offloads activations only "
+       "without pipeline parallelism; --pp 1 or --offload-layers 0 would work"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 8 --global-batch 16 --tp 2 --pp 1 "
+       "--microbatch-size 1 --kind 1f1b --recompute none --offload-layers 32",
+       "paci plan: error: --offload-layers 32: Megatron-LM offloads fewer layers than the model's "
+       "32; at most 31 would work"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 8 --global-batch 16 --tp 2 --pp 1 "
+       "--microbatch-size 1 --kind 1f1b --recompute none --offload-layers 16 --emit torchtitan",
+       "paci plan: error: torchtitan 0.3.0 offloads no activations (its "
+       "--training.enable-cpu-offload moves FSDP's weights, gradients and optimizer state to the "
+       "host, not activations): plan --offload-layers 0, or --emit megatron"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --precision fp4",
        "paci plan: error: unknown precision 'fp4' (expected bf16, fp8 or mxfp8)"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --grad-dtype fp16",

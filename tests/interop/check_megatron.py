@@ -126,6 +126,9 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
         kw["kv_channels"] = a["hidden_size"] // a["num_attention_heads"]
     if t == 1:
         kw["sequence_parallel"] = False
+    # validate_args: a layer count above 0 turns activation offloading on.
+    if (a.get("cpu_offloading_num_layers") or 0) > 0:
+        kw["cpu_offloading"] = True
     # validate_args: one --cp-comm-type value stands for every layer.
     if isinstance(kw.get("cp_comm_type"), list) and len(kw["cp_comm_type"]) == 1:
         kw["cp_comm_type"] = kw["cp_comm_type"][0]
@@ -343,7 +346,8 @@ def check(a) -> str:
             "shard_group": f["d"] * f["cp"] // f["instances"] if f.get("distributed_optimizer")
             else 0,
             "cp_comm": (config.cp_comm_type if f["cp"] > 1 else None) or "p2p",
-            "precision": precision_of(config), "grad_dtype": f["grad_dtype"]}
+            "precision": precision_of(config), "grad_dtype": f["grad_dtype"],
+            "offload_layers": config.cpu_offloading_num_layers if config.cpu_offloading else 0}
     check_expected(a.expect, seen, "Megatron")
     return (
         f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "
@@ -363,7 +367,7 @@ def main() -> int:
                     help="the launch's environment (as its script exports it)")
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                     help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute, zero, "
-                    "shard_group")
+                    "shard_group, offload_layers")
     ap.add_argument("--gpu-arch", type=int, default=9,
                     help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
     a = ap.parse_args()

@@ -140,6 +140,11 @@ CASES = [
       "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "selective",
       "--sequence-parallel", "--zero", "1", "--shard-group", "4", "--cp", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
+    ("llama3-8b activation offloading, 16 of 32 layers (Megatron-LM)",
+     [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "2", "--pp", "1",
+      "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "none", "--sequence-parallel",
+      "--zero", "1", "--offload-layers", "16", "--cp", "1"],
+     {"pytorch", "megatron"}, None),
     ("gpt2-medium 1f1b d2",
      ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
       "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
@@ -179,6 +184,10 @@ REFUSALS = [
      ["--preset", "gpt3-13b", *H100, "--gpus", "8", "--global-batch", "64", "--tp", "2", "--pp",
       "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full", "--emit",
       "torchtitan"], "own configs"),
+    ("activation offloading for torchtitan",
+     [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "2", "--pp", "1", "--microbatch-size",
+      "1", "--kind", "1f1b", "--recompute", "none", "--offload-layers", "16", "--emit",
+      "torchtitan"], "offloads no activations"),
     ("405B for torchtitan",
      ["--preset", "llama3-405b", *H100, "--gpus", "512", "--global-batch", "512", "--tp", "8",
       "--pp", "8", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
@@ -203,6 +212,9 @@ READS = [
      _LLAMA8B_MEGATRON + "--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 6 "
      "--decoder-last-pipeline-num-layers 6 --micro-batch-size 2 --global-batch-size 64 "
      "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"),
+    ("megatron llama3-8b activation offloading", "megatron", 8,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 " + _LLAMA8B_MEGATRON + "--tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 "
+     "--global-batch-size 16 --use-distributed-optimizer --cpu-offloading-num-layers 12"),
     ("megatron gpt3-175b interleaved v3", "megatron", 1024,
      "CUDA_DEVICE_MAX_CONNECTIONS=1 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
      "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
@@ -352,7 +364,8 @@ class Runner:
                                                             p.stdout, plan["zero"],
                                                             plan["precision"],
                                                             plan["grad_dtype"],
-                                                            plan["shard_group"])))
+                                                            plan["shard_group"],
+                                                            plan["offload_layers"])))
         if "torchtitan" in expected and os.path.exists(os.path.join(out, "torchtitan.sh")):
             jobs.append(("torchtitan", lambda: self.torchtitan(out, gpus, lps,
                                                                 emit == "torchtitan", p.stdout,
@@ -377,7 +390,8 @@ class Runner:
                 str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement", "loop",
                 "--timeout", "240", "--pg-timeout", "120"], 300)
 
-    def megatron(self, out, gpus, lps, emitted, stdout, zero, precision, grad_dtype, shards):
+    def megatron(self, out, gpus, lps, emitted, stdout, zero, precision, grad_dtype, shards,
+                 offload):
         words, env = self.dry_run(os.path.join(out, "megatron.sh"))
         i = words.index("/megatron-lm/pretrain_gpt.py")
         flags = words[i + 1:]
@@ -391,7 +405,8 @@ class Runner:
         # The plan's ZeRO stage and GEMM precision must be what Megatron-LM makes of the flags.
         base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps,
                 "--expect", f"zero={zero}", "--expect", f"precision={precision}",
-                "--expect", f"grad_dtype={grad_dtype}", "--expect", f"shard_group={shards}"]
+                "--expect", f"grad_dtype={grad_dtype}", "--expect", f"shard_group={shards}",
+                "--expect", f"offload_layers={offload}"]
         for k, v in env.items():
             base += ["--env", f"{k}={v}"]
         ok, line = self.tool("check_megatron.py", base, 300)
@@ -488,7 +503,8 @@ class Runner:
                       "sp": plan["sequence_parallel"], "recompute": plan["recompute"],
                       "zero": plan["zero"], "cp": plan["cp"], "cp_comm": plan["cp_comm"],
                       "precision": plan["precision"], "grad_dtype": plan["grad_dtype"],
-                      "shard_group": plan["shard_group"]}
+                      "shard_group": plan["shard_group"],
+                      "offload_layers": plan["offload_layers"]}
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]

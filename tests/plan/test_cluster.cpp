@@ -236,6 +236,21 @@ TEST(ClusterFile, OptionalFp8AndOversubscriptionFields) {
   c.fp8_gemm_efficiency = 1.5;
   EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
               HasSubstr("fp8_gemm_efficiency must be in (0, 1]"));
+  // The host link: bandwidth and efficiency together, host memory only with them.
+  c = cluster_preset("h100-80gb");
+  c.host_efficiency = 0;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("host_bandwidth_bytes_per_s and host_efficiency go together"));
+  c = cluster_preset("a100-80gb");  // no host memory given: optional
+  EXPECT_NO_THROW(check_cluster(c, "f"));
+  c.host_bandwidth_bytes_per_s = c.host_efficiency = 0;
+  c.host_memory_bytes = 1e12;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("host_memory_bytes needs host_bandwidth_bytes_per_s and host_efficiency"));
+  c = cluster_preset("gb200-nvl72");
+  c.host_efficiency = 1.2;
+  EXPECT_THAT(input_error([&] { check_cluster(c, "f"); }),
+              HasSubstr("host_efficiency must be in (0, 1]"));
 }
 
 TEST(ClusterPresets, UnknownNameListsTheKnownOnes) {

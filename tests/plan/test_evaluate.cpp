@@ -214,6 +214,91 @@ TEST(PlanEvaluate, ASplitBackwardFreesAtIWhatWDoesNotRead) {
   EXPECT_EQ(layer_costs(m, h100, r).release_bytes, 0);
 }
 
+// Activation offloading (Megatron-LM's --cpu-offloading-num-layers): the first N layers'
+// activations leave the GPU (at most L - N layers' stay), and the copies over the host link show
+// where the other layers' compute cannot hide them: on GB200's NVLink-C2C not at all, on H100's
+// PCIe in proportion to what they exceed.
+TEST(PlanEvaluate,
+     OffloadedActivationsLeaveTheGpuAndTheirCopiesShowOnlyPastTheComputeThatHidesThem) {
+  PlanConfig c = llama70b_on_h100();
+  c.cluster = cluster_preset("gb200-nvl72");
+  c.tp = 1;
+  c.pp = 1;
+  c.gpus = 64;
+  c.global_batch = 128;
+  c.microbatch_size = 2;
+  c.recompute = Recompute::none;
+  c.zero = 3;
+  c.precision = Precision::fp8;
+  const PlanResult kept = evaluate(c);
+  c.offload_layers = 40;
+  const PlanResult offloaded = evaluate(c);
+  const StagePlan& sp = offloaded.stages[0];
+  const std::int64_t layer =
+      kept.costs.stages[0].activation_bytes - offloaded.costs.stages[0].activation_bytes;
+  EXPECT_EQ(layer, 40 * (sp.host_bytes / 40));
+  EXPECT_EQ(offloaded.host_memory_bytes, sp.host_bytes);
+  EXPECT_EQ(kept.peak_memory_bytes - offloaded.peak_memory_bytes, sp.host_bytes);
+  EXPECT_FALSE(kept.fits);  // Megatron-Bridge's GB200 recipe offloads 40 of 80 layers to fit
+  EXPECT_TRUE(offloaded.fits);
+  EXPECT_EQ(sp.exposed_offload_forward_s, 0.0);  // C2C: hidden behind the other 78 layers
+  EXPECT_EQ(sp.exposed_offload_backward_s, 0.0);
+  EXPECT_DOUBLE_EQ(offloaded.step_s, kept.step_s);
+
+  // On H100's PCIe 5 (55 GB/s) the copies of 70 of 80 layers exceed what the other layers
+  // compute: the excess is the forward's exposure, and the backward (twice the compute) hides
+  // more of them.
+  c.cluster = cluster_preset("h100-80gb");
+  c.tp = 8;
+  c.microbatch_size = 1;
+  c.global_batch = 8;
+  c.precision = Precision::bf16;
+  c.offload_layers = 70;
+  const PlanResult pcie = evaluate(c);
+  const StagePlan& p = pcie.stages[0];
+  const double copy_s = static_cast<double>(p.host_bytes / 70) /
+                        (c.cluster.host_bandwidth_bytes_per_s * c.cluster.host_efficiency);
+  c.offload_layers = 60;
+  const PlanResult fewer = evaluate(c);
+  c.offload_layers = 0;
+  const PlanResult none = evaluate(c);
+  EXPECT_GT(fewer.stages[0].exposed_offload_forward_s, 0.0);
+  EXPECT_LT(p.exposed_offload_forward_s, 70 * copy_s);
+  // Ten more copies, all past what the compute hides: ten copies' time more.
+  EXPECT_NEAR(p.exposed_offload_forward_s - fewer.stages[0].exposed_offload_forward_s, 10 * copy_s,
+              1e-9);
+  EXPECT_LT(p.exposed_offload_backward_s, p.exposed_offload_forward_s);
+  EXPECT_NEAR(pcie.stages[0].pieces.forward_s - none.stages[0].pieces.forward_s,
+              p.exposed_offload_forward_s, 1e-12);
+  EXPECT_GT(pcie.step_s, none.step_s);
+  // Host memory: 250 GB per GPU on a DGX H100.
+  EXPECT_TRUE(pcie.host_fits);
+
+  const auto refused = [&](PlanConfig bad, const std::string& fragment) {
+    try {
+      evaluate(bad);
+      ADD_FAILURE() << "accepted: " << fragment;
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fragment));
+    }
+  };
+  PlanConfig bad = c;
+  bad.offload_layers = 80;
+  refused(bad, "--offload-layers 80: Megatron-LM offloads fewer layers than the model's 80");
+  bad.offload_layers = 8;
+  bad.pp = 2;
+  refused(bad,
+          "--offload-layers 8 with --pp 2: Megatron-LM offloads activations only without "
+          "pipeline parallelism");
+  bad.pp = 1;
+  bad.recompute = Recompute::full;
+  refused(bad, "--offload-layers 8 with --recompute full");
+  bad.recompute = Recompute::none;
+  bad.cluster.host_bandwidth_bytes_per_s = bad.cluster.host_efficiency = 0;
+  bad.cluster.host_memory_bytes = 0;
+  refused(bad, "gives no link to host memory");
+}
+
 // HSDP: ZeRO shards over a group of the replicas, the groups replicating one another; the state
 // is divided by the group, the gradient shards all-reduced between the groups.
 TEST(PlanEvaluate, HsdpShardsOverItsGroupAndAllReducesBetweenGroups) {

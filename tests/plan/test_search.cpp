@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include <functional>
 #include <optional>
@@ -126,6 +127,47 @@ TEST(PlanSearch, ListedShardGroupsAreSearched) {
   ASSERT_FALSE(open.plans.empty());
   EXPECT_TRUE(std::any_of(open.plans.begin(), open.plans.end(),
                           [](const PlanResult& p) { return p.config.shard_group == 4; }));
+}
+
+// Activation offloading is searched when listed, where Megatron-LM runs it (p = 1, no
+// recomputation); elsewhere those configurations run without it when 0 is listed, and are invalid
+// when only offloading values are.
+TEST(PlanSearch, ListedOffloadLayersAreSearchedWhereTheyCanRun) {
+  SearchSpace s = small_space("llama3-8b", "h100-80gb", 16, 32);
+  s.tp = {2};
+  s.pp = {1, 2};
+  s.microbatch_size = {1};
+  s.kinds = {"1f1b"};
+  s.recompute = {Recompute::none, Recompute::full};
+  s.cp = {1};
+  s.sequence_parallel = {true};
+  s.tp_comm_overlap = {false};
+  s.overlap_grad_reduce = {true};
+  s.zero = {1};
+  SearchOptions o;
+  o.jobs = 1;
+  o.top = 100;
+  const SearchResult without = search(s, o);
+  EXPECT_EQ(without.configurations, 4);
+  s.offload_layers = {0, 8, 16};
+  const SearchResult with = search(s, o);
+  EXPECT_EQ(with.configurations, 6);  // p = 1 without recomputation: three; the rest once each
+  EXPECT_EQ(with.rejected.invalid, 0);
+  std::set<std::tuple<std::int32_t, Recompute, std::int32_t>> seen;
+  for (const PlanResult& p : with.plans)
+    seen.insert({p.config.pp, p.config.recompute, p.config.offload_layers});
+  EXPECT_TRUE(seen.count({1, Recompute::none, 16}) && seen.count({1, Recompute::none, 8}) &&
+              seen.count({2, Recompute::full, 0}));
+  for (const PlanResult& p : with.plans)
+    if (p.config.offload_layers > 0) {
+      EXPECT_EQ(p.config.pp, 1);
+    }
+  s.offload_layers = {16};  // fixed: where it cannot run, invalid
+  const SearchResult fixed = search(s, o);
+  EXPECT_EQ(fixed.configurations, 4);
+  EXPECT_EQ(fixed.rejected.invalid, 3);
+  ASSERT_EQ(fixed.plans.size(), 1u);
+  EXPECT_EQ(fixed.plans[0].config.offload_layers, 16);
 }
 
 TEST(PlanSearch, KeepsToTheConstraintsAndReportsTheFrontier) {
