@@ -160,6 +160,18 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   if (grads != "fp32" && grads != "bf16")
     throw UsageError(fmt::format("--grad-dtype takes fp32 or bf16, got '{}'", grads));
   s.bf16_gradients = grads == "bf16";
+  const std::string fp8_weights = vm["fp8-param-gather"].as<std::string>();
+  if (fp8_weights != "on" && fp8_weights != "off")
+    throw UsageError(fmt::format("--fp8-param-gather takes on or off, got '{}'", fp8_weights));
+  s.fp8_params = fp8_weights == "on";
+  if (s.fp8_params && s.precision == plan::Precision::bf16)
+    throw InputError(
+        "--fp8-param-gather keeps the FP8 GEMMs' weights in 8 bits: it needs --precision fp8 or "
+        "mxfp8");
+  const std::string moments = vm["moments-dtype"].as<std::string>();
+  if (moments != "fp32" && moments != "bf16")
+    throw UsageError(fmt::format("--moments-dtype takes fp32 or bf16, got '{}'", moments));
+  s.bf16_moments = moments == "bf16";
   s.partition = numbers<std::int32_t>(vm, "partition", 1 << 20);
   return s;
 }
@@ -186,7 +198,7 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
   std::istringstream cluster_flags(
       "gpu gpus tp cp cp-comm microbatch-size recompute sequence-parallel tp-comm-overlap "
       "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
-      "precision grad-dtype emit jobs preset "
+      "precision grad-dtype fp8-param-gather moments-dtype emit jobs preset "
       "layers d-model heads kv-heads ffn vocab seq-len arch tied-embeddings");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
@@ -338,8 +350,10 @@ int run_plan(const std::vector<std::string>& args) {
   add_knob("pp", po::value<std::string>(), "pipeline stages p (range: divisors of gpus/(t x c))");
   add_knob("microbatch-size", po::value<std::string>(),
            "sequences per micro-batch b (range: divisors of global batch / d)");
-  add_knob("kind", po::value<std::string>(),
-           "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved (range: all)");
+  add_knob(
+      "kind", po::value<std::string>(),
+      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v (range: all but "
+      "zb-v, searched when listed)");
   add_knob("chunks,v", po::value<std::string>(),
            "interleaved: model stages per device (range: v >= 2 with p·v dividing the layers, or "
            "the layers + 2: one fewer on the first and last stage)");
@@ -377,6 +391,14 @@ int run_plan(const std::vector<std::string>& args) {
   add_switch("grad-dtype", po::value<std::string>()->default_value("fp32"),
              "the gradient buffer and its data-parallel reduction: fp32 (Megatron-LM's default) | "
              "bf16 (--grad-reduce-in-bf16, NeMo's performance recipes); not searched");
+  add_switch("fp8-param-gather",
+             po::value<std::string>()->default_value("off")->implicit_value("on"),
+             "FP8 weights: the FP8 GEMMs' weights kept and gathered in 8 bits, no bf16 copy "
+             "(Megatron-LM's --fp8-param-gather; with --precision fp8|mxfp8 and ZeRO 1-3); not "
+             "searched");
+  add_switch("moments-dtype", po::value<std::string>()->default_value("fp32"),
+             "AdamW's two moments: fp32 | bf16 (Megatron-LM's precision-aware optimizer, with "
+             "ZeRO 1-3); not searched");
   po::options_description limits("constraints and output");
   auto add_out = limits.add_options();
   add_out("memory-limit", po::value<double>(),

@@ -46,7 +46,8 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
           "{} is a cut of a running pipeline (paci train --save-every); one process per device "
           "cannot resume one yet: resume it in one process (without mpirun)",
           f.resume_path));
-    exec::check_launch(setup.schedule, session.size());  // before waiting on anyone
+    // Before waiting on anyone; MpiLinks keeps a message that arrives ahead of its turn.
+    exec::check_launch(setup.schedule, session.size(), false);
     timeout = exec::link_timeout();
     return setup;
   });

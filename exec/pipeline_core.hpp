@@ -293,7 +293,8 @@ class Pipeline {
     check_runnable(schedule, config);
     backend_checks();
     const Analysis analysis = analyze(schedule);
-    if (config.remote) check_launch(schedule, schedule.num_devices());  // links keep their order
+    if (config.remote)  // links keep their order, or keep what arrives ahead of its turn
+      check_launch(schedule, schedule.num_devices(), config.remote->in_order());
     stages_.allocate(schedule, plan_stages(schedule, analysis, config),
                      config.remote ? config.remote->local_device() : -1,
                      [&](const StagePlan& plan) {

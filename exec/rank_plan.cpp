@@ -43,14 +43,14 @@ std::vector<DeviceLink> device_links(const Schedule& schedule) {
   return links;
 }
 
-void check_launch(const Schedule& schedule, std::int32_t world_size) {
+void check_launch(const Schedule& schedule, std::int32_t world_size, bool in_order) {
   if (world_size != schedule.num_devices())
     throw InputError(fmt::format(
         "the launch has {} process{} but the schedule has {} device{}: start one process per "
         "device (e.g. mpirun -np {})",
         world_size, world_size == 1 ? "" : "es", schedule.num_devices(),
         schedule.num_devices() == 1 ? "" : "s", schedule.num_devices()));
-  device_links(schedule);
+  if (in_order) device_links(schedule);
 }
 
 }  // namespace paci::exec

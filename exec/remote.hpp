@@ -40,11 +40,15 @@ class ProcessLinks {
   // Drops out of every link and tells the peers, so that no peer waits on this process any more.
   // Idempotent.
   virtual void abort() noexcept = 0;
+  // Whether a link's messages must be received in the order they were sent (NCCL); false when a
+  // message that arrives ahead of its turn is kept until its consumer asks (MpiLinks).
+  virtual bool in_order() const { return true; }
 };
 
 // The CPU executor's links to other processes: a Transport whose send() has this process's
 // device as its source and whose receive() has it as its destination. A link's messages are
-// received in the order they were sent (exec::device_links() checks that a schedule allows it).
+// received in the order they were sent (exec::device_links() checks that a schedule allows it)
+// unless in_order() says otherwise.
 class HostLinks : public ProcessLinks, public Transport {
  public:
   void abort() noexcept override = 0;

@@ -55,7 +55,7 @@ void check_process_kinds(const std::vector<std::string>& kinds, std::int32_t sta
       if (!may_be_skipped(kind)) throw;
       continue;  // compare() skips it, with its reason
     }
-    exec::check_launch(*s, stages);
+    exec::check_launch(*s, stages, false);  // over MpiLinks: early messages are kept
   }
 }
 
@@ -82,7 +82,7 @@ std::optional<Comparison> compare(const SetupFor& setup_for, const ComparisonOpt
       }
       row.setup.exec.record_timeline = false;
       if (processes) {
-        exec::check_launch(row.setup.schedule, row.setup.schedule.num_devices());
+        exec::check_launch(row.setup.schedule, row.setup.schedule.num_devices(), false);
         row.setup.exec.remote = mp->links;
       }
       const std::string key = calibration_key(row.setup);

@@ -87,6 +87,14 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
     add("--fp8-format", "e4m3");
     add("--fp8-recipe", "mxfp8");
   }
+  if (c.fp8_params) a.push_back("--fp8-param-gather");
+  // bf16 AdamW moments: the precision-aware optimizer (Transformer Engine's FusedAdam), the fp32
+  // master weights kept.
+  if (c.bf16_moments) {
+    a.push_back("--use-precision-aware-optimizer");
+    add("--exp-avg-dtype", "bf16");
+    add("--exp-avg-sq-dtype", "bf16");
+  }
   add("--num-layers", m.layers);
   add("--hidden-size", m.d_model);
   add("--num-attention-heads", m.heads);

@@ -29,6 +29,11 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
         "torchtitan {} cannot train {}: it builds models from its own configs (of paci's presets: "
         "llama3-8b, llama3-70b, llama3-405b)",
         kTorchtitanVersion, c.model.name);
+  if (c.bf16_moments)
+    return fmt::format(
+        "torchtitan {}'s AdamW keeps fp32 moments beside fp32 master weights: plan "
+        "--moments-dtype fp32, or --emit megatron",
+        kTorchtitanVersion);
   if (c.offload_layers > 0)
     return fmt::format(
         "torchtitan {} offloads no activations (its --training.enable-cpu-offload moves FSDP's "
@@ -131,8 +136,11 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::s
   if (c.pp > 1) {
     if (const std::string schedule = torchtitan_schedule(c); !schedule.empty())
       add("--parallelism.pipeline-parallel-schedule", schedule);
-    else
-      add("--parallelism.pipeline-parallel-schedule-csv", csv);
+    else if (c.kind == "zb-v")
+      // The V: torchtitan takes each rank's stages from the schedule's name (its V style for
+      // ZBVZeroBubble) and the order of their actions from paci's CSV.
+      add("--parallelism.pipeline-parallel-schedule", "ZBVZeroBubble");
+    if (torchtitan_schedule(c).empty()) add("--parallelism.pipeline-parallel-schedule-csv", csv);
     a.push_back("--parallelism.module-fqns-per-model-part");
     for (std::string& part : torchtitan_module_parts(c)) a.push_back(std::move(part));
     add("--parallelism.pipeline-parallel-microbatch-size", c.microbatch_size);

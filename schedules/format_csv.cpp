@@ -115,17 +115,26 @@ std::string pytorch_refusal(const Schedule& s) {
         "({} optimizer steps without a flush), and PyTorch runs the optimizer after a whole "
         "schedule",
         s.kind, s.steps);
+  // PyTorch's runtime takes each stage's rank from the rows: looped (stage s on rank s mod P,
+  // its interleaved schedules) or V-shaped (2P stages, stages s and 2P - 1 - s on rank s, its
+  // ZB-V), as torch.distributed.pipelining._utils.generate_stage_to_rank_mapping makes them.
   const auto devices = static_cast<std::int32_t>(s.devices.size());
-  for (std::int32_t stage = 0; stage < s.stages; ++stage)
-    if (s.placement[static_cast<std::size_t>(stage)] != stage % devices)
-      return fmt::format(
-          "PyTorch's pipelining cannot run this {} schedule: stage {} is on device {}, and "
-          "PyTorch's CSV runtime places stage s on rank s mod {}",
-          s.kind, stage, s.placement[static_cast<std::size_t>(stage)], devices);
+  const auto on = [&](std::int32_t stage) { return s.placement[static_cast<std::size_t>(stage)]; };
+  bool loop = true, v = s.stages == 2 * devices;
+  for (std::int32_t stage = 0; stage < s.stages; ++stage) {
+    loop = loop && on(stage) == stage % devices;
+    v = v && on(stage) == (stage < devices ? stage : 2 * devices - 1 - stage);
+  }
+  if (!loop && !v)
+    return fmt::format(
+        "PyTorch's pipelining cannot run this {} schedule: its stages are neither looped (stage s "
+        "on rank s mod {}) nor V-shaped, the two placements PyTorch's runtime makes",
+        s.kind, devices);
   for (std::size_t d = 0; d < s.devices.size(); ++d) {
     bool updated = false;
     for (const Action& a : s.devices[d]) {
-      if (a.kind == ActionKind::U) updated = true;
+      if (a.kind == ActionKind::U)
+        updated = true;
       else if (updated)
         return fmt::format(
             "PyTorch's pipelining cannot run this {} schedule: device {} computes after an "

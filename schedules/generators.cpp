@@ -84,82 +84,55 @@ std::vector<std::vector<Action>> zero_bubble_step(std::int32_t P, std::int32_t M
   return out;
 }
 
-// One flushed step of ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", 2024:
-// the V schedule): 2P model stages, device d holding stage d and stage 2P − 1 − d, so a
-// micro-batch's forward goes down the devices and back up, and its backward the reverse. Found as
-// zero_bubble_step finds ZB-H2's, by running the step at unit costs tick by tick: a free device
-// runs the first of its stages' next I whose gradient has arrived (the lower micro-batch first);
-// its next F whose activation has arrived, the second stage's first (it brings a micro-batch to
-// its backward), the first stage's only while fewer than `cap` micro-batches hold activations
-// there (from F to W); its oldest finished I's W. The orders are then per-device lists.
-std::vector<std::vector<Action>> zero_bubble_v_step(std::int32_t P, std::int32_t M,
-                                                    std::int32_t cap) {
-  constexpr std::int64_t kNever = INT64_MAX;
-  const std::int32_t S = 2 * P;
-  struct Stage {
-    std::int32_t f = 0, i = 0, w = 0;  // next F, I, W
-  };
-  std::vector<Stage> st(static_cast<std::size_t>(S));
-  std::vector<std::vector<std::int64_t>> end_f(static_cast<std::size_t>(S),
-                                               std::vector<std::int64_t>(M, kNever)),
-      end_i = end_f;
-  std::vector<std::int64_t> free_at(static_cast<std::size_t>(P), 0);
+// One flushed step of ZB-V (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 6:
+// the V schedule; PyTorch's ScheduleZBVZeroBubble runs the same order): 2P model stages, device d
+// holding stage a = d and stage b = 2P − 1 − d, so a micro-batch's forward goes down the devices
+// and back up, and its backward the reverse. Each device's order, with N = max(M, 2P − 1)
+// micro-batches laid out and those from M on left out:
+//   warm-up    2(P − d) − 1 forwards of a; d pairs (F of b, F of a); P − d triples (F, I, W of b);
+//   steady     while b's forwards lag a's or a has some left: F of a (if left), I and W of a,
+//              F, I and W of b;
+//   cool-down  d pairs (I of a, I of b); P − d pairs (I of a, W of a); then b's W left, a's W left.
+// At F = I = W its devices never wait once the warm-up is done (the paper's zero bubble).
+std::vector<std::vector<Action>> zero_bubble_v_step(std::int32_t P, std::int32_t M) {
+  const std::int32_t N = std::max(M, 2 * P - 1);
   std::vector<std::vector<Action>> out(static_cast<std::size_t>(P));
-  const auto at = [](auto& v, std::int32_t k) -> auto& {
-    return v[static_cast<std::size_t>(k)];
-  };
-  std::int64_t left = 3 * static_cast<std::int64_t>(M) * S;
-  for (std::int64_t t = 0; left > 0; ++t) {
-    for (std::int32_t d = 0; d < P; ++d) {
-      if (at(free_at, d) > t) continue;
-      const std::int32_t first = d, second = S - 1 - d;
-      const auto i_ready = [&](std::int32_t s) {
-        const Stage& x = at(st, s);
-        return x.i < x.f && at(at(end_f, s), x.i) <= t &&
-               (s + 1 == S || at(at(end_i, s + 1), x.i) <= t);
-      };
-      const auto f_ready = [&](std::int32_t s) {
-        const Stage& x = at(st, s);
-        return x.f < M && (s != first || x.f - x.w < cap) &&
-               (s == 0 || at(at(end_f, s - 1), x.f) <= t);
-      };
-      const auto w_ready = [&](std::int32_t s) {
-        const Stage& x = at(st, s);
-        return x.w < x.i && at(at(end_i, s), x.w) <= t;
-      };
-      std::int32_t pick = -1;
-      ActionKind kind = ActionKind::F;
-      if (i_ready(first) || i_ready(second)) {
-        kind = ActionKind::I;
-        pick = !i_ready(first)                       ? second
-               : !i_ready(second)                    ? first
-               : at(st, second).i <= at(st, first).i ? second
-                                                     : first;
-      } else if (f_ready(second) || f_ready(first)) {
-        pick = f_ready(second) ? second : first;
-      } else if (w_ready(first) || w_ready(second)) {
-        kind = ActionKind::W;
-        pick = !w_ready(first)                       ? second
-               : !w_ready(second)                    ? first
-               : at(st, second).w <= at(st, first).w ? second
-                                                     : first;
-      } else {
-        continue;
-      }
-      Stage& x = at(st, pick);
-      auto& list = at(out, d);
-      if (kind == ActionKind::I) {
-        at(at(end_i, pick), x.i) = t + 1;
-        list.push_back(input_grad(pick, x.i++));
-      } else if (kind == ActionKind::F) {
-        at(at(end_f, pick), x.f) = t + 1;
-        list.push_back(forward(pick, x.f++));
-      } else {
-        list.push_back(weight_grad(pick, x.w++));
-      }
-      at(free_at, d) = t + 1;
-      --left;
+  for (std::int32_t d = 0; d < P; ++d) {
+    const std::int32_t a = d, b = 2 * P - 1 - d;
+    std::int32_t fa = 0, fb = 0, ia = 0, ib = 0;
+    auto& list = out[static_cast<std::size_t>(d)];
+    const auto push = [&](const Action& x) {
+      if (x.microbatch < M) list.push_back(x);
+    };
+    for (std::int32_t k = 0; k < 2 * (P - d) - 1; ++k) push(forward(a, fa++));
+    for (std::int32_t k = 0; k < d; ++k) {
+      push(forward(b, fb++));
+      push(forward(a, fa++));
     }
+    for (std::int32_t k = 0; k < P - d; ++k) {
+      push(forward(b, fb++));
+      push(input_grad(b, ib));
+      push(weight_grad(b, ib++));
+    }
+    while (fb < fa || fa < N) {
+      if (fa < N) push(forward(a, fa++));
+      push(input_grad(a, ia));
+      push(weight_grad(a, ia++));
+      push(forward(b, fb++));
+      push(input_grad(b, ib));
+      push(weight_grad(b, ib++));
+    }
+    std::int32_t wa = ia, wb = ib;
+    for (std::int32_t k = 0; k < d; ++k) {
+      push(input_grad(a, ia++));
+      push(input_grad(b, ib++));
+    }
+    for (std::int32_t k = 0; k < P - d; ++k) {
+      push(input_grad(a, ia++));
+      push(weight_grad(a, wa++));
+    }
+    while (wb < ib) push(weight_grad(b, wb++));
+    while (wa < ia) push(weight_grad(a, wa++));
   }
   return out;
 }
@@ -329,7 +302,7 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
     // a device's first stage (1F1B's P stages' worth of its two half-stages, as ZB-V keeps).
     for (std::int32_t stage = P; stage < s.stages; ++stage)
       s.placement[static_cast<std::size_t>(stage)] = s.stages - 1 - stage;
-    repeat_step(s, zero_bubble_v_step(P, M, P));
+    repeat_step(s, zero_bubble_v_step(P, M));
     return s;
   }
   if (kind == "zb-h2") {

@@ -37,6 +37,12 @@ Action parse_action(std::string_view token) {
     return InputError(fmt::format(
         "bad action '{}' (expected <stage><F|B|I|W><microbatch> such as 0F3, or <stage>U)", token));
   };
+  // PyTorch's DualPipeV writes a forward and a backward run overlapped as one cell.
+  if (token.find("OVERLAP_F_B") != std::string_view::npos)
+    throw InputError(fmt::format(
+        "action '{}' is PyTorch's overlapped forward and backward (OVERLAP_F_B, DualPipeV's): "
+        "paci's schedules have no overlapped pair yet",
+        token));
   std::size_t pos = 0;
   while (pos < token.size() && token[pos] >= '0' && token[pos] <= '9') ++pos;
   if (pos == 0 || pos == token.size()) throw bad();

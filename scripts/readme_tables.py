@@ -70,6 +70,12 @@ def interop_headline():
         "process), their torchtitan 0.3.0 commands through its parser, parallel dimensions, FSDP "
         "resharding, HSDP groups and stage split, their Megatron-LM flags through core_v0.16.1's "
         "recorded parser and megatron-core's config and stage split; "
+        + (f"{s['schedules']} ZB-V schedules (V-shaped: two stages a rank) on the same pipelines; "
+           if s.get("schedules") else "")
+        + (f"{s['pytorch_schedules']} of PyTorch's own schedules (ZBVZeroBubble, Interleaved1F1B) "
+           "written by its code and read by `paci simulate`, each stage on PyTorch's rank, and "
+           f"{s['pytorch_schedule_refusals']} it cannot read yet refused (DualPipeV's overlapped "
+           "F&B); " if s.get("pytorch_schedules") else "") +
         f"{s['launches']} users' launches read by `--from-*` exactly as megatron-core and "
         "torchtitan read them (the GEMM precision among what must agree); "
         f"{s['refusals']} refused plans (with and without `-o DIR`), {s['refused_launches']} "

@@ -121,7 +121,7 @@ MpiLinks::MpiLinks(const Schedule& schedule, std::uint64_t fingerprint,
     : timeout_(timeout) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  check_launch(schedule, size);  // before waiting on anyone
+  check_launch(schedule, size, false);  // before waiting on anyone; early messages are kept
   connect(fingerprint);
 }
 
@@ -307,25 +307,55 @@ SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey
         fmt::format("process {} cannot receive on device {} from device {}", rank_, dst, src));
   check_peers();
   reclaim_sends();
+  const auto unpack = [&](const std::vector<char>& in, std::size_t bytes) -> SendTimes {
+    Header h;
+    std::memcpy(&h, in.data(), sizeof(h));
+    if (bytes != sizeof(Header) + out.size_bytes())
+      throw std::runtime_error(fmt::format(
+          "process {}: from process {} came a message of {} bytes (stage {}, micro-batch {}) "
+          "where {} bytes of stage {}, micro-batch {} were expected: the processes do not run "
+          "the same schedule",
+          rank_, src, bytes, h.stage, h.microbatch, sizeof(Header) + out.size_bytes(),
+          key.producer_stage, key.microbatch));
+    std::memcpy(out.data(), in.data() + sizeof(h), out.size_bytes());
+    return {h.send_start_s, h.send_end_s};
+  };
+  const auto id = [&](std::int32_t from, const MessageKey& k) {
+    return std::make_tuple(from, static_cast<int>(k.kind), k.producer_stage, k.microbatch);
+  };
+  // Received earlier, ahead of its turn.
+  if (const auto it = b_->early.find(id(src, key)); it != b_->early.end()) {
+    const SendTimes times = unpack(it->second, it->second.size());
+    b_->early.erase(it);
+    return times;
+  }
+  // Every message of the link comes in its sending order: the ones ahead of this one are kept.
+  // Each is a stage boundary's activation or gradient, all of one size.
   std::vector<char>& in = b_->incoming;
-  in.resize(sizeof(Header) + out.size_bytes());
-  check(MPI_Irecv(in.data(), byte_count(in.size()), MPI_BYTE, src, kDataTag, comm_, &receiving_),
-        "MPI_Irecv");
-  MPI_Status status;
-  wait(receiving_, "a message from", src, &status);
-  int bytes = 0;
-  MPI_Get_count(&status, MPI_BYTE, &bytes);
-  Header h;
-  if (static_cast<std::size_t>(bytes) >= sizeof(h)) std::memcpy(&h, in.data(), sizeof(h));
-  const MessageKey got{static_cast<DependencyKind>(h.kind), h.stage, h.microbatch};
-  if (static_cast<std::size_t>(bytes) != in.size() || !(got == key))
-    throw std::runtime_error(fmt::format(
-        "process {}: from process {} came a message of {} bytes (stage {}, micro-batch {}) where "
-        "{} bytes of stage {}, micro-batch {} were expected: the processes do not run the same "
-        "schedule",
-        rank_, src, bytes, h.stage, h.microbatch, in.size(), key.producer_stage, key.microbatch));
-  std::memcpy(out.data(), in.data() + sizeof(h), out.size_bytes());
-  return {h.send_start_s, h.send_end_s};
+  for (;;) {
+    in.resize(sizeof(Header) + out.size_bytes());
+    check(MPI_Irecv(in.data(), byte_count(in.size()), MPI_BYTE, src, kDataTag, comm_, &receiving_),
+          "MPI_Irecv");
+    MPI_Status status;
+    wait(receiving_, "a message from", src, &status);
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    Header h;
+    if (static_cast<std::size_t>(bytes) < sizeof(h))
+      throw std::runtime_error(fmt::format(
+          "process {}: from process {} came a message of {} bytes, shorter than its header: the "
+          "processes do not run the same schedule",
+          rank_, src, bytes));
+    std::memcpy(&h, in.data(), sizeof(h));
+    const MessageKey got{static_cast<DependencyKind>(h.kind), h.stage, h.microbatch};
+    if (got == key) return unpack(in, static_cast<std::size_t>(bytes));
+    in.resize(static_cast<std::size_t>(bytes));
+    if (!b_->early.emplace(id(src, got), in).second)
+      throw std::runtime_error(fmt::format(
+          "process {}: from process {} came stage {}, micro-batch {} twice before its consumer "
+          "asked: the processes do not run the same schedule",
+          rank_, src, h.stage, h.microbatch));
+  }
 }
 
 bool MpiLinks::ready(std::int32_t, std::int32_t, const MessageKey&) {

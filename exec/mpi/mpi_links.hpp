@@ -29,8 +29,10 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "exec/calibrate.hpp"
@@ -61,7 +63,7 @@ class Session {
 class MpiLinks final : public HostLinks {
  public:
   // Collective over MPI_COMM_WORLD. Throws InputError when the world's size is not the schedule's
-  // device count or the schedule cannot run one process per device (check_launch), and through
+  // device count (check_launch: any valid schedule runs, its early messages kept), and through
   // check_fingerprints() when another process gives another `fingerprint`.
   MpiLinks(const Schedule& schedule, std::uint64_t fingerprint, std::chrono::seconds timeout);
   // Collective with no schedule: every pair of processes may exchange messages (paci calibrate's
@@ -82,6 +84,8 @@ class MpiLinks final : public HostLinks {
   void barrier() override;
   std::vector<std::string> gather(std::string bytes, std::int32_t root) override;
   void abort() noexcept override;
+  // A message that arrives ahead of its turn is kept until its consumer asks.
+  bool in_order() const override { return false; }
 
   // Blocks until every send this process queued has completed (its receiver took it).
   void wait_sends();
@@ -101,9 +105,12 @@ class MpiLinks final : public HostLinks {
   // Every buffer MPI may still read or write. After a failure, requests nobody will complete are
   // left to MPI_Finalize, so these outlive the links (kept until the process exits).
   struct Buffers {
-    std::deque<Outgoing> sends;             // in flight, oldest first
-    std::vector<std::vector<char>> spare;   // buffers of completed sends, reused
-    std::vector<char> incoming;             // a receive's header and data
+    std::deque<Outgoing> sends;            // in flight, oldest first
+    std::vector<std::vector<char>> spare;  // buffers of completed sends, reused
+    std::vector<char> incoming;            // a receive's header and data
+    // Messages that arrived ahead of their turn (a link's sends in another order than its
+    // consumer's receives, as in ZB-V), by source and key, until their consumer asks.
+    std::map<std::tuple<std::int32_t, int, std::int32_t, std::int32_t>, std::vector<char>> early;
     std::int32_t control_in = -1;           // a peer's rank, when it says it failed
     std::vector<std::int32_t> control_out;  // what abort() sends (one rank per peer)
     std::uint64_t fingerprint = 0;          // the start-up check's

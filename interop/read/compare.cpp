@@ -24,6 +24,8 @@ LaunchComparison compare_launch(Tool tool, std::string_view text, const LaunchCo
   c.space.precision = config.precision;
   c.space.bf16_gradients =
       config.bf16_gradients;  // the launch's numerics: not the search's to change
+  c.space.fp8_params = config.fp8_params;
+  c.space.bf16_moments = config.bf16_moments;
   if (c.runs == Tool::torchtitan) c.space.cp_all_gather = {true};  // its only context parallelism
   if (config.shard_group > 0) c.space.shard_group = {0, config.shard_group};  // the launch's HSDP
   if (config.offload_layers > 0) c.space.offload_layers = {0, config.offload_layers};

@@ -414,10 +414,29 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
       out.notes.push_back(
           "--first-last-layers-bf16: paci runs every layer's GEMMs in FP8 (the first and last "
           "layers' bf16 GEMMs are not modelled)");
-    if (r.on("--fp8-param-gather"))
+    c.fp8_params = r.on("--fp8-param-gather");
+  }
+  // AdamW's moments: fp32, or with the precision-aware optimizer the dtypes it is given.
+  const std::string exp_avg = r.value("--exp-avg-dtype").value_or("fp32"),
+                    exp_avg_sq = r.value("--exp-avg-sq-dtype").value_or("fp32");
+  if (r.on("--use-precision-aware-optimizer")) {
+    if (const std::string main = r.value("--main-params-dtype").value_or("fp32"); main != "fp32")
+      refuse(fmt::format("--main-params-dtype {}: paci models fp32 master weights", main));
+    if (exp_avg != exp_avg_sq || (exp_avg != "fp32" && exp_avg != "bf16"))
+      refuse(fmt::format(
+          "--exp-avg-dtype {} with --exp-avg-sq-dtype {}: paci models both moments in fp32 or "
+          "both in bf16",
+          exp_avg, exp_avg_sq));
+    c.bf16_moments = exp_avg == "bf16";
+    if (!c.bf16_moments)
       out.notes.push_back(
-          "--fp8-param-gather: paci keeps bf16 weights beside the 8-bit copies and gathers "
-          "bf16 (docs/costmodel.md, \"FP8\")");
+          "--use-precision-aware-optimizer with fp32 moments: paci models 12 bytes of optimizer "
+          "state per parameter (the master weights kept as 16-bit remainders are not modelled)");
+  } else if (exp_avg != "fp32" || exp_avg_sq != "fp32") {
+    refuse(
+        "--exp-avg-dtype and --exp-avg-sq-dtype other than fp32 need "
+        "--use-precision-aware-optimizer (megatron-core's OptimizerConfig refuses them "
+        "without)");
   }
 
   c.overlap_grad_reduce = r.on("--overlap-grad-reduce");

@@ -450,13 +450,14 @@ PieceCosts head_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& 
 }
 
 double optimizer_step_s(const ClusterSpec& c, std::int64_t parameters, std::int64_t data_parallel,
-                        std::int32_t zero, bool bf16_gradients) {
+                        std::int32_t zero, bool bf16_gradients, bool bf16_moments) {
   // With ZeRO 1 or more each replica updates 1/d of the parameters; with ZeRO 0 and 1 every
   // replica still zeroes its whole gradient buffer (4 bytes per parameter), with ZeRO 2 and 3
   // only its shard.
   const double P = static_cast<double>(parameters), d = static_cast<double>(data_parallel);
   const double grad = gradient_bytes(bf16_gradients);
-  const double adam = kAdamBytesPerParameter - 3.0 * (kGradientReduceBytes - grad);
+  const double adam =
+      kAdamBytesPerParameter - 3.0 * (kGradientReduceBytes - grad) - (bf16_moments ? 8.0 : 0.0);
   const double sharded = adam - grad;
   const double bytes = zero == 0 ? P * adam : zero == 1 ? P * sharded / d + grad * P : P * adam / d;
   return memory_s(c, bytes);

@@ -125,6 +125,11 @@ inline constexpr double kAdamBytesPerParameter = 38.0;
 // Memory per parameter (Megatron's mixed precision): bf16 weight, and the fp32 master weight with
 // both AdamW moments (sharded by the ZeRO stage); the gradient buffer's is gradient_bytes() below.
 inline constexpr std::int64_t kWeightBytes = 2, kOptimizerBytes = 12;
+// The optimizer state with bf16 moments (Megatron-LM's precision-aware optimizer): two 2-byte
+// moments and the fp32 master weight, 4 bytes, or 2 where it keeps only the 16 bits a bf16 weight
+// lacks (store_param_remainders, its default, for bf16 weights under a recipe its Adam kernel
+// casts: bf16 or FP8 with delayed scaling; distrib_optimizer.py, core_v0.16.1).
+inline constexpr std::int64_t kOptimizerBf16MomentsBytes = 8, kOptimizerBf16RemaindersBytes = 6;
 // The gradient a data-parallel reduction moves, per parameter: fp32 (Megatron reduces its fp32
 // gradient buffer); with the distributed optimizer also the bf16 weights all-gathered after.
 inline constexpr double kGradientReduceBytes = 4.0, kParamGatherBytes = 2.0;
@@ -141,7 +146,9 @@ inline double gradient_bytes(bool bf16_gradients) {
 
 // The AdamW step of `parameters` on one GPU of d replicas at ZeRO stage `zero` (0-3); with bf16
 // gradients the gradient's three passes (read, zeroed, read for the norm) move 2 bytes each, not 4.
+// With bf16 moments (the precision-aware optimizer) each moment's read and write moves 2 bytes, not
+// 4.
 double optimizer_step_s(const ClusterSpec& c, std::int64_t parameters, std::int64_t data_parallel,
-                        std::int32_t zero, bool bf16_gradients = false);
+                        std::int32_t zero, bool bf16_gradients = false, bool bf16_moments = false);
 
 }  // namespace paci::plan

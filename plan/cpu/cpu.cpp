@@ -163,6 +163,15 @@ SearchResult search_cpu(const CpuSpace& space, const SearchOptions& options) {
       if (p <= L) pps.push_back(p);
   for (const std::int32_t p : pps)
     for (const std::string& kind : space.kinds.empty() ? all_kinds() : space.kinds) {
+      // The V (two model stages on each thread, mirrored) is not placed on CPU threads yet:
+      // searched only for GPU clusters, refused when asked for here.
+      if (kind == "zb-v") {
+        if (!space.kinds.empty())
+          reject(
+              "zb-v: a CPU plan does not place the V's two stages per thread yet (paci train "
+              "runs it: paci train --kind zb-v)");
+        continue;
+      }
       std::vector<std::int32_t> vs{1};
       if (kind == "interleaved") {
         vs = space.chunks;

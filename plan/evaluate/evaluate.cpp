@@ -47,7 +47,10 @@ std::string cp_label(const PlanConfig& c, std::string_view format) {
 
 std::vector<std::int32_t> placement_of(const PlanConfig& c) {
   std::vector<std::int32_t> placement(static_cast<std::size_t>(c.stages()));
-  for (std::int32_t s = 0; s < c.stages(); ++s) placement[static_cast<std::size_t>(s)] = s % c.pp;
+  // ZB-V's V: stages s and 2p - 1 - s on device s; else looped, stage s on device s mod p.
+  for (std::int32_t s = 0; s < c.stages(); ++s)
+    placement[static_cast<std::size_t>(s)] =
+        c.kind == "zb-v" && s >= c.pp ? 2 * c.pp - 1 - s : s % c.pp;
   return placement;
 }
 
@@ -67,11 +70,10 @@ std::int32_t simulated_steps(const PlanConfig& c) {
 
 void check_pipeline(const PlanConfig& c) {
   const ModelSpec& m = c.model;
-  if (c.kind == "zb-v")
-    throw InputError(
-        "paci plan does not plan zb-v yet (its V places two model stages on each device); paci "
-        "schedule, simulate and train run it: plan --kind zb-h1 or zb-h2");
-  if (c.chunks > 1 && c.kind != "interleaved")
+  if (c.kind == "zb-v" && c.chunks != 2)
+    throw InputError(fmt::format(
+        "--kind zb-v places two model stages on each device (a V): --chunks 2, not {}", c.chunks));
+  if (c.chunks > 1 && c.kind != "interleaved" && c.kind != "zb-v")
     throw InputError(fmt::format("--chunks {} is interleaved's; {} runs one stage per device",
                                  c.chunks, c.kind));
   if (m.layers < c.stages())
@@ -169,6 +171,18 @@ void check_knobs(const PlanConfig& c) {
                       c.shard_group));
   }
   check_offload(c);
+  if (c.fp8_params && c.precision == Precision::bf16)
+    throw InputError(
+        "--fp8-param-gather keeps the FP8 GEMMs' weights in 8 bits: it needs --precision fp8 or "
+        "mxfp8");
+  if (c.fp8_params && c.zero == 0)
+    throw InputError(
+        "--fp8-param-gather gathers the 8-bit weights of Megatron-LM's distributed optimizer or "
+        "FSDP: it needs --zero 1, 2 or 3");
+  if (c.bf16_moments && c.zero == 0)
+    throw InputError(
+        "--moments-dtype bf16 is Megatron-LM's precision-aware optimizer, which runs with its "
+        "distributed optimizer only: it needs --zero 1, 2 or 3");
   check_precision(c.cluster, c.precision);
   check_pipeline(c);
 }
@@ -291,11 +305,17 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     sp.pieces.activation_bytes -= sp.host_bytes;
   }
   const std::int64_t params = sp.pieces.parameters;
-  sp.optimizer_s = optimizer_step_s(gpu, params, shards_, c.zero, c.bf16_gradients);
+  sp.optimizer_s = optimizer_step_s(gpu, params, shards_, c.zero, c.bf16_gradients, c.bf16_moments);
   // FP8 (docs/costmodel.md, "FP8"): the weights cast to their two 8-bit copies (read 2 bytes,
   // write 1 + 1) once per step, at its first micro-batch (Transformer Engine caches them for the
   // others); with ZeRO 3 every gathered layer is cast again, for each forward and backward.
-  const double weight_cast_s = memory_s(gpu, 4.0 * static_cast<double>(sp.pieces.fp8_parameters));
+  // FP8 weights (--fp8-param-gather): the optimizer casts its fp32 shard to 8 bits (read 4, write
+  // 1) and, once gathered, the transposed copy is made (read 1, write 1).
+  const double fp8_weights = static_cast<double>(sp.pieces.fp8_parameters);
+  const double weight_cast_s =
+      c.fp8_params && c.zero < 3 ? memory_s(gpu, 5.0 * fp8_weights / static_cast<double>(shards_)) +
+                                       memory_s(gpu, 2.0 * fp8_weights)
+                                 : memory_s(gpu, 4.0 * fp8_weights);
   if (c.zero == 3 && d > 1) {
     sp.pieces.forward_s += weight_cast_s;
     sp.pieces.input_grad_s += weight_cast_s;
@@ -324,14 +344,23 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
                               groups_, groups_per_node_)
                : 0.0;
   };
+  // A layer's weights gathered (`gather`: 2 bytes each, 1 for an FP8 weight with FP8 weights) or
+  // its gradients reduced.
+  const double layer_gather_bytes =
+      kParamGatherBytes * static_cast<double>(layer_.parameters) -
+      (c.fp8_params ? static_cast<double>(layer_.fp8_parameters) : 0.0);
   const auto per_piece = [&](Collective kind, double bytes_per_parameter) {
-    const auto one = [&](std::int64_t p) {
+    const auto one = [&](std::int64_t p, double bytes) {
       if (p <= 0) return 0.0;
-      const double bytes = bytes_per_parameter * static_cast<double>(p);
       return collective_s(gpu, kind, bytes, shards_, shards_per_node_) +
              (kind == Collective::reduce_scatter ? between_groups(bytes) : 0.0);
     };
-    return static_cast<double>(layers) * one(layer_.parameters) + one(embedding) + one(head);
+    const auto plain = [&](std::int64_t p) {
+      return one(p, bytes_per_parameter * static_cast<double>(p));
+    };
+    const double layer = kind == Collective::all_gather ? one(layer_.parameters, layer_gather_bytes)
+                                                        : plain(layer_.parameters);
+    return static_cast<double>(layers) * layer + plain(embedding) + plain(head);
   };
   const std::int64_t largest = std::max({layers > 0 ? layer_.parameters : 0, embedding, head});
   const double largest_share =
@@ -341,11 +370,12 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   // and ZeRO 3 keeps its weights sharded.
   const double grad_bytes = gradient_bytes(c.bf16_gradients);
   const double grads = grad_bytes * static_cast<double>(params);
-  const double gather =
-      c.zero == 1 || c.zero == 2
-          ? collective_s(gpu, Collective::all_gather,
-                         kParamGatherBytes * static_cast<double>(params), shards_, shards_per_node_)
-          : 0.0;
+  const double gather = c.zero == 1 || c.zero == 2
+                            ? collective_s(gpu, Collective::all_gather,
+                                           kParamGatherBytes * static_cast<double>(params) -
+                                               (c.fp8_params ? fp8_weights : 0.0),
+                                           shards_, shards_per_node_)
+                            : 0.0;
   const double reduce =
       c.zero >= 2 ? 0.0
       : c.zero == 1
@@ -424,11 +454,20 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
   };
   cost.weight_bytes = sharded(kWeightBytes, c.zero >= 3);
   // FP8's two 8-bit copies of the GEMMs' weights, kept for the step (ZeRO 3: per gathered layer,
-  // in the workspace).
-  if (c.zero < 3 || d == 1) cost.weight_bytes += 2 * sp.pieces.fp8_parameters;
+  // in the workspace). With FP8 weights the row-wise copy is the weight: no bf16 one (ZeRO 3
+  // keeps its shard in 8 bits).
+  const std::int64_t fp8 = sp.pieces.fp8_parameters;
+  if (c.fp8_params)
+    cost.weight_bytes -= c.zero >= 3 && d > 1 ? (kWeightBytes * fp8 + d - 1) / d - (fp8 + d - 1) / d
+                                              : kWeightBytes * fp8;
+  if (c.zero < 3 || d == 1) cost.weight_bytes += 2 * fp8;
   cost.gradient_bytes =
       sharded(static_cast<std::int64_t>(gradient_bytes(c.bf16_gradients)), c.zero >= 2);
-  cost.optimizer_bytes = sharded(kOptimizerBytes, c.zero >= 1);
+  const bool remainders = c.precision != Precision::mxfp8 && !c.fp8_params;
+  cost.optimizer_bytes = sharded(!c.bf16_moments ? kOptimizerBytes
+                                 : remainders    ? kOptimizerBf16RemaindersBytes
+                                                 : kOptimizerBf16MomentsBytes,
+                                 c.zero >= 1);
   cost.weight_grad_stash_bytes = sp.pieces.stash_bytes;
   cost.input_grad_release_bytes = sp.pieces.release_bytes;
   // One backward runs at a time on a device: its workspace is held once, by its first stage.

@@ -61,6 +61,13 @@ struct PlanConfig {
   // fp32 (4): Megatron-LM's --grad-reduce-in-bf16 (torchtitan keeps fp32 sharded gradients); not
   // searched (it changes the numerics).
   bool bf16_gradients = false;
+  // The FP8 GEMMs' weights kept only in 8 bits (their two copies, no bf16 one) and gathered in 8
+  // bits: Megatron-LM's --fp8-param-gather (with FP8, and ZeRO 1 or more). Not searched.
+  bool fp8_params = false;
+  // AdamW's two moments in bf16, 2 bytes each instead of fp32's 4 (Megatron-LM's precision-aware
+  // optimizer: --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16,
+  // with its distributed optimizer: ZeRO 1 or more). Not searched (it changes the numerics).
+  bool bf16_moments = false;
   // Layers per model stage (p·v entries), empty: as even as the layers allow, the remainder on
   // the middle stages (the first and last carry the embedding and the head).
   std::vector<std::int32_t> partition;

@@ -69,6 +69,8 @@ ordered_json plan_json(const PlanResult& p) {
   j["attention"] = c.flash_attention ? "flash" : "unfused";
   j["precision"] = std::string(to_string(c.precision));
   j["grad_dtype"] = c.bf16_gradients ? "bf16" : "fp32";
+  j["fp8_param_gather"] = c.fp8_params;
+  j["moments_dtype"] = c.bf16_moments ? "bf16" : "fp32";
   j["partition"] = ordered_json::array();
   for (const StagePlan& s : p.stages) j["partition"].push_back(s.layers);
   j["step_s"] = p.step_s;
@@ -169,7 +171,8 @@ std::string plan_text(const PlanResult& p) {
                                : ""),
       on_off(c.overlap_grad_reduce), c.flash_attention ? "flash" : "unfused",
       c.precision != Precision::bf16 ? fmt::format(", {} GEMMs", to_string(c.precision)) : "",
-      c.bf16_gradients ? ", bf16 gradients" : "",
+      std::string(c.bf16_gradients ? ", bf16 gradients" : "") +
+          (c.fp8_params ? ", FP8 weights" : "") + (c.bf16_moments ? ", bf16 AdamW moments" : ""),
       c.offload_layers > 0
           ? fmt::format(", activations of {} layers offloaded to host memory", c.offload_layers)
           : "");

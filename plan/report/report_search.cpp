@@ -144,11 +144,13 @@ std::string search_text(const SearchResult& r, const SearchSpace& space) {
                 "pruned by their bound{}\n",
                 space.model.name, static_cast<double>(parameter_counts(space.model).total) / 1e9,
                 space.gpus, space.cluster.name, space.global_batch, space.model.seq_len,
-                fmt::format("{}{}",
+                fmt::format("{}{}{}{}",
                             space.precision != Precision::bf16
                                 ? fmt::format(", {} GEMMs", to_string(space.precision))
                                 : "",
-                            space.bf16_gradients ? ", bf16 gradients" : ""),
+                            space.bf16_gradients ? ", bf16 gradients" : "",
+                            space.fp8_params ? ", FP8 weights" : "",
+                            space.bf16_moments ? ", bf16 AdamW moments" : ""),
                 r.configurations, r.seconds,
                 r.seconds > 0 ? static_cast<double>(r.configurations) / r.seconds : 0.0, r.jobs,
                 r.jobs == 1 ? "" : "s", r.simulated, r.rejected.pruned,

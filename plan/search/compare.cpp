@@ -122,6 +122,7 @@ PlanConfig shaped(PlanConfig c, const PlanConfig& was, const PlanConfig& to) {
 std::optional<PlanResult> tried(const PlanConfig& c, double limit,
                                 const std::function<std::string(const PlanConfig&)>& runnable) {
   try {
+    check_config(c);  // a step of the walk may be no configuration at all (d = 0)
     if (runnable && !runnable(c).empty()) return std::nullopt;
     SimResult sim;
     return evaluate_best_partition(c, limit, {}, sim);

@@ -140,4 +140,30 @@ std::vector<std::int32_t> bottleneck_partition(const PlanConfig& c, const Config
   return partition_under(partition_tables(c, costs, in_flight), limit_bytes);
 }
 
+std::vector<std::int32_t> v_partition(const PlanConfig& c, const ConfigCosts& costs) {
+  const std::int32_t S = c.stages(), L = static_cast<std::int32_t>(c.model.layers);
+  if (S < 3) return default_partition(c);
+  const std::vector<std::int32_t>& placement = costs.placement();
+  std::vector<std::int32_t> best;
+  double best_load = 0;
+  for (std::int32_t e = L / S; e >= 1; --e) {
+    std::vector<std::int32_t> layers(static_cast<std::size_t>(S));
+    layers.front() = layers.back() = e;
+    const std::int32_t rest = L - 2 * e, middle = S - 2;
+    if (rest < middle) continue;
+    for (std::int32_t s = 1; s + 1 < S; ++s)
+      layers[static_cast<std::size_t>(s)] = rest / middle + (s - 1 < rest % middle ? 1 : 0);
+    std::vector<double> work(static_cast<std::size_t>(c.pp), 0.0);
+    const std::vector<StageCost> stages = costs.stage_costs(layers);
+    for (std::size_t s = 0; s < stages.size(); ++s)
+      work[static_cast<std::size_t>(placement[s])] += stages[s].forward_s + stages[s].backward_s;
+    const double load = *std::max_element(work.begin(), work.end());
+    if (best.empty() || load < best_load) {
+      best = std::move(layers);
+      best_load = load;
+    }
+  }
+  return best.empty() ? default_partition(c) : best;
+}
+
 }  // namespace paci::plan

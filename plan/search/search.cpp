@@ -22,6 +22,9 @@
 namespace paci::plan {
 
 const std::vector<std::string>& all_kinds() {
+  // zb-v is searched when listed (--kind ...,zb-v): its configurations are often among the
+  // fastest, so the bound prunes few of them, and with them the whole default space of Llama 3
+  // 405B on 16,384 H100s took 3.2 s instead of 1.8 (docs/results/bench_plan.md).
   static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream", "2bw",
                                                  "paci",  "zb-h1", "zb-h2",     "interleaved"};
   return kinds;
@@ -246,7 +249,8 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.pp = s.pp[0];
   c.microbatch_size = s.microbatch_size[0];
   c.kind = s.kinds[0];
-  c.chunks = !s.chunks.empty() ? s.chunks[0] : (c.kind == "interleaved" ? 2 : 1);
+  c.chunks =
+      !s.chunks.empty() ? s.chunks[0] : (c.kind == "interleaved" || c.kind == "zb-v" ? 2 : 1);
   c.recompute = s.recompute[0];
   c.sequence_parallel = s.sequence_parallel[0];
   c.tp_comm_overlap = s.tp_comm_overlap[0];
@@ -258,6 +262,8 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.flash_attention = s.flash_attention;
   c.precision = s.precision;
   c.bf16_gradients = s.bf16_gradients;
+  c.fp8_params = s.fp8_params;
+  c.bf16_moments = s.bf16_moments;
   c.partition = s.partition;
   return c;
 }
@@ -282,7 +288,9 @@ PlanResult evaluate_best_partition(const PlanConfig& config, double memory_limit
                            ? memory_limit_bytes
                            : config.cluster.memory_bytes - kFrameworkReserveBytes;
   std::vector<std::vector<std::int32_t>> partitions{default_partition(config)};
-  if (config.partition.empty() && config.kind != "interleaved") {
+  if (config.partition.empty() && config.kind == "zb-v")
+    partitions = {v_partition(config, ConfigCosts(config))};
+  if (config.partition.empty() && config.kind != "interleaved" && config.kind != "zb-v") {
     const Schedule s =
         generate_schedule(config.kind, config.pp, static_cast<std::int32_t>(config.microbatches()),
                           simulated_steps(config), 0);
@@ -425,6 +433,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
         base.flash_attention = space.flash_attention;
         base.precision = space.precision;
         base.bf16_gradients = space.bf16_gradients;
+        base.fp8_params = space.fp8_params;
+        base.bf16_moments = space.bf16_moments;
         if (t < 1 || p < 1 || cp < 1 || space.gpus % (tc * p) != 0) {
           invalid(fmt::format("--gpus {} is not divisible by --tp {} x --cp {} x --pp {}",
                               space.gpus, t, cp, p));
@@ -448,7 +458,14 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
               tables;
           for (const std::string& kind : p == 1 && space.kinds.empty() ? one_stage : kinds) {
             std::vector<std::int32_t> vs{1};
-            if (kind == "interleaved") {
+            if (kind == "zb-v") {
+              vs = {2};  // the V: two stages on each device
+              if (2 * p > L) {
+                invalid(
+                    fmt::format("zb-v at p = {}: {} layers are too few for its 2p stages", p, L));
+                continue;
+              }
+            } else if (kind == "interleaved") {
               vs = space.chunks;
               // One device: interleaving changes nothing. Else the v whose p·v stages split the
               // layers evenly, or evenly but for one layer fewer on the first and the last stage
@@ -537,7 +554,9 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                               }
                               // A non-interleaved configuration's stage costs: shared by every kind
                               // with the same other knobs, computed for the first.
-                              const bool interleaved = kind == "interleaved";
+                              // Several stages on a device (interleaved, the V): each
+                              // configuration's own costs and the default partition.
+                              const bool interleaved = kind == "interleaved" || kind == "zb-v";
                               std::optional<ConfigCosts> own;
                               const StageCostTable* table = nullptr;
                               if (interleaved) {
@@ -557,8 +576,10 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                                  : own->stage_costs(layers);
                                   };
                               std::vector<std::vector<std::int32_t>> partitions;
-                              if (!space.partition.empty() || interleaved) {
+                              if (!space.partition.empty() || kind == "interleaved") {
                                 partitions.push_back(default_partition(c));
+                              } else if (kind == "zb-v") {
+                                partitions.push_back(v_partition(c, *own));
                               } else {
                                 const PartitionTables tables_of_c =
                                     partition_tables(c, *table, info.in_flight);

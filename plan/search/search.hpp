@@ -40,7 +40,7 @@ struct SearchSpace {
   std::vector<bool> cp_all_gather{false};
   std::vector<std::int32_t> pp;  // whole range: the divisors of gpus/(t·c) up to the layers
   std::vector<std::int64_t> microbatch_size;  // whole range: the divisors of global batch / d
-  std::vector<std::string> kinds;             // whole range: all eight
+  std::vector<std::string> kinds;             // whole range: all but zb-v (searched when listed)
   // Interleaved; whole range: v >= 2 with p·v dividing L, or L + 2 (one layer fewer on the first
   // and the last stage).
   std::vector<std::int32_t> chunks;
@@ -63,6 +63,9 @@ struct SearchSpace {
   // user's decision), bf16 unless given.
   Precision precision = Precision::bf16;
   bool bf16_gradients = false;  // likewise not searched: fp32 unless given
+  // FP8 weights and bf16 AdamW moments (PlanConfig::fp8_params, bf16_moments): the user's, off
+  // unless given.
+  bool fp8_params = false, bf16_moments = false;
   // Given: every configuration runs it. Empty: the balanced partition (the slowest stage's work
   // smallest) and the one that is smallest under the memory limit, where they differ.
   std::vector<std::int32_t> partition;

@@ -40,6 +40,10 @@ def plan_command(paci, run, json_path):
             "--grad-dtype", run.get("grad_dtype", "fp32")]
     if run.get("offload_layers"):
         cmd += ["--offload-layers", str(run["offload_layers"])]
+    if run.get("fp8_param_gather"):
+        cmd += ["--fp8-param-gather"]
+    if run.get("moments_dtype", "fp32") != "fp32":
+        cmd += ["--moments-dtype", run["moments_dtype"]]
     # The run's own split of the layers: as given, else as even as they allow (Megatron-LM's and
     # DeepSpeed's), the remainder on the middle stages, as paci's default partition puts it.
     cmd += ["--partition", ",".join(str(x) for x in (run.get("partition") or even_split(run)))]
@@ -109,7 +113,9 @@ def main():
                  "mfu": plan["mfu"], "command": " ".join(cmd[1:]).replace(path, "R.json"),
                  "assumptions": run["assumptions"], "cp": run.get("cp", 1),
                  "zero": zero_of(run), "precision": run.get("precision", "bf16"),
-                 "offload_layers": run.get("offload_layers", 0), "stacks": stacks_of(run)}
+                 "offload_layers": run.get("offload_layers", 0),
+                 "fp8_param_gather": run.get("fp8_param_gather", False),
+                 "moments_dtype": run.get("moments_dtype", "fp32"), "stacks": stacks_of(run)}
             if "measured_memory_gb" in run:
                 r["measured_memory_gb"] = run["measured_memory_gb"]
                 r["memory_error"] = plan["peak_memory_bytes"] / 1e9 / run["measured_memory_gb"] - 1.0
@@ -208,7 +214,9 @@ def main():
             md.append(f"| {r['id']} | {r['gpu']} x {r['gpus']} | {r['tp']} / {r['cp']} / {r['pp']} / {r['dp']} / {r['chunks']} | "
                       f"{r['microbatch_size']} x {r['microbatches']} | {r['kind']} | {r['recompute']}, z{r['zero']}, {r['precision']}"
                       f"{'' if r['attention'] == 'flash' else ', unfused'}"
-                      f"{', offload ' + str(r['offload_layers']) if r.get('offload_layers') else ''} | "
+                      f"{', offload ' + str(r['offload_layers']) if r.get('offload_layers') else ''}"
+                      f"{', fp8 weights' if r.get('fp8_param_gather') else ''}"
+                      f"{', bf16 moments' if r.get('moments_dtype', 'fp32') != 'fp32' else ''} | "
                       f"{r['measured_step_s']:.3f} | {r['predicted_step_s']:.3f} | {100 * r['error']:+.1f}% | {mem} |")
         md.append("")
     md += ["## Sources", ""]

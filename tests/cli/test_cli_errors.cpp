@@ -197,6 +197,13 @@ std::vector<Case> catalogue() {
        "paci plan: error: torchtitan 0.3.0 offloads no activations (its "
        "--training.enable-cpu-offload moves FSDP's weights, gradients and optimizer state to the "
        "host, not activations): plan --offload-layers 0, or --emit megatron"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --fp8-param-gather",
+       "paci plan: error: --fp8-param-gather keeps the FP8 GEMMs' weights in 8 bits: it needs "
+       "--precision fp8 or mxfp8"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --tp 2 --pp 2 "
+       "--microbatch-size 1 --kind 1f1b --recompute none --zero 0 --moments-dtype bf16",
+       "paci plan: error: --moments-dtype bf16 is Megatron-LM's precision-aware optimizer, which "
+       "runs with its distributed optimizer only: it needs --zero 1, 2 or 3"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --precision fp4",
        "paci plan: error: unknown precision 'fp4' (expected bf16, fp8 or mxfp8)"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 16 --grad-dtype fp16",

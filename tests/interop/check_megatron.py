@@ -126,6 +126,13 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
         kw["kv_channels"] = a["hidden_size"] // a["num_attention_heads"]
     if t == 1:
         kw["sequence_parallel"] = False
+    # validate_args: --fp8-param-gather needs the distributed optimizer (or an FSDP);
+    # core_transformer_config_from_args passes it on as fp8_param.
+    if a.get("fp8_param_gather") and not (a.get("use_distributed_optimizer")
+                                          or a.get("use_torch_fsdp2") or a.get("use_megatron_fsdp")):
+        raise CheckError("validate_args: --fp8-param-gather only supported with distributed "
+                         "optimizer, torch fsdp2, megatron fsdp, or inference mode")
+    kw["fp8_param"] = bool(a.get("fp8_param_gather"))
     # validate_args: a layer count above 0 turns activation offloading on.
     if (a.get("cpu_offloading_num_layers") or 0) > 0:
         kw["cpu_offloading"] = True
@@ -192,7 +199,49 @@ def build_default(words: list[str], world: int, options_path: str, arch: int):
         config = TransformerConfig(**kw)
     except (AssertionError, ValueError, TypeError) as e:
         raise CheckError(f"TransformerConfig: {type(e).__name__}: {one_line(e)}")
-    return config, facts, f"recorded parser of Megatron-LM {table['tag']}"
+    how = f"recorded parser of Megatron-LM {table['tag']}"
+    facts["moments_dtype"], note = optimizer_moments(ns)
+    return config, facts, how + note
+
+
+def optimizer_moments(ns: argparse.Namespace) -> tuple[str, str]:
+    """megatron-core's AdamOptimizerConfig built as get_megatron_optimizer_config() builds it (every
+    parsed option that is one of its fields, the dtypes mapped as validate_args maps them); its
+    __post_init__ checks the precision-aware optimizer's options. Returns AdamW's moment dtype and
+    a note for the report line."""
+    import torch
+    import megatron.core.optimizer.optimizer_config as optimizer_config
+    from megatron.core.optimizer import AdamOptimizerConfig
+
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.uint8}
+    a = vars(ns)
+    kw = {f.name: a[f.name] for f in dataclasses.fields(AdamOptimizerConfig) if f.name in a}
+    for k in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        if isinstance(kw.get(k), str):
+            kw[k] = dtypes[kw[k]]
+    note = ""
+    te_version = optimizer_config.is_te_min_version
+    try:
+        import transformer_engine  # noqa: F401
+    except ImportError:
+        # Without Transformer Engine its version check cannot run: a cluster's (>= 2.1) is assumed.
+        optimizer_config.is_te_min_version = lambda *args, **kwargs: True
+    try:
+        config = AdamOptimizerConfig(**kw)
+    except RuntimeError as e:
+        # Its last check imports Transformer Engine's FusedAdam, which this environment lacks
+        # (a GPU cluster has it): every check before it passed.
+        if "requires FusedAdam from TransformerEngine" not in str(e):
+            raise CheckError(f"AdamOptimizerConfig: RuntimeError: {one_line(e)}")
+        note = ", AdamOptimizerConfig checked up to its Transformer Engine import"
+        moments = a.get("exp_avg_dtype", "fp32")
+        return (moments if isinstance(moments, str) else str(moments).replace("torch.", "")), note
+    except (AssertionError, ValueError, TypeError) as e:
+        raise CheckError(f"AdamOptimizerConfig: {type(e).__name__}: {one_line(e)}")
+    finally:
+        optimizer_config.is_te_min_version = te_version
+    names = {v: k for k, v in dtypes.items()}
+    return names[config.exp_avg_dtype], note
 
 
 # ------------------------------------------------------------------------------------------
@@ -245,7 +294,8 @@ def build_tree(words: list[str], world: int, tree: str, arch: int):
         "instances": getattr(args, "num_distributed_optimizer_instances", 1) or 1,
         "grad_dtype": "fp32" if args.accumulate_allreduce_grads_in_fp32 else "bf16",
     }
-    return config, facts, f"Megatron-LM's own parse_args/validate_args from {tree}{note}"
+    facts["moments_dtype"], more = optimizer_moments(args)
+    return config, facts, f"Megatron-LM's own parse_args/validate_args from {tree}{note}{more}"
 
 
 # ------------------------------------------------------------------------------------------
@@ -347,7 +397,9 @@ def check(a) -> str:
             else 0,
             "cp_comm": (config.cp_comm_type if f["cp"] > 1 else None) or "p2p",
             "precision": precision_of(config), "grad_dtype": f["grad_dtype"],
-            "offload_layers": config.cpu_offloading_num_layers if config.cpu_offloading else 0}
+            "offload_layers": config.cpu_offloading_num_layers if config.cpu_offloading else 0,
+            "fp8_param_gather": bool(config.fp8_param),
+            "moments_dtype": f.get("moments_dtype", "fp32")}
     check_expected(a.expect, seen, "Megatron")
     return (
         f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "
@@ -367,7 +419,7 @@ def main() -> int:
                     help="the launch's environment (as its script exports it)")
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                     help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute, zero, "
-                    "shard_group, offload_layers")
+                    "shard_group, offload_layers, fp8_param_gather, moments_dtype")
     ap.add_argument("--gpu-arch", type=int, default=9,
                     help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
     a = ap.parse_args()

@@ -31,6 +31,7 @@ Prints one line per check and a summary; exits 1 if any check failed.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import re
@@ -125,6 +126,17 @@ CASES = [
       "--sequence-parallel", "--tp-comm-overlap", "--zero", "1", "--overlap-grad-reduce",
       "--cp", "1", "--precision", "fp8", "--grad-dtype", "bf16"],
      {"pytorch", "megatron"}, None),
+    ("llama3-70b fp8 weights and bf16 AdamW moments (Megatron-LM)",
+     ["--preset", "llama3-70b", *H100, "--gpus", "64", "--global-batch", "128", "--tp", "8",
+      "--pp", "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "selective",
+      "--sequence-parallel", "--tp-comm-overlap", "--zero", "1", "--overlap-grad-reduce",
+      "--cp", "1", "--precision", "fp8", "--fp8-param-gather", "--moments-dtype", "bf16"],
+     {"pytorch", "megatron"}, None),
+    ("llama3-8b zb-v (V-shaped: stages s and 2p-1-s on rank s)",
+     [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "2", "--pp", "4",
+      "--microbatch-size", "1", "--kind", "zb-v", "--recompute", "selective",
+      "--sequence-parallel", "--zero", "1", "--cp", "1"],
+     {"pytorch", "torchtitan"}, None),
     ("llama3-8b interleaved mxfp8 on B200",
      [*L8[:2], "--gpu", "b200", "--gpus", "16", "--global-batch", "64", "--tp", "2", "--pp", "2",
       "--microbatch-size", "1", "--kind", "interleaved", "--chunks", "2", "--recompute", "none",
@@ -188,6 +200,10 @@ REFUSALS = [
      [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "2", "--pp", "1", "--microbatch-size",
       "1", "--kind", "1f1b", "--recompute", "none", "--offload-layers", "16", "--emit",
       "torchtitan"], "offloads no activations"),
+    ("bf16 AdamW moments for torchtitan",
+     [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "2", "--pp", "1", "--microbatch-size",
+      "1", "--kind", "1f1b", "--recompute", "none", "--zero", "3", "--moments-dtype", "bf16",
+      "--emit", "torchtitan"], "fp32 moments"),
     ("405B for torchtitan",
      ["--preset", "llama3-405b", *H100, "--gpus", "512", "--global-batch", "512", "--tp", "8",
       "--pp", "8", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full",
@@ -215,6 +231,12 @@ READS = [
     ("megatron llama3-8b activation offloading", "megatron", 8,
      "CUDA_DEVICE_MAX_CONNECTIONS=1 " + _LLAMA8B_MEGATRON + "--tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 "
      "--global-batch-size 16 --use-distributed-optimizer --cpu-offloading-num-layers 12"),
+    ("megatron llama3-8b fp8 weights, bf16 moments", "megatron", 16,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 " + _LLAMA8B_MEGATRON + "--tensor-model-parallel-size 2 "
+     "--pipeline-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 "
+     "--global-batch-size 64 --use-distributed-optimizer --fp8-format hybrid --fp8-recipe delayed "
+     "--fp8-param-gather --use-precision-aware-optimizer --exp-avg-dtype bf16 "
+     "--exp-avg-sq-dtype bf16"),
     ("megatron gpt3-175b interleaved v3", "megatron", 1024,
      "CUDA_DEVICE_MAX_CONNECTIONS=1 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
      "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
@@ -276,8 +298,37 @@ READ_REFUSALS = [
     ("megatron fp8 blockwise recipe", "megatron", 16, _LLAMA8B_MEGATRON +
      "--micro-batch-size 1 --global-batch-size 64 --fp8-format e4m3 --fp8-recipe blockwise",
      "per-tensor scales"),
+    ("megatron bf16 moments without the precision-aware optimizer", "megatron", 16,
+     _LLAMA8B_MEGATRON + "--micro-batch-size 1 --global-batch-size 64 --use-distributed-optimizer "
+     "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16", "--use-precision-aware-optimizer"),
     ("torchtitan PP with CUDA graphs", "torchtitan", 8,
      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 2", "cuda-graphs"),
+]
+
+# Schedules `paci schedule --format pytorch` writes for kinds `paci plan` does not plan yet, run
+# on PyTorch's gloo pipelines with the stage placement PyTorch's runtime must infer from the rows.
+# name, paci schedule arguments, ranks, micro-batches, placement.
+SCHEDULES = [
+    ("zb-v P=4 M=8 (V-shaped)", ["--kind", "zb-v", "--stages", "4", "--microbatches", "8"], 4, 8,
+     "v"),
+    ("zb-v P=2 M=2 (V-shaped, M = P)", ["--kind", "zb-v", "--stages", "2", "--microbatches", "2"],
+     2, 2, "v"),
+]
+
+# PyTorch's own schedules, written by its code as compute-only CSVs (dump_pytorch_schedule.py) and
+# read by `paci simulate`: every cell read (each compute action, plus the U paci appends per
+# stage), each stage on the rank PyTorch maps it to; where paci generates the same schedule, its
+# own CSV must hold the same actions in the same order on every rank. name, schedule class, ranks,
+# micro-batches, paci's kind (or None).
+PYTORCH_SCHEDULES = [
+    ("PyTorch's ZBVZeroBubble P=4 M=8", "ZBVZeroBubble", 4, 8, "zb-v"),
+    ("PyTorch's ZBVZeroBubble P=2 M=2", "ZBVZeroBubble", 2, 2, "zb-v"),
+    ("PyTorch's ZBVZeroBubble P=8 M=20", "ZBVZeroBubble", 8, 20, "zb-v"),
+    ("PyTorch's Interleaved1F1B P=4 M=8", "Interleaved1F1B", 4, 8, None),
+]
+# ... and what paci cannot read yet, refused in one line naming it: DualPipeV's overlapped F&B.
+PYTORCH_SCHEDULE_REFUSALS = [
+    ("PyTorch's DualPipeV P=4 M=8", "DualPipeV", 4, 8, None, "OVERLAP_F_B"),
 ]
 
 TOOL_FILE = {"pytorch": "schedule.csv", "megatron": "megatron.sh", "torchtitan": "torchtitan.sh"}
@@ -361,11 +412,7 @@ class Runner:
             jobs.append(("pytorch", lambda: self.pytorch(out, plan)))
         if "megatron" in expected and os.path.exists(os.path.join(out, "megatron.sh")):
             jobs.append(("megatron", lambda: self.megatron(out, gpus, lps, emit == "megatron",
-                                                            p.stdout, plan["zero"],
-                                                            plan["precision"],
-                                                            plan["grad_dtype"],
-                                                            plan["shard_group"],
-                                                            plan["offload_layers"])))
+                                                            p.stdout, plan)))
         if "torchtitan" in expected and os.path.exists(os.path.join(out, "torchtitan.sh")):
             jobs.append(("torchtitan", lambda: self.torchtitan(out, gpus, lps,
                                                                 emit == "torchtitan", p.stdout,
@@ -387,11 +434,11 @@ class Runner:
         with self.gloo:
             return self.tool("check_pytorch.py", [
                 "--csv", os.path.join(out, "schedule.csv"), "--microbatches",
-                str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement", "loop",
+                str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement",
+                "v" if plan["kind"] == "zb-v" else "loop",
                 "--timeout", "240", "--pg-timeout", "120"], 300)
 
-    def megatron(self, out, gpus, lps, emitted, stdout, zero, precision, grad_dtype, shards,
-                 offload):
+    def megatron(self, out, gpus, lps, emitted, stdout, plan):
         words, env = self.dry_run(os.path.join(out, "megatron.sh"))
         i = words.index("/megatron-lm/pretrain_gpt.py")
         flags = words[i + 1:]
@@ -403,10 +450,10 @@ class Runner:
         with open(path, "w") as f:
             f.write(shlex.join(flags) + "\n")
         # The plan's ZeRO stage and GEMM precision must be what Megatron-LM makes of the flags.
-        base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps,
-                "--expect", f"zero={zero}", "--expect", f"precision={precision}",
-                "--expect", f"grad_dtype={grad_dtype}", "--expect", f"shard_group={shards}",
-                "--expect", f"offload_layers={offload}"]
+        base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps]
+        for key in ("zero", "precision", "grad_dtype", "shard_group", "offload_layers",
+                    "fp8_param_gather", "moments_dtype"):
+            base += ["--expect", f"{key}={plan[key]}"]
         for k, v in env.items():
             base += ["--env", f"{k}={v}"]
         ok, line = self.tool("check_megatron.py", base, 300)
@@ -504,7 +551,9 @@ class Runner:
                       "zero": plan["zero"], "cp": plan["cp"], "cp_comm": plan["cp_comm"],
                       "precision": plan["precision"], "grad_dtype": plan["grad_dtype"],
                       "shard_group": plan["shard_group"],
-                      "offload_layers": plan["offload_layers"]}
+                      "offload_layers": plan["offload_layers"],
+                      "fp8_param_gather": plan["fp8_param_gather"],
+                      "moments_dtype": plan["moments_dtype"]}
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]
@@ -533,6 +582,83 @@ class Runner:
         err = [l for l in p.stderr.splitlines() if l.strip()]
         ok = p.returncode == 2 and len(err) == 1 and word in err[0] and not p.stdout.strip()
         self.report(ok, f"read refusal {name}: rc {p.returncode}: {' | '.join(err)[:300]}")
+
+    def check_schedule(self, name, args, ranks, m, placement) -> None:
+        work = self.case_dir(name, "schedule_")
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        path = os.path.join(work, "schedule.csv")
+        p = subprocess.run([self.a.paci, "schedule", *args, "--format", "pytorch", "-o", path],
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            self.report(False, f"schedule {name}: paci schedule rc {p.returncode}: "
+                               f"{p.stderr.strip()[:300]}")
+            return
+        with self.gloo:
+            ok, line = self.tool("check_pytorch.py", [
+                "--csv", path, "--microbatches", str(m), "--ranks", str(ranks), "--placement",
+                placement, "--timeout", "240", "--pg-timeout", "120"], 300)
+        self.report(ok, f"schedule {name} pytorch: {line}")
+
+    def check_pytorch_schedule(self, name, cls, ranks, m, kind, refused_word=None) -> None:
+        work = self.case_dir(name, "torch_")
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        path = os.path.join(work, f"{cls}.csv")
+        ok, line = self.tool("dump_pytorch_schedule.py", ["--schedule", cls, "--ranks", str(ranks),
+                                                          "--microbatches", str(m), "--out", path],
+                             120)
+        if not ok:
+            self.report(False, f"{name}: {line}")
+            return
+        report = os.path.join(work, "report.json")
+        p = subprocess.run([self.a.paci, "simulate", path, "--tf", "1", "--tb", "2", "--tw", "1",
+                            "--json", report, "-q"], capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        err = [l for l in p.stderr.splitlines() if l.strip()]
+        if refused_word is not None:
+            good = p.returncode == 2 and len(err) == 1 and refused_word in err[0]
+            self.report(good, f"{name} refused: rc {p.returncode}: {' | '.join(err)[:300]}")
+            return
+        if p.returncode != 0:
+            self.report(False, f"{name}: paci simulate rc {p.returncode}: {' | '.join(err)[:300]}")
+            return
+        with open(report) as f:
+            r = json.load(f)
+        with open(path + ".placement") as f:
+            ranks_of = [int(x) for x in f.read().strip().split(",")]
+        with open(path, newline="") as f:
+            cells = sum(1 for row in csv.reader(f) for c in row if c.strip())
+        devices = [st["device"] for st in sorted(r["stages"], key=lambda st: st["stage"])]
+        problems = []
+        if devices != ranks_of:
+            problems.append(f"stage devices {devices}, PyTorch's ranks {ranks_of}")
+        if r["schedule"]["actions"] != cells + len(ranks_of):
+            problems.append(f"{r['schedule']['actions']} actions read of {cells} cells "
+                            f"+ {len(ranks_of)} U")
+        same = ""
+        if kind is not None:
+            own = os.path.join(work, "paci.csv")
+            q = subprocess.run([self.a.paci, "schedule", "--kind", kind, "--stages", str(ranks),
+                                "--microbatches", str(m), "--format", "pytorch", "-o", own],
+                               capture_output=True, text=True, timeout=120,
+                               stdin=subprocess.DEVNULL)
+            if q.returncode != 0:
+                problems.append(f"paci schedule --kind {kind}: rc {q.returncode}")
+            else:
+                def rows(file):
+                    with open(file, newline="") as f:
+                        return [[c for c in row if c.strip()] for row in csv.reader(f)]
+                theirs, mine = rows(path), rows(own)
+                if theirs != mine:
+                    at = next((i for i, (x, y) in enumerate(zip(theirs, mine)) if x != y), 0)
+                    problems.append(f"paci's {kind} differs on rank {at}")
+                else:
+                    same = f"; paci's {kind} is the same order, cell for cell"
+        self.report(not problems, f"{name}: paci read {cells} cells, {len(ranks_of)} stages on "
+                                  f"{r['schedule']['devices']} ranks as PyTorch places them, "
+                                  f"makespan {r['makespan_s']:g} at F=I=W=1{same}"
+                                  + (f": {'; '.join(problems)}" if problems else ""))
 
     def check_refusal(self, name, args, word) -> None:
         work = self.case_dir(name, "refuse_")
@@ -577,6 +703,9 @@ def main() -> int:
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         futures = [pool.submit(r.check_case, *c) for c in CASES if a.only in c[0]]
         futures += [pool.submit(r.check_refusal, *c) for c in REFUSALS if a.only in c[0]]
+        futures += [pool.submit(r.check_schedule, *c) for c in SCHEDULES if a.only in c[0]]
+        futures += [pool.submit(r.check_pytorch_schedule, *c) for c in
+                    PYTORCH_SCHEDULES + PYTORCH_SCHEDULE_REFUSALS if a.only in c[0]]
         futures += [pool.submit(r.check_read, *c) for c in READS if a.only in c[0]]
         futures += [pool.submit(r.check_read_refusal, *c) for c in READ_REFUSALS
                     if a.only in c[0]]
@@ -591,7 +720,10 @@ def main() -> int:
     if a.summary and not a.only:
         with open(a.summary + ".tmp", "w") as f:
             json.dump({"checks": len(r.results), "passed": len(r.results) - failed,
-                       "seconds": round(seconds), "plans": len(CASES), "refusals": len(REFUSALS),
+                       "seconds": round(seconds), "plans": len(CASES), "schedules": len(SCHEDULES),
+                       "pytorch_schedules": len(PYTORCH_SCHEDULES),
+                       "pytorch_schedule_refusals": len(PYTORCH_SCHEDULE_REFUSALS),
+                       "refusals": len(REFUSALS),
                        "launches": len(READS), "refused_launches": len(READ_REFUSALS),
                        "self_tests": sum(1 for _, line in r.results if line.startswith("self-test"))},
                       f, indent=2)

@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 TEST(InteropPytorch, CsvHasPytorchsGrammarOnly) {
-  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved"}) {
+  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved", "zb-v"}) {
     const Schedule s = generate_schedule(kind, 4, 8, 1, 0);
     const std::string csv = write_schedule(s, ScheduleFormat::pytorch);
     EXPECT_THAT(csv, Not(HasSubstr("#"))) << kind;
@@ -47,6 +47,11 @@ TEST(InteropPytorch, AsynchronousSchedulesAreRefusedSayingWhy) {
   }
   // One step with the optimizer at the end is what PyTorch runs.
   EXPECT_EQ(pytorch_refusal(generate_schedule("1f1b", 4, 4, 1, 0)), "");
+  // Its runtime places stages looped or V-shaped (ZB-V); any other placement is refused.
+  EXPECT_EQ(pytorch_refusal(generate_schedule("zb-v", 4, 8, 1, 0)), "");
+  Schedule odd = generate_schedule("zb-v", 4, 8, 1, 0);
+  std::swap(odd.placement[4], odd.placement[5]);  // stages 4 and 5 on devices 2 and 3
+  EXPECT_THAT(pytorch_refusal(odd), HasSubstr("neither looped"));
 }
 
 TEST(InteropPytorch, OneFOneBWithFewerMicrobatchesThanStagesIsRefused) {

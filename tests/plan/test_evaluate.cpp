@@ -34,6 +34,16 @@ PlanConfig llama70b_on_h100() {
   return c;
 }
 
+// evaluate() refuses `bad` with a message holding `fragment`.
+void refused(const PlanConfig& bad, const std::string& fragment) {
+  try {
+    evaluate(bad);
+    ADD_FAILURE() << "accepted: " << fragment;
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(fragment));
+  }
+}
+
 TEST(PlanPrimitives, GemmRunsNearItsMeasuredEfficiencyWhenLargeAndFarBelowWhenSmall) {
   const ClusterSpec c = cluster_preset("a100-80gb");
   const double big = gemm_s(c, 8192, 8192, 8192);
@@ -274,14 +284,6 @@ TEST(PlanEvaluate,
   // Host memory: 250 GB per GPU on a DGX H100.
   EXPECT_TRUE(pcie.host_fits);
 
-  const auto refused = [&](PlanConfig bad, const std::string& fragment) {
-    try {
-      evaluate(bad);
-      ADD_FAILURE() << "accepted: " << fragment;
-    } catch (const InputError& e) {
-      EXPECT_THAT(e.what(), HasSubstr(fragment));
-    }
-  };
   PlanConfig bad = c;
   bad.offload_layers = 80;
   refused(bad, "--offload-layers 80: Megatron-LM offloads fewer layers than the model's 80");
@@ -297,6 +299,49 @@ TEST(PlanEvaluate,
   bad.cluster.host_bandwidth_bytes_per_s = bad.cluster.host_efficiency = 0;
   bad.cluster.host_memory_bytes = 0;
   refused(bad, "gives no link to host memory");
+}
+
+// FP8 weights (--fp8-param-gather) keep the FP8 GEMMs' weights only as their two 8-bit copies
+// and gather them in 8 bits; bf16 AdamW moments (the precision-aware optimizer) take 4 bytes of
+// state per parameter, and the fp32 master weight 2 more where Megatron-LM keeps only its 16
+// remainder bits (bf16 weights).
+TEST(PlanEvaluate, Fp8WeightsAndBf16MomentsShrinkTheStateAsMegatronKeepsIt) {
+  PlanConfig c = llama70b_on_h100();
+  c.zero = 1;
+  c.gpus = 128;  // d = 4
+  c.global_batch = 128;
+  c.precision = Precision::fp8;
+  const PlanResult base = evaluate(c);
+  const StageCost& b = base.costs.stages[1];
+  const std::int64_t P = base.stages[1].pieces.parameters, F = base.stages[1].pieces.fp8_parameters;
+  ASSERT_GT(F, 0);
+  EXPECT_EQ(b.weight_bytes, 2 * P + 2 * F);
+  EXPECT_EQ(b.optimizer_bytes, (12 * P + 3) / 4);
+  c.fp8_params = true;
+  const PlanResult fp8 = evaluate(c);
+  const StageCost& f = fp8.costs.stages[1];
+  EXPECT_EQ(f.weight_bytes, 2 * P);  // bf16 for the rest, 1 + 1 for each FP8 weight
+  // The distributed optimizer's end-of-step gather moves 1 byte per FP8 weight, 2 per other.
+  EXPECT_LT(fp8.stages[1].reduce_s, base.stages[1].reduce_s);
+  c.bf16_moments = true;
+  const PlanResult moments = evaluate(c);
+  EXPECT_EQ(moments.costs.stages[1].optimizer_bytes, (8 * P + 3) / 4);  // fp32 master weights
+  EXPECT_LT(moments.stages[1].optimizer_s, fp8.stages[1].optimizer_s);
+  c.fp8_params = false;  // bf16 weights: the master weight kept as its 16 remainder bits
+  EXPECT_EQ(evaluate(c).costs.stages[1].optimizer_bytes, (6 * P + 3) / 4);
+  c.precision = Precision::bf16;
+  EXPECT_EQ(evaluate(c).costs.stages[1].optimizer_bytes, (6 * P + 3) / 4);
+
+  PlanConfig bad = c;
+  bad.fp8_params = true;
+  refused(bad, "--fp8-param-gather keeps the FP8 GEMMs' weights in 8 bits: it needs --precision");
+  bad.precision = Precision::fp8;
+  bad.zero = 0;
+  bad.bf16_moments = false;
+  refused(bad, "it needs --zero 1, 2 or 3");
+  bad.fp8_params = false;
+  bad.bf16_moments = true;
+  refused(bad, "--moments-dtype bf16 is Megatron-LM's precision-aware optimizer");
 }
 
 // HSDP: ZeRO shards over a group of the replicas, the groups replicating one another; the state

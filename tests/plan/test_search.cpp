@@ -60,6 +60,9 @@ TEST(PlanSearch, PruningNeverChangesTheAnswer) {
   cases.push_back({small_space("gpt3-2.7b", "a100-40gb", 32, 32), 1});
   cases.push_back({small_space("llama2-7b", "h100-80gb", 16, 16), -1});
   cases.back().space.microbatch_size = {1, 2};
+  // ZB-V (searched when listed): two stages a device, its own partition.
+  cases.push_back({small_space("llama3-8b", "h100-80gb", 8, 16), 0});
+  cases.back().space.kinds = {"zb-v", "zb-h1", "1f1b"};
   const auto best = [](const std::optional<PlanResult>& p) {
     return p ? summary({*p}) : std::vector<std::string>{};
   };

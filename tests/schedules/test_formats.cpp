@@ -432,6 +432,11 @@ TEST(Formats, MalformedRows) {
     expect_parse_error(std::string("0F0,") + token + "\n", ScheduleFormat::csv,
                        {std::string("row 1, cell 2: unsupported action '") + token +
                         "' (paci reads compute-only schedules)"});
+  // PyTorch's DualPipeV cell for an overlapped forward and backward: named, not a bad action.
+  expect_parse_error("0F0,(0F1;3B0)OVERLAP_F_B\n", ScheduleFormat::csv,
+                     {"row 1, cell 2: action '(0F1;3B0)OVERLAP_F_B' is PyTorch's overlapped "
+                      "forward and backward (OVERLAP_F_B, DualPipeV's): paci's schedules have no "
+                      "overlapped pair yet"});
   expect_parse_error(
       "0F0,1F0\n1B0,0B0\n", ScheduleFormat::csv,
       {"in.x: stage 1 appears on two devices: row 1 (device 0) and row 2 (device 1)"});
