@@ -249,8 +249,7 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
       "cp-comm pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
       "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
-      "precision "
-      "grad-dtype max-staleness");
+      "precision grad-dtype fp8-param-gather moments-dtype max-staleness");
   for (std::string f; launch_flags >> f;)
     if (given(vm, f.c_str()))
       throw UsageError(fmt::format("--{} does not apply with --{}: {}", f, flag,

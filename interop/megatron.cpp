@@ -69,7 +69,10 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   }
   if (c.sequence_parallel) a.push_back("--sequence-parallel");
   if (c.tp_comm_overlap) a.push_back("--tp-comm-overlap");
-  if (c.zero == 1) a.push_back("--use-distributed-optimizer");
+  // The distributed optimizer: ZeRO 1, or with one replica (nothing to shard) what FP8 weights and
+  // the precision-aware optimizer run with.
+  if (c.zero == 1 || (c.zero == 0 && (c.fp8_params || c.bf16_moments)))
+    a.push_back("--use-distributed-optimizer");
   // HSDP: instances of the distributed optimizer, each sharding over shard_group replicas.
   if (c.zero == 1 && c.shard_group > 0 && c.shard_group < c.dp() * c.cp)
     add("--num-distributed-optimizer-instances", c.dp() * c.cp / c.shard_group);

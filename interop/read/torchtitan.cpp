@@ -141,11 +141,13 @@ std::string csv_kind(const std::string& path, const plan::PlanConfig& base) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
     return s;
   };
-  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved"}) {
+  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved", "zb-v"}) {
     plan::PlanConfig c = base;
     c.kind = kind;
-    if (c.kind != "interleaved" && c.chunks != 1) continue;
+    const bool several = c.kind == "interleaved" || c.kind == "zb-v";
+    if (!several && c.chunks != 1) continue;
     if (c.kind == "interleaved" && c.chunks < 2) continue;
+    if (c.kind == "zb-v" && c.chunks != 2) continue;
     if (!pytorch_refusal(c).empty()) continue;
     try {
       if (trimmed(pytorch_csv(c)) == trimmed(text.str())) return kind;
@@ -154,7 +156,7 @@ std::string csv_kind(const std::string& path, const plan::PlanConfig& base) {
   }
   refuse(
       fmt::format("the schedule CSV {} is none of the schedules paci writes for {} stages and "
-                  "{} micro-batches (gpipe, 1f1b, zb-h1, zb-h2, interleaved); paci cannot "
+                  "{} micro-batches (gpipe, 1f1b, zb-h1, zb-h2, interleaved, zb-v); paci cannot "
                   "predict another",
                   path, base.stages(), base.microbatches()));
 }

@@ -175,11 +175,13 @@ void check_knobs(const PlanConfig& c) {
     throw InputError(
         "--fp8-param-gather keeps the FP8 GEMMs' weights in 8 bits: it needs --precision fp8 or "
         "mxfp8");
-  if (c.fp8_params && c.zero == 0)
+  // With one replica ZeRO has nothing to shard: its stage 0 is the distributed optimizer's.
+  const bool sharding = c.zero > 0 || c.dp() * c.cp == 1;
+  if (c.fp8_params && !sharding)
     throw InputError(
         "--fp8-param-gather gathers the 8-bit weights of Megatron-LM's distributed optimizer or "
         "FSDP: it needs --zero 1, 2 or 3");
-  if (c.bf16_moments && c.zero == 0)
+  if (c.bf16_moments && !sharding)
     throw InputError(
         "--moments-dtype bf16 is Megatron-LM's precision-aware optimizer, which runs with its "
         "distributed optimizer only: it needs --zero 1, 2 or 3");
@@ -201,6 +203,12 @@ void check_offload(const PlanConfig& c) {
         "--offload-layers {} with --pp {}: Megatron-LM offloads activations only without "
         "pipeline parallelism; --pp 1 or --offload-layers 0 would work",
         c.offload_layers, c.pp));
+  if (c.kind != "1f1b" || c.chunks != 1)
+    throw InputError(fmt::format(
+        "--offload-layers {} with --kind {}: without pipeline parallelism Megatron-LM runs one "
+        "micro-batch's forward and backward at a time (--kind 1f1b), which is what offloading "
+        "is modelled for",
+        c.offload_layers, c.kind));
   if (c.recompute != Recompute::none)
     throw InputError(fmt::format(
         "--offload-layers {} with --recompute {}: Megatron-LM offloads activations only without "
@@ -290,7 +298,9 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     const double n = static_cast<double>(sp.offloaded_layers);
     const double copy_s = static_cast<double>(layer_.activation_bytes) /
                           (gpu.host_bandwidth_bytes_per_s * gpu.host_efficiency);
-    const double hiding = static_cast<double>(std::max(0, layers - 2));
+    // With every layer but the last offloaded, layer i + 1 waits for layer i's copy: nothing
+    // hides them (Transformer Engine warns that overlap needs N <= L - 2).
+    const double hiding = sp.offloaded_layers <= layers - 2 ? static_cast<double>(layers - 2) : 0.0;
     sp.exposed_offload_forward_s = std::max(0.0, n * copy_s - hiding * layer_.forward_total_s());
     sp.exposed_offload_backward_s = std::max(0.0, n * copy_s - hiding * layer_.backward_total_s());
     sp.pieces.forward_s += sp.exposed_offload_forward_s;

@@ -503,11 +503,13 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
             // Activation offloading where Megatron-LM runs it (p = 1, no recomputation); where it
             // cannot, none, unless every value listed offloads (then those are invalid there).
             const std::vector<std::int32_t> kept_on_gpu{0};
-            const auto offloads = [&](std::int32_t pp, Recompute rc) -> const auto& {
+            const auto offloads = [&](std::int32_t pp, Recompute rc,
+                                      const std::string& k) -> const auto& {
               const auto& listed = space.offload_layers;
               const bool none_listed =
                   std::find(listed.begin(), listed.end(), 0) != listed.end() || listed.empty();
-              return (pp != 1 || rc != Recompute::none) && none_listed ? kept_on_gpu : listed;
+              return (pp != 1 || rc != Recompute::none || k != "1f1b") && none_listed ? kept_on_gpu
+                                                                                      : listed;
             };
             for (const std::int32_t v : vs)
               for (const Recompute rc : recomputes)
@@ -518,7 +520,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                         for (const bool ovl :
                              replicas == 1 || zero == 3 ? off : space.overlap_grad_reduce)
                           for (const bool gather : gathers)
-                            for (const std::int32_t offload : offloads(p, rc)) {
+                            for (const std::int32_t offload : offloads(p, rc, kind)) {
                               PlanConfig c = base;
                               c.offload_layers = offload;
                               c.cp_all_gather = gather;

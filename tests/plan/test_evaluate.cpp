@@ -283,6 +283,12 @@ TEST(PlanEvaluate,
   EXPECT_GT(pcie.step_s, none.step_s);
   // Host memory: 250 GB per GPU on a DGX H100.
   EXPECT_TRUE(pcie.host_fits);
+  // Every layer but the last offloaded: layer i + 1 waits for layer i's copy, nothing hides them.
+  c.offload_layers = 79;
+  const StagePlan all = evaluate(c).stages[0];
+  EXPECT_NEAR(all.exposed_offload_forward_s, 79 * copy_s, 1e-9);
+  EXPECT_NEAR(all.exposed_offload_backward_s, 79 * copy_s, 1e-9);
+  c.offload_layers = 0;
 
   PlanConfig bad = c;
   bad.offload_layers = 80;
@@ -296,6 +302,9 @@ TEST(PlanEvaluate,
   bad.recompute = Recompute::full;
   refused(bad, "--offload-layers 8 with --recompute full");
   bad.recompute = Recompute::none;
+  bad.kind = "gpipe";  // at p = 1 Megatron-LM runs one micro-batch at a time: 1F1B's order
+  refused(bad, "--offload-layers 8 with --kind gpipe");
+  bad.kind = "1f1b";
   bad.cluster.host_bandwidth_bytes_per_s = bad.cluster.host_efficiency = 0;
   bad.cluster.host_memory_bytes = 0;
   refused(bad, "gives no link to host memory");
@@ -342,6 +351,13 @@ TEST(PlanEvaluate, Fp8WeightsAndBf16MomentsShrinkTheStateAsMegatronKeepsIt) {
   bad.fp8_params = false;
   bad.bf16_moments = true;
   refused(bad, "--moments-dtype bf16 is Megatron-LM's precision-aware optimizer");
+  // One replica: nothing to shard, ZeRO 0 is the distributed optimizer; both run.
+  PlanConfig one = llama70b_on_h100();
+  one.gpus = 32;  // t = 8 x p = 4: d = 1
+  one.global_batch = 32;
+  one.precision = Precision::fp8;
+  one.fp8_params = one.bf16_moments = true;
+  EXPECT_NO_THROW(evaluate(one));
 }
 
 // HSDP: ZeRO shards over a group of the replicas, the groups replicating one another; the state
