@@ -414,10 +414,14 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     sp.exposed_zero_input_grad_s = overlapped(
         sp.zero_input_grad_s,
         sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s, first);
-    sp.zero_workspace_bytes += 2 * static_cast<std::int64_t>(kParamGatherBytes) * largest;
-    // FP8: the gathered layer's two 8-bit copies.
+    // With FP8 weights a layer's FP8 GEMM weights arrive in 8 bits: a byte each, not two.
+    const bool fp8_layer = c.fp8_params && layers > 0 && largest == layer_.parameters;
+    sp.zero_workspace_bytes += 2 * (static_cast<std::int64_t>(kParamGatherBytes) * largest -
+                                    (fp8_layer ? layer_.fp8_parameters : 0));
+    // FP8: the gathered layer's two 8-bit copies (row-wise and transposed); with FP8 weights the
+    // gathered weight is the row-wise copy, and only the transposed one is made.
     if (sp.pieces.fp8_parameters > 0 && layers > 0)
-      sp.zero_workspace_bytes += 2 * layer_.fp8_parameters;
+      sp.zero_workspace_bytes += (c.fp8_params ? 1 : 2) * layer_.fp8_parameters;
   }
   if (c.zero >= 2 && d > 1) {
     // Every micro-batch's gradients reduce-scattered, piece by piece, as its backward makes them

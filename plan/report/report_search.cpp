@@ -77,6 +77,8 @@ ordered_json search_document(const SearchResult& r, const SearchSpace& space,
   j["rejected"] = {{"invalid", r.rejected.invalid},
                    {"out_of_memory", r.rejected.out_of_memory},
                    {"out_of_memory_least_excess_bytes", r.rejected.least_excess_bytes},
+                   {"out_of_host_memory", r.rejected.out_of_host_memory},
+                   {"out_of_host_memory_least_excess_bytes", r.rejected.least_host_excess_bytes},
                    {"too_stale", r.rejected.too_stale},
                    {"pruned", r.rejected.pruned},
                    {"invalid_example", r.rejected.invalid_example},
@@ -101,6 +103,18 @@ ordered_json search_document(const SearchResult& r, const SearchSpace& space,
   return j;
 }
 
+namespace {
+
+// The configurations that fit the GPU but offload more than the host memory per GPU holds.
+std::string host_memory_rejections(const SearchResult& r) {
+  return fmt::format(
+      "{} that fit the GPU offload more activations than the host memory per GPU holds (the "
+      "closest {:.1f} GiB over)",
+      r.rejected.out_of_host_memory, gib(static_cast<double>(r.rejected.least_host_excess_bytes)));
+}
+
+}  // namespace
+
 std::string nothing_fits(const SearchResult& r) {
   if (!r.plans.empty()) return "";
   if (!r.smallest && r.rejected.not_runnable > 0)
@@ -121,6 +135,7 @@ std::string nothing_fits(const SearchResult& r) {
       gib(static_cast<double>(r.smallest_peak_bytes)), knobs(*r.smallest));
   for (const auto& [what, bytes] : r.alternatives)
     line += fmt::format("; with {}: {:.1f} GiB", what, gib(static_cast<double>(bytes)));
+  if (r.rejected.out_of_host_memory > 0) line += "; " + host_memory_rejections(r);
   if (static_cast<double>(r.smallest_static_bytes) > r.memory_limit_bytes)
     line += fmt::format(
         "; its weights, gradients and optimizer state alone need {:.1f} GiB: it takes {}",
@@ -179,6 +194,7 @@ std::string search_text(const SearchResult& r, const SearchSpace& space) {
       r.rejected.invalid_example.empty() ? ""
                                          : fmt::format(" (e.g. {})", r.rejected.invalid_example),
       r.rejected.pruned, r.plans.size());
+  if (r.rejected.out_of_host_memory > 0) out += "rejected: " + host_memory_rejections(r) + "\n";
   if (r.rejected.not_runnable > 0)
     out += fmt::format("left out: {} the target cannot run (e.g. {})\n", r.rejected.not_runnable,
                        r.rejected.not_runnable_example);

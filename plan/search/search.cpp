@@ -580,7 +580,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
         continue;
       }
       if (!p.host_fits) {  // offloaded activations beyond the host memory per GPU
-        result.rejected.add_out_of_memory(static_cast<std::int64_t>(
+        result.rejected.add_out_of_host_memory(static_cast<std::int64_t>(
             static_cast<double>(p.host_memory_bytes) - p.config.cluster.host_memory_bytes));
         continue;
       }

@@ -99,12 +99,21 @@ struct Rejected {
   std::int64_t not_runnable = 0;   // SearchOptions::runnable refused it
   std::string not_runnable_example;
   std::int64_t least_excess_bytes = -1;  // of the configurations out of memory, the smallest excess
-  std::string invalid_example;           // one invalid configuration's reason
+  // Offloaded activations above the host memory per GPU (the GPU's own memory fit).
+  std::int64_t out_of_host_memory = 0;
+  std::int64_t least_host_excess_bytes = -1;
+  std::string invalid_example;  // one invalid configuration's reason
 
   // One more out of memory, by `excess` bytes.
   void add_out_of_memory(std::int64_t excess) {
     ++out_of_memory;
     if (least_excess_bytes < 0 || excess < least_excess_bytes) least_excess_bytes = excess;
+  }
+  // One more whose offloaded activations exceed the host memory per GPU, by `excess` bytes.
+  void add_out_of_host_memory(std::int64_t excess) {
+    ++out_of_host_memory;
+    if (least_host_excess_bytes < 0 || excess < least_host_excess_bytes)
+      least_host_excess_bytes = excess;
   }
 };
 

@@ -208,7 +208,20 @@ TEST(PlanEvaluate, Fp8WeightsAndBf16MomentsShrinkTheStateAsMegatronKeepsIt) {
   const PlanResult moments = evaluate(c);
   EXPECT_EQ(moments.costs.stages[1].optimizer_bytes, (8 * P + 3) / 4);  // fp32 master weights
   EXPECT_LT(moments.stages[1].optimizer_s, fp8.stages[1].optimizer_s);
-  c.fp8_params = false;  // bf16 weights: the master weight kept as its 16 remainder bits
+  // ZeRO 3: the two gathered layers arrive with their FP8 weights in 8 bits (a byte less each),
+  // and the gathered weight is the row-wise copy (only the transposed one made): 3 bytes less
+  // per FP8 weight of a layer in the workspace.
+  c.zero = 3;
+  c.bf16_moments = false;
+  const PlanResult z3 = evaluate(c);
+  c.fp8_params = false;
+  const PlanResult z3_bf16 = evaluate(c);
+  const std::int64_t layer_fp8 = F / z3.stages[1].layers;
+  EXPECT_EQ(z3_bf16.stages[1].zero_workspace_bytes - z3.stages[1].zero_workspace_bytes,
+            3 * layer_fp8);
+  c.zero = 1;
+  c.bf16_moments = true;
+  // bf16 weights: the master weight kept as its 16 remainder bits
   EXPECT_EQ(evaluate(c).costs.stages[1].optimizer_bytes, (6 * P + 3) / 4);
   c.precision = Precision::bf16;
   EXPECT_EQ(evaluate(c).costs.stages[1].optimizer_bytes, (6 * P + 3) / 4);

@@ -171,6 +171,17 @@ TEST(PlanSearch, ListedOffloadLayersAreSearchedWhereTheyCanRun) {
   EXPECT_EQ(fixed.rejected.invalid, 3);
   ASSERT_EQ(fixed.plans.size(), 1u);
   EXPECT_EQ(fixed.plans[0].config.offload_layers, 16);
+  EXPECT_EQ(fixed.rejected.out_of_host_memory, 0);
+  // A host with less memory than the offloaded activations: rejected for the host's memory, not
+  // the GPU's, and said so when nothing is left.
+  s.cluster.host_memory_bytes = 1e9;
+  const SearchResult small_host = search(s, o);
+  EXPECT_TRUE(small_host.plans.empty());
+  EXPECT_EQ(small_host.rejected.out_of_host_memory, 1);
+  EXPECT_EQ(small_host.rejected.out_of_memory, 0);
+  EXPECT_GT(small_host.rejected.least_host_excess_bytes, 0);
+  EXPECT_NE(nothing_fits(small_host).find("host memory"), std::string::npos)
+      << nothing_fits(small_host);
 }
 
 TEST(PlanSearch, KeepsToTheConstraintsAndReportsTheFrontier) {
