@@ -82,6 +82,25 @@ double memory_s(const ClusterSpec& c, double bytes) {
   return c.kernel_launch_s + bytes / (c.memory_bandwidth_bytes_per_s * c.memory_efficiency);
 }
 
+AttentionRate attention_rate(const ClusterSpec& c, double seq) {
+  const auto& table = c.attention_by_seq;
+  if (table.empty()) {
+    const double forward = c.peak_flops * c.flash_forward_efficiency,
+                 backward = c.peak_flops * c.flash_backward_efficiency;
+    return {seq, forward, backward, forward, backward};
+  }
+  if (seq <= table.front().seq) return table.front();
+  if (seq >= table.back().seq) return table.back();
+  const auto hi = std::lower_bound(table.begin(), table.end(), seq,
+                                   [](const AttentionRate& r, double s) { return r.seq < s; });
+  const auto lo = hi - 1;
+  const double x = std::log(seq / lo->seq) / std::log(hi->seq / lo->seq);
+  const auto mix = [x](double a, double b) { return a + x * (b - a); };
+  return {seq, mix(lo->causal_forward, hi->causal_forward),
+          mix(lo->causal_backward, hi->causal_backward), mix(lo->full_forward, hi->full_forward),
+          mix(lo->full_backward, hi->full_backward)};
+}
+
 PieceCosts& PieceCosts::operator+=(const PieceCosts& o) {
   forward_s += o.forward_s;
   forward_comm_s += o.forward_comm_s;
@@ -171,15 +190,47 @@ CoreTimes attention_core(const ModelSpec& m, const ClusterSpec& c, const LayerRu
   CoreTimes core;
   if (r.flash_attention) {
     // FlashAttention's own FLOP count: 4·s²·d per head and sequence forward (QK^T and PV), half
-    // of it under a causal mask; its backward 2.5 times that (it recomputes QK^T).
-    // With context parallelism each GPU's queries (s/c, load-balanced) meet every key: 1/c of it.
-    const double forward_flops = 4.0 * static_cast<double>(batch) * static_cast<double>(s) *
-                                 static_cast<double>(s) * static_cast<double>(d) *
-                                 (r.causal ? 0.5 : 1.0) / static_cast<double>(r.context_parallel);
-    core.forward_s =
-        c.kernel_launch_s + forward_flops / (c.peak_flops * c.flash_forward_efficiency);
-    core.backward_s =
-        c.kernel_launch_s + 2.5 * forward_flops / (c.peak_flops * c.flash_backward_efficiency);
+    // of it under a causal mask; its backward 2.5 times that (it recomputes QK^T). Each call at
+    // the measured rate for its length and mask (attention_rate).
+    const double B = static_cast<double>(batch), D = static_cast<double>(d);
+    const std::int64_t cp = r.context_parallel;
+    if (cp == 1 || r.cp_all_gather) {
+      // One call over the whole sequence; with the keys and values all-gathered (Llama 3's
+      // context parallelism) each GPU's queries (s/c, load-balanced) meet every key before them:
+      // 1/c of the work, at the whole sequence's rate.
+      const double S = static_cast<double>(s);
+      const double flops = 4.0 * B * S * S * D * (r.causal ? 0.5 : 1.0) / static_cast<double>(cp);
+      const AttentionRate rate = attention_rate(c, S);
+      core.forward_s =
+          c.kernel_launch_s + flops / (r.causal ? rate.causal_forward : rate.full_forward);
+      core.backward_s =
+          c.kernel_launch_s + 2.5 * flops / (r.causal ? rate.causal_backward : rate.full_backward);
+      return core;
+    }
+    // Transformer Engine's ring (AttnFuncWithCPAndKVP2P): c steps, one call each, on this GPU's
+    // s/c queries. Causal: the sequence cut in 2c chunks, GPU i holding chunks i and 2c-1-i;
+    // step 0 is its own chunks under the mask, every later step unmasked on half of it (all
+    // the queries against half the keys, or half the queries against all): each step (s/c)²/2
+    // query-key pairs, at the unmasked rate of their geometric-mean length s/(c·√2). Without a
+    // mask every step is (s/c)² pairs at length s/c.
+    const double chunk = static_cast<double>(s) / static_cast<double>(cp);
+    const double steps = static_cast<double>(cp);
+    const double step_flops = 4.0 * B * chunk * chunk * D * (r.causal ? 0.5 : 1.0);
+    const AttentionRate own = attention_rate(c, chunk);
+    const AttentionRate half = r.causal ? attention_rate(c, chunk / std::sqrt(2.0)) : own;
+    core.forward_s = steps * c.kernel_launch_s +
+                     step_flops / (r.causal ? own.causal_forward : own.full_forward) +
+                     (steps - 1) * step_flops / half.full_forward;
+    core.backward_s = steps * c.kernel_launch_s +
+                      2.5 * step_flops / (r.causal ? own.causal_backward : own.full_backward) +
+                      (steps - 1) * 2.5 * step_flops / half.full_backward;
+    // Each step's partial result merged in bf16 (read it and the running sum, write the sum: 6
+    // bytes per element): forward the output (this GPU's T·h/t), backward the query gradient and
+    // the keys' and values' gradients that travel with them (T·2·kv/t).
+    const double T = static_cast<double>(w.T), q = static_cast<double>(w.q),
+                 kv = static_cast<double>(w.kv);
+    core.forward_s += steps * memory_s(c, 6.0 * T * q);
+    core.backward_s += steps * (memory_s(c, 6.0 * T * q) + memory_s(c, 12.0 * T * kv));
     return core;
   }
   // Megatron's unfused core: batched GEMMs over the full s x s scores, a fused

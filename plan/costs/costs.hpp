@@ -49,6 +49,10 @@ double gemm_s(const ClusterSpec& c, std::int64_t m, std::int64_t n, std::int64_t
               std::int64_t batch = 1, Precision precision = Precision::bf16);
 // A memory-bound kernel moving `bytes` (reads plus writes) through HBM.
 double memory_s(const ClusterSpec& c, double bytes);
+// The attention core's rates (FLOP/s) at `seq` tokens: the cluster's attention_by_seq
+// interpolated in log length (clamped at both ends), or peak_flops times its two shares, the
+// same with and without a mask.
+AttentionRate attention_rate(const ClusterSpec& c, double seq);
 
 // --- One transformer layer, one micro-batch, one GPU --------------------------------------------
 

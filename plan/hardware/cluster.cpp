@@ -57,9 +57,11 @@ constexpr GpuField kGpuFields[] = {
     {"memory_efficiency", &ClusterSpec::memory_efficiency, nullptr, Bound::fraction},
     {"kernel_launch_s", &ClusterSpec::kernel_launch_s, nullptr, Bound::positive},
     {"sms", nullptr, &ClusterSpec::sms, Bound::count},
-    {"flash_forward_efficiency", &ClusterSpec::flash_forward_efficiency, nullptr, Bound::fraction},
-    {"flash_backward_efficiency", &ClusterSpec::flash_backward_efficiency, nullptr,
-     Bound::fraction},
+    // Required unless attention_by_seq is given (check_cluster).
+    {"flash_forward_efficiency", &ClusterSpec::flash_forward_efficiency, nullptr, Bound::fraction,
+     true},
+    {"flash_backward_efficiency", &ClusterSpec::flash_backward_efficiency, nullptr, Bound::fraction,
+     true},
     {"gpus_per_node", nullptr, &ClusterSpec::gpus_per_node, Bound::count},
     {"fp8_peak_flops", &ClusterSpec::fp8_peak_flops, nullptr, Bound::positive, true},
     {"fp8_gemm_efficiency", &ClusterSpec::fp8_gemm_efficiency, nullptr, Bound::fraction, true},
@@ -84,6 +86,9 @@ constexpr LinkField kLinkFields[] = {
     {"nodes_per_leaf", &LinkSpec::nodes_per_leaf, Bound::count, true},
 };
 constexpr const char* kBusbwKey = "allreduce_busbw_by_bytes";
+constexpr const char* kAttentionKey = "attention_by_seq";
+constexpr const char* kAttentionRow =
+    "[seq, causal_forward, causal_backward, full_forward, full_backward]";
 struct LinkMember {
   const char* key;
   LinkSpec ClusterSpec::*link;
@@ -139,6 +144,42 @@ void check_link(const LinkSpec& link, std::string_view name) {
   }
 }
 
+// The attention core's rates: the two shares of peak, or the table by sequence length instead.
+void check_attention(const ClusterSpec& c) {
+  const auto& table = c.attention_by_seq;
+  const bool shares = c.flash_forward_efficiency > 0 || c.flash_backward_efficiency > 0;
+  if (table.empty()) {
+    if (!shares)
+      throw InputError(
+          fmt::format("missing the attention core's rates: give flash_forward_efficiency and "
+                      "flash_backward_efficiency, or {}",
+                      kAttentionKey));
+    check_number(c.flash_forward_efficiency, Bound::fraction, "flash_forward_efficiency");
+    check_number(c.flash_backward_efficiency, Bound::fraction, "flash_backward_efficiency");
+    return;
+  }
+  if (shares)
+    throw InputError(fmt::format(
+        "{} replaces flash_forward_efficiency and flash_backward_efficiency: give one or the "
+        "other",
+        kAttentionKey));
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const AttentionRate& r = table[i];
+    const std::string what = fmt::format("{}[{}]", kAttentionKey, i);
+    for (const double v :
+         {r.seq, r.causal_forward, r.causal_backward, r.full_forward, r.full_backward})
+      if (!(std::isfinite(v) && v > 0))
+        throw InputError(fmt::format("{} must be {} of positive numbers", what, kAttentionRow));
+    for (const double v : {r.causal_forward, r.causal_backward, r.full_forward, r.full_backward})
+      if (v > c.peak_flops)
+        throw InputError(fmt::format("{}: a rate of {} TFLOP/s is above peak_flops ({} TFLOP/s)",
+                                     what, v / 1e12, c.peak_flops / 1e12));
+    if (i > 0 && !(r.seq > table[i - 1].seq))
+      throw InputError(
+          fmt::format("{}: lengths must increase, got {} after {}", what, r.seq, table[i - 1].seq));
+  }
+}
+
 // Every key a file may hold, for the message about an unknown one.
 std::string known_keys(bool link) {
   std::string out;
@@ -153,6 +194,7 @@ std::string known_keys(bool link) {
   }
   for (const char* key : {"format", "name", "description"}) add(key);
   for (const auto& field : kGpuFields) add(field.key);
+  add(kAttentionKey);
   for (const auto& member : kLinks) add(member.key);
   add("sources");
   return out;
@@ -160,7 +202,7 @@ std::string known_keys(bool link) {
 
 // The keys "sources" may name: the top-level fields, and nvlink.<field>, network.<field>.
 bool is_source_key(std::string_view key) {
-  if (key == "name" || key == "description") return true;
+  if (key == "name" || key == "description" || key == kAttentionKey) return true;
   for (const auto& field : kGpuFields)
     if (key == field.key) return true;
   for (const auto& member : kLinks) {
@@ -271,6 +313,7 @@ void check_cluster(const ClusterSpec& cluster, std::string_view source) {
           number != nullptr ? cluster.*number : static_cast<double>(cluster.*count);
       if (!(optional && value == 0)) check_number(value, bound, key);
     }
+    check_attention(cluster);
     if ((cluster.fp8_peak_flops > 0) != (cluster.fp8_gemm_efficiency > 0))
       throw InputError(
           "fp8_peak_flops and fp8_gemm_efficiency go together (leave both out for a GPU without "
@@ -305,6 +348,13 @@ std::string write_cluster(const ClusterSpec& cluster) {
     else
       root[key] = cluster.*count;
   }
+  if (!cluster.attention_by_seq.empty()) {
+    Json table = Json::array();
+    for (const AttentionRate& r : cluster.attention_by_seq)
+      table.push_back(Json::array(
+          {r.seq, r.causal_forward, r.causal_backward, r.full_forward, r.full_backward}));
+    root[kAttentionKey] = std::move(table);
+  }
   for (const auto& [key, link] : kLinks) root[key] = link_json(cluster.*link);
   return root.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
@@ -327,6 +377,7 @@ ClusterSpec parse_cluster(std::string_view json, std::string_view source) {
       root, "",
       [](std::string_view key) {
         return key == "format" || key == "name" || key == "description" || key == "sources" ||
+               key == kAttentionKey ||
                std::any_of(std::begin(kGpuFields), std::end(kGpuFields),
                            [&](const GpuField& f) { return key == f.key; }) ||
                std::any_of(std::begin(kLinks), std::end(kLinks),
@@ -345,6 +396,18 @@ ClusterSpec parse_cluster(std::string_view json, std::string_view source) {
       cluster.*number = r.number(value, key);
     else
       cluster.*count = r.int32(value, key);
+  }
+  if (const auto it = root.find(kAttentionKey); it != root.end()) {
+    if (!it->is_array()) fail(source, fmt::format("{} must be an array", kAttentionKey));
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const Json& row = (*it)[i];
+      if (!row.is_array() || row.size() != 5 ||
+          !std::all_of(row.begin(), row.end(), [](const Json& v) { return v.is_number(); }))
+        fail(source, fmt::format("{}[{}] must be {} of numbers", kAttentionKey, i, kAttentionRow));
+      cluster.attention_by_seq.push_back({row[0].get<double>(), row[1].get<double>(),
+                                          row[2].get<double>(), row[3].get<double>(),
+                                          row[4].get<double>()});
+    }
   }
   for (const auto& [key, link] : kLinks) cluster.*link = r.link(r.member(root, key, ""), key);
   // "sources": where each value comes from, in words; read for its shape only.

@@ -37,6 +37,15 @@ struct LinkSpec {
   friend bool operator==(const LinkSpec&, const LinkSpec&) = default;
 };
 
+// The attention kernel's measured rates at one sequence length (FLOP/s, FlashAttention's FLOP
+// count: 4·s²·d per head forward, half of it causal; its backward 2.5 times that).
+struct AttentionRate {
+  double seq = 0.0;  // tokens (queries = keys)
+  double causal_forward = 0.0, causal_backward = 0.0;
+  double full_forward = 0.0, full_backward = 0.0;  // no mask
+  friend bool operator==(const AttentionRate&, const AttentionRate&) = default;
+};
+
 struct ClusterSpec {
   std::string name;         // "h100-80gb", or the file's "name"
   std::string description;  // the GPU and node, in words
@@ -48,8 +57,12 @@ struct ClusterSpec {
   double memory_efficiency = 0.0;  // the share streaming kernels reach (measured), 0 < e <= 1
   double kernel_launch_s = 0.0;    // fixed time of one kernel, launch to end, when tiny
   std::int32_t sms = 0;            // streaming multiprocessors (how many GEMM tiles run at once)
-  // Attention core (FlashAttention): the share of peak its forward and backward reach (measured).
+  // Attention core (FlashAttention): the share of peak its forward and backward reach (measured),
+  // at every sequence length and with or without a mask; or, instead of them, its measured rates
+  // by sequence length (attention_by_seq: lengths increasing, interpolated in log length,
+  // clamped at both ends).
   double flash_forward_efficiency = 0.0, flash_backward_efficiency = 0.0;
+  std::vector<AttentionRate> attention_by_seq;
   // Optional, 0 when the GPU has none: dense FP8 tensor-core FLOP/s (datasheet) and the share of
   // it a large FP8 GEMM reaches (measured); MXFP8 (block-scaled FP8, Blackwell) runs at the same
   // peak, at mxfp8_gemm_efficiency of it.

@@ -126,8 +126,14 @@ TEST(ClusterPresets, BlackwellValuesAndTheirMeasurements) {
   // GB200: B200's GEMMs scaled by the best-shape ratio 1822 / 1745.
   near(gb200.peak_flops * gb200.gemm_efficiency,
        b200.peak_flops * b200.gemm_efficiency * 1822.0 / 1745.0);
-  near(b200.peak_flops * b200.flash_forward_efficiency, 1418.1e12);           // FA4, causal, 8k
-  near(b200.peak_flops * b200.flash_backward_efficiency, 1208.6e12);          // FA4 2-CTA backward
+  // cuDNN 9.13.1 on B200, causal, 8k (cudnn-frontend's B200 CSV); GB200 scaled by 1822 / 1745.
+  ASSERT_EQ(b200.attention_by_seq.size(), 9u);
+  const AttentionRate& b8k = b200.attention_by_seq[4];
+  EXPECT_EQ(b8k.seq, 8192);
+  near(b8k.causal_forward, 1171.278e12);
+  near(b8k.causal_backward, 942.509e12);
+  near(b8k.full_forward, 1171.278e12 * 1771.0 / 1574.0);  // GB200's unmasked / causal ratio
+  near(gb200.attention_by_seq[4].causal_forward, 1171.278e12 * 1822.0 / 1745.0);
   near(b200.nvlink.bandwidth_bytes_per_s * b200.nvlink.efficiency, 682.2e9);  // NVLS off, 8 GiB
   near(gb200.nvlink.bandwidth_bytes_per_s * gb200.nvlink.efficiency, 680e9);  // 32 GPUs
   near(gb200.nvlink.bandwidth_bytes_per_s * gb200.nvlink.p2p_efficiency, 746e9);
@@ -151,10 +157,22 @@ TEST(ClusterPresets, EfficienciesReproduceTheMeasurements) {
   near(a40.memory_bandwidth_bytes_per_s * a40.memory_efficiency, 1358e9);  // gpu-stream triad
   near(a80.memory_bandwidth_bytes_per_s * a80.memory_efficiency, 1794e9);
   near(h100.memory_bandwidth_bytes_per_s * h100.memory_efficiency, 3.01e12);  // QuACK
-  EXPECT_EQ(h200.memory_efficiency, h100.memory_efficiency);       // carried over, no measurement
-  near(a80.peak_flops * a80.flash_forward_efficiency, 173e12);     // FA2 fwd+bwd, causal, 4k
-  near(h100.peak_flops * h100.flash_forward_efficiency, 579e12);   // FA3 fwd, causal, 4k
-  near(h100.peak_flops * h100.flash_backward_efficiency, 542e12);  // FA3 bwd, 4k
+  EXPECT_EQ(h200.memory_efficiency, h100.memory_efficiency);  // carried over, no measurement
+  // The attention core by length: FA2 fwd+bwd on A100 (causal 173, unmasked 196 at 4k); cuDNN
+  // on H100 (FlashAttention-3 paper's cuDNN bars at 4k: causal forward 518, unmasked 609 and
+  // 499 backward; the causal backward derived as 499 x 518 / 609).
+  const AttentionRate& a4k = a80.attention_by_seq[3];
+  EXPECT_EQ(a4k.seq, 4096);
+  near(a4k.causal_forward, 173e12);
+  near(a4k.causal_backward, 173e12);
+  near(a4k.full_forward, 196e12);
+  const AttentionRate& h4k = h100.attention_by_seq[3];
+  EXPECT_EQ(h4k.seq, 4096);
+  near(h4k.causal_forward, 518e12);
+  near(h4k.full_forward, 609e12);
+  near(h4k.full_backward, 499e12);
+  near(h4k.causal_backward, 499e12 * 518 / 609);
+  EXPECT_EQ(h200.attention_by_seq, h100.attention_by_seq);                  // carried over
   near(a80.nvlink.bandwidth_bytes_per_s * a80.nvlink.efficiency, 234.9e9);  // ring busbw
   near(h200.nvlink.bandwidth_bytes_per_s * h200.nvlink.efficiency, 367.2e9);
   near(a80.nvlink.bandwidth_bytes_per_s * a80.nvlink.p2p_efficiency, 274e9);
@@ -279,6 +297,7 @@ TEST(ClusterFile, ExactRoundTripOfAwkwardValues) {
   c.gemm_efficiency = 1.0;
   c.network.latency_s = 0.1;
   c.network.allreduce_busbw_by_bytes = {{1.0, 1e-300}, {std::nextafter(1.0, 2.0), 7.0 / 3.0}};
+  c.attention_by_seq = {{1.0, 1e-300, 0.1, 0.2, 1.0 / 3.0}, {1e300, 5e-324, 1.0 / 7.0, 0.3, 0.25}};
   const std::string text = write_cluster(c);
   EXPECT_EQ(parse_cluster(text, "written"), c);
   EXPECT_EQ(write_cluster(parse_cluster(text, "written")), text);
@@ -319,8 +338,34 @@ TEST(ClusterFile, EachBadFileIsOneLineNamingTheField) {
        "gemm_efficiency must be in (0, 1], got 1.2"},
       {"link efficiency above 1", [](Json& j) { j["nvlink"]["p2p_efficiency"] = 1.01; },
        "nvlink.p2p_efficiency must be in (0, 1], got 1.01"},
-      {"zero efficiency", [](Json& j) { j["flash_backward_efficiency"] = 0; },
+      {"zero efficiency",
+       [](Json& j) {
+         j.erase("attention_by_seq");
+         j["flash_forward_efficiency"] = 0.5;
+         j["flash_backward_efficiency"] = 0;
+       },
        "flash_backward_efficiency must be in (0, 1], got 0"},
+      {"both attention rates", [](Json& j) { j["flash_forward_efficiency"] = 0.5; },
+       "attention_by_seq replaces flash_forward_efficiency and flash_backward_efficiency"},
+      {"no attention rates", [](Json& j) { j.erase("attention_by_seq"); },
+       "missing the attention core's rates: give flash_forward_efficiency and "
+       "flash_backward_efficiency, or attention_by_seq"},
+      {"short attention row",
+       [](Json& j) {
+         j["attention_by_seq"][0] = Json::array({512, 1e12});
+       },
+       "attention_by_seq[0] must be [seq, causal_forward, causal_backward, full_forward, "
+       "full_backward] of numbers"},
+      {"attention not an array", [](Json& j) { j["attention_by_seq"] = 3; },
+       "attention_by_seq must be an array"},
+      {"attention lengths decrease",
+       [](Json& j) { std::swap(j["attention_by_seq"][0], j["attention_by_seq"][1]); },
+       "attention_by_seq[1]: lengths must increase, got 512 after 1024"},
+      {"attention above peak", [](Json& j) { j["attention_by_seq"][2][3] = 2e15; },
+       "attention_by_seq[2]: a rate of 2000 TFLOP/s is above peak_flops (989.4 TFLOP/s)"},
+      {"attention zero", [](Json& j) { j["attention_by_seq"][0][2] = 0; },
+       "attention_by_seq[0] must be [seq, causal_forward, causal_backward, full_forward, "
+       "full_backward] of positive numbers"},
       {"no SMs", [](Json& j) { j["sms"] = 0; }, "sms must be at least 1, got 0"},
       {"negative GPUs per node", [](Json& j) { j["gpus_per_node"] = -8; },
        "gpus_per_node must be at least 1, got -8"},
@@ -434,14 +479,21 @@ TEST(ClusterCheck, SweepOfBadNumbers) {
   for (const Field& field : fields) {
     std::vector<double> bad = {0.0, -1.0, kNaN, kInf, -kInf};
     if (field.fraction) bad.push_back(1.0 + 1e-12);
+    // The preset with the attention core as two shares instead of its table by length.
+    const auto shares = [] {
+      ClusterSpec c = cluster_preset("a100-80gb");
+      c.attention_by_seq.clear();
+      c.flash_forward_efficiency = c.flash_backward_efficiency = 0.55;
+      return c;
+    };
     for (const double value : bad) {
       SCOPED_TRACE(field.name + " = " + std::to_string(value));
-      ClusterSpec c = cluster_preset("a100-80gb");
+      ClusterSpec c = shares();
       field.set(c, value);
       EXPECT_THAT(input_error([&] { check_cluster(c, "sweep"); }),
                   StartsWith("sweep: " + field.name + " must be "));
     }
-    ClusterSpec c = cluster_preset("a100-80gb");
+    ClusterSpec c = shares();
     field.set(c, field.fraction ? 1.0 : 1e-300);  // the edge that is allowed
     EXPECT_NO_THROW(check_cluster(c, "sweep")) << field.name;
   }

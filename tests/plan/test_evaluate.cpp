@@ -180,6 +180,62 @@ TEST(PlanEvaluate, ContextParallelismSplitsTheSequenceAndMovesKeysAndValues) {
   EXPECT_THROW(check_config(c), InputError);
 }
 
+// The attention core at its measured rate for the length and the mask (attention_by_seq,
+// interpolated in log length, clamped at both ends); with context parallelism's ring, c calls on
+// chunks of the sequence: one under the mask, c - 1 unmasked at length s/(c·√2), and each step's
+// partial result merged in bf16.
+TEST(PlanEvaluate, AttentionRunsAtItsMeasuredRateForTheLengthAndTheRingsChunks) {
+  const ClusterSpec gpu = cluster_preset("h100-80gb");
+  const AttentionRate at4k = attention_rate(gpu, 4096), at8k = attention_rate(gpu, 8192);
+  EXPECT_DOUBLE_EQ(at4k.causal_forward, 518e12);  // a row of the table
+  EXPECT_DOUBLE_EQ(at8k.full_backward, 518e12);
+  const AttentionRate mid = attention_rate(gpu, std::sqrt(4096.0 * 8192.0));  // halfway in log
+  EXPECT_NEAR(mid.causal_forward, (518e12 + 529e12) / 2, 1e3);
+  EXPECT_EQ(attention_rate(gpu, 100).causal_forward, 315e12);    // below 512: clamped
+  EXPECT_EQ(attention_rate(gpu, 1 << 20).full_forward, 595e12);  // above 16k: clamped
+  ClusterSpec shares = gpu;  // the two shares instead: one rate at every length, either mask
+  shares.attention_by_seq.clear();
+  shares.flash_forward_efficiency = 0.5;
+  shares.flash_backward_efficiency = 0.4;
+  const AttentionRate flat = attention_rate(shares, 3000);
+  EXPECT_DOUBLE_EQ(flat.causal_forward, 0.5 * gpu.peak_flops);
+  EXPECT_DOUBLE_EQ(flat.full_backward, 0.4 * gpu.peak_flops);
+
+  // Selective recomputation repeats the core's forward: recompute_s is its time.
+  ModelSpec m = model_preset("llama3-8b");  // 8K tokens, 32 heads of 128 (8 KV heads)
+  LayerRun r;
+  r.tensor_parallel = 2;  // 16 heads on this GPU
+  r.tp_ranks_per_node = 2;
+  r.recompute = Recompute::selective;
+  // One call under the mask: 4·16·s²·128 / 2 FLOPs at the causal rate for s.
+  const auto masked = [](double s) { return 4.0 * 16 * s * s * 128 / 2; };
+  EXPECT_NEAR(layer_costs(m, gpu, r).recompute_s,
+              gpu.kernel_launch_s + masked(8192) / at8k.causal_forward, 1e-12);
+  m.seq_len = 4096;
+  EXPECT_NEAR(layer_costs(m, gpu, r).recompute_s,
+              gpu.kernel_launch_s + masked(4096) / at4k.causal_forward, 1e-12);
+  m.seq_len = 8192;
+  // The ring at c = 2: step 0 under the mask on the GPU's 4096 queries, step 1 unmasked at
+  // 4096/√2, each a quarter of the whole sequence's masked work; each step's output (4096 tokens
+  // x 2048 columns) merged in bf16.
+  r.context_parallel = 2;
+  r.cp_ranks_per_node = 2;
+  const PieceCosts ring = layer_costs(m, gpu, r);
+  const AttentionRate own = attention_rate(gpu, 4096);
+  const AttentionRate half = attention_rate(gpu, 4096 / std::sqrt(2.0));
+  const double step = masked(8192) / 4;
+  EXPECT_NEAR(ring.recompute_s,
+              2 * gpu.kernel_launch_s + step / own.causal_forward + step / half.full_forward +
+                  2 * memory_s(gpu, 6.0 * 4096 * 2048),
+              1e-12);
+  // Without the mask every step is the GPU's queries against a whole chunk, unmasked.
+  r.causal = false;
+  EXPECT_NEAR(layer_costs(m, gpu, r).recompute_s,
+              2 * gpu.kernel_launch_s + 2 * (2 * step) / own.full_forward +
+                  2 * memory_s(gpu, 6.0 * 4096 * 2048),
+              1e-12);
+}
+
 // FP8 (docs/costmodel.md, "FP8"): the four linear layers' GEMMs at the FP8 rate with 8-bit
 // inputs, the casts that make them, their inputs kept in 8 bits for the backward, two 8-bit
 // copies of their weights, and with per-tensor scales the amax reductions; MXFP8 has none of
