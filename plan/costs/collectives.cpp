@@ -25,10 +25,10 @@ double node_busbw(const ClusterSpec& c, double bytes) {
                                    [](const auto& entry, double b) { return entry.first < b; });
   const auto lo = hi - 1;
   // Time is proportional to size / bus bandwidth (the rank factor cancels).
+  // t = t_lo · (t_hi / t_lo)^x with x = log(bytes / lo) / log(hi / lo): a power of bytes / lo.
   const double t_lo = lo->first / lo->second, t_hi = hi->first / hi->second;
-  const double x = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
-  const double t = std::exp(std::log(t_lo) + x * (std::log(t_hi) - std::log(t_lo)));
-  return bytes / t;
+  const double power = std::log(t_hi / t_lo) / std::log(hi->first / lo->first);
+  return bytes / (t_lo * std::pow(bytes / lo->first, power));
 }
 
 }  // namespace

@@ -358,6 +358,14 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                               std::int32_t>,
                    StageCostTable>
               tables;
+          // Partitions by (stage-cost table, PipeDream's per-micro-batch updates); the limited
+          // one by the micro-batches each stage holds in flight.
+          struct Splits {
+            PartitionTables tables;
+            std::vector<std::int32_t> unlimited;
+            std::map<std::vector<std::int32_t>, std::vector<std::int32_t>> limited;
+          };
+          std::map<std::pair<const StageCostTable*, bool>, Splits> splits;
           for (const std::string& kind : p == 1 && space.kinds.empty() ? one_stage : kinds) {
             std::vector<std::int32_t> vs{1};
             if (kind == "zb-v") {
@@ -485,29 +493,47 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                               } else if (kind == "zb-v") {
                                 partitions.push_back(v_partition(c, *own));
                               } else {
-                                const PartitionTables tables_of_c =
-                                    partition_tables(c, *table, info.in_flight);
-                                partitions.push_back(partition_under(tables_of_c, 0));
-                                const auto limited = partition_under(tables_of_c, limit);
-                                if (!limited.empty() && limited != partitions.front())
-                                  partitions.push_back(limited);
+                                // Without a memory limit the partition is the same for every
+                                // kind on this table (PipeDream's per-micro-batch updates
+                                // aside); within it, for the kinds that hold as many
+                                // micro-batches in flight on each stage.
+                                auto [entry, fresh] =
+                                    splits.try_emplace({table, kind == "pipedream"});
+                                Splits& split = entry->second;
+                                if (fresh) {
+                                  split.tables = partition_tables(c, *table, info.in_flight);
+                                  split.unlimited = partition_under(split.tables, 0);
+                                }
+                                partitions.push_back(split.unlimited);
+                                auto [held, new_flight] = split.limited.try_emplace(info.in_flight);
+                                if (new_flight) {
+                                  split.tables.in_flight = info.in_flight;
+                                  held->second = partition_under(split.tables, limit);
+                                }
+                                if (!held->second.empty() && held->second != partitions.front())
+                                  partitions.push_back(held->second);
                               }
                               for (const auto& layers : partitions) {
                                 ++result.configurations;
-                                Candidate cand;
-                                cand.config = c;
-                                cand.config.partition = layers;
-                                cand.schedule = &info;
-                                cand.staleness = info.max_staleness;
                                 const Bounds bound = bounds(c, stage_costs(layers), info);
-                                cand.step_bound_s = bound.step_s;
-                                cand.memory_bound_bytes = bound.memory_bytes;
-                                cand.static_bytes = bound.static_bytes;
-                                cand.key = config_key(cand.config);
+                                // The candidate (a copy of the configuration, its key) is made
+                                // only for what is kept: most are out of memory.
+                                const auto candidate = [&] {
+                                  Candidate cand;
+                                  cand.config = c;
+                                  cand.config.partition = layers;
+                                  cand.schedule = &info;
+                                  cand.staleness = info.max_staleness;
+                                  cand.step_bound_s = bound.step_s;
+                                  cand.memory_bound_bytes = bound.memory_bytes;
+                                  cand.static_bytes = bound.static_bytes;
+                                  cand.key = config_key(cand.config);
+                                  return cand;
+                                };
                                 if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
-                                  smallest = cand;
+                                  smallest = candidate();
                                 if (options.max_staleness >= 0 &&
-                                    cand.staleness > options.max_staleness) {
+                                    info.max_staleness > options.max_staleness) {
                                   ++result.rejected.too_stale;
                                   continue;
                                 }
@@ -516,7 +542,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                       static_cast<double>(bound.memory_bytes) - limit));
                                   continue;
                                 }
-                                candidates.push_back(std::move(cand));
+                                candidates.push_back(candidate());
                               }
                             }
           }
