@@ -73,6 +73,9 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   number("ffn", o.ffn);
   number("vocab", o.vocab);
   number("seq-len", o.seq_len);
+  number("experts", o.experts);
+  number("top-k", o.top_k);
+  number("shared-expert-ffn", o.shared_expert_ffn);
   if (vm.count("arch")) o.arch = plan::parse_arch(vm["arch"].as<std::string>());
   if (vm.count("tied-embeddings")) {
     const std::string v = vm["tied-embeddings"].as<std::string>();
@@ -100,6 +103,21 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   s.tp = numbers<std::int32_t>(vm, "tp", 1 << 20);
   s.pp = numbers<std::int32_t>(vm, "pp", 1 << 20);
   s.cp = numbers<std::int32_t>(vm, "cp", 1 << 20);
+  s.ep = numbers<std::int32_t>(vm, "ep", 1 << 20);
+  if (!s.ep.empty() && !s.model.moe())
+    throw UsageError(fmt::format(
+        "--ep spreads a model's experts: {} has none (--experts E makes a mixture of experts)",
+        s.model.name));
+  if (vm.count("expert-load")) {
+    s.expert_load = vm["expert-load"].as<double>();
+    if (!(s.expert_load >= 1.0) || !std::isfinite(s.expert_load))
+      throw UsageError(fmt::format(
+          "--expert-load {} is the busiest GPU's routed tokens over the mean: it is at least 1",
+          s.expert_load));
+    if (!s.model.moe())
+      throw UsageError(
+          fmt::format("--expert-load needs a model with experts; {} has none", s.model.name));
+  }
   if (vm.count("cp-comm")) {
     s.cp_all_gather.clear();
     for (const std::string& v : split_commas(vm["cp-comm"].as<std::string>())) {
@@ -199,7 +217,8 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
       "gpu gpus tp cp cp-comm microbatch-size recompute sequence-parallel tp-comm-overlap "
       "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
       "precision grad-dtype fp8-param-gather moments-dtype emit jobs preset "
-      "layers d-model heads kv-heads ffn vocab seq-len arch tied-embeddings");
+      "layers d-model heads kv-heads ffn vocab seq-len arch tied-embeddings experts top-k "
+      "shared-expert-ffn ep expert-load");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
       throw UsageError(fmt::format(
@@ -249,7 +268,8 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
       "cp-comm pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
       "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
-      "precision grad-dtype fp8-param-gather moments-dtype max-staleness");
+      "precision grad-dtype fp8-param-gather moments-dtype max-staleness experts top-k "
+      "shared-expert-ffn ep expert-load");
   for (std::string f; launch_flags >> f;)
     if (given(vm, f.c_str()))
       throw UsageError(fmt::format("--{} does not apply with --{}: {}", f, flag,
@@ -313,7 +333,7 @@ int run_plan(const std::vector<std::string>& args) {
   auto add_model = model.add_options();
   add_model("preset", po::value<std::string>(),
             "gpt2-small|medium|large|xl, gpt3-125m ... gpt3-175b, llama2-7b|13b|70b, "
-            "llama3-8b|70b|405b (docs/costmodel.md)");
+            "llama3-8b|70b|405b, mixtral-8x7b|8x22b (docs/costmodel.md)");
   add_model("layers", po::value<std::int64_t>(), "transformer layers L");
   add_model("d-model", po::value<std::int64_t>(), "width h");
   add_model("heads", po::value<std::int64_t>(), "attention heads a");
@@ -323,6 +343,12 @@ int run_plan(const std::vector<std::string>& args) {
   add_model("seq-len", po::value<std::int64_t>(), "tokens per sequence s");
   add_model("arch", po::value<std::string>(), "gpt | llama (RMSNorm, SwiGLU, GQA, rotary)");
   add_model("tied-embeddings", po::value<std::string>(), "yes | no (default: gpt yes, llama no)");
+  add_model("experts", po::value<std::int64_t>(),
+            "a mixture of experts: E routed experts in every layer, each an MLP of width --ffn "
+            "(default 0: dense)");
+  add_model("top-k", po::value<std::int64_t>(), "experts each token is routed to (1..E)");
+  add_model("shared-expert-ffn", po::value<std::int64_t>(),
+            "width of the shared experts every token passes (default 0: none)");
   po::options_description cluster("cluster");
   auto add_cluster = cluster.add_options();
   add_cluster("gpu", po::value<std::string>(),
@@ -347,6 +373,13 @@ int run_plan(const std::vector<std::string>& args) {
       "/ Transformer Engine) | all-gather (Llama 3, PyTorch, torchtitan); absent: p2p "
       "(all-gather with --emit torchtitan)");
   add_knob("pp", po::value<std::string>(), "pipeline stages p (range: divisors of gpus/(t x c))");
+  add_knob("ep", po::value<std::string>(),
+           "expert parallelism e: each GPU of a group of e holds E/e whole experts, the tokens "
+           "dispatched and combined by all-to-all (range, with experts: e dividing E and the t x "
+           "c x d GPUs of a stage)");
+  add_knob("expert-load", po::value<double>(),
+           "the busiest GPU's routed tokens over the mean, >= 1 (default 1: balanced, as the "
+           "published MoE benchmarks force it); not searched");
   add_knob("microbatch-size", po::value<std::string>(),
            "sequences per micro-batch b (range: divisors of global batch / d)");
   add_knob(

@@ -104,7 +104,9 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   add("--ffn-hidden-size", m.ffn);
   add("--seq-length", m.seq_len);
   add("--max-position-embeddings", m.seq_len);
-  add("--attention-backend", c.flash_attention ? "flash" : "unfused");
+  // Fused attention as Transformer Engine chooses it (auto: cuDNN on Hopper and Blackwell,
+  // FlashAttention on Ampere), the kernel whose rates the GPU presets carry.
+  add("--attention-backend", c.flash_attention ? "auto" : "unfused");
   if (m.kv_heads != m.heads) {
     a.push_back("--group-query-attention");
     add("--num-query-groups", m.kv_heads);
@@ -118,6 +120,24 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
     add("--attention-dropout", 0);
   }
   if (!m.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
+  // A mixture of experts as paci models it: every layer's MLP E experts of --ffn-hidden-size,
+  // whole on each GPU of the expert-parallel group (expert tensor parallelism 1), a grouped GEMM,
+  // the all-to-all dispatcher, the auxiliary load-balancing loss.
+  if (m.moe()) {
+    add("--num-experts", m.experts);
+    add("--moe-router-topk", m.top_k);
+    add("--moe-ffn-hidden-size", m.ffn);
+    if (m.shared_expert_ffn > 0) add("--moe-shared-expert-intermediate-size", m.shared_expert_ffn);
+    add("--expert-model-parallel-size", c.ep);
+    add("--expert-tensor-parallel-size", 1);
+    a.push_back("--moe-grouped-gemm");
+    add("--moe-token-dispatcher-type", "alltoall");
+    // The type and its coefficient go together (TransformerConfig wants lists of one length);
+    // megatron-core's default coefficient, 0, would leave the router unbalanced. 1e-2: NeMo's
+    // Mixtral recipes' (nemo/collections/llm/gpt/model/mixtral.py, moe_aux_loss_coeff).
+    add("--moe-router-load-balancing-type", "aux_loss");
+    add("--moe-aux-loss-coeff", "1e-2");
+  }
   return a;
 }
 

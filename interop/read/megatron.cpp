@@ -27,7 +27,6 @@ struct Unmodelled {
   const char* what;
 };
 constexpr Unmodelled kUnmodelled[] = {
-    {"--num-experts", "mixture-of-experts layers"},
     {"--fp4-format", "FP4 training"},
     {"--use-torch-fsdp2", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
     {"--use-megatron-fsdp", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
@@ -159,6 +158,17 @@ plan::ModelSpec model_of(const Reader& r, const LaunchContext& context,
         swiglu ? "SwiGLU" : "GeLU", norm, position));
   }
   m.tied_embeddings = !r.on("--untie-embeddings-and-output-weights");
+  // A mixture of experts: every layer's MLP routed experts (paci models no dense layers among
+  // them), each of --moe-ffn-hidden-size (default: --ffn-hidden-size).
+  if (const auto experts = r.number("--num-experts"); experts && *experts > 0) {
+    m.experts = *experts;
+    m.top_k = r.number_or("--moe-router-topk", 2);
+    m.ffn = r.number("--moe-ffn-hidden-size").value_or(m.ffn);
+    m.shared_expert_ffn = r.number_or("--moe-shared-expert-intermediate-size", 0);
+    if (const auto freq = r.value("--moe-layer-freq"); freq && *freq != "1")
+      refuse(fmt::format("--moe-layer-freq {}: paci models a mixture of experts in every layer (1)",
+                         *freq));
+  }
   if (const auto v = r.number("--vocab-size"))
     m.vocab = *v;
   else if (context.vocab)
@@ -257,10 +267,6 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   if (!words.program.empty()) out.program.push_back(words.program);
   for (const Unmodelled& u : kUnmodelled)
     if (r.value(u.option)) refuse(fmt::format("{}: paci does not model {} yet", u.option, u.what));
-  if (r.number_or("--expert-model-parallel-size", 1) != 1)
-    refuse(
-        fmt::format("--expert-model-parallel-size {}: paci does not model expert parallelism yet",
-                    *r.value("--expert-model-parallel-size")));
   if (const auto s = r.value("--data-parallel-sharding-strategy"); s && *s != "no_shard")
     refuse(fmt::format(
         "--data-parallel-sharding-strategy {}: paci does not model FSDP sharding yet", *s));
@@ -276,6 +282,22 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   c.cp = static_cast<std::int32_t>(r.number_or("--context-parallel-size", 1));
   c.pp = static_cast<std::int32_t>(r.number_or("--pipeline-model-parallel-size", 1));
   if (c.tp < 1 || c.pp < 1 || c.cp < 1) refuse("the parallel sizes must be 1 or more");
+  if (c.model.moe()) {
+    c.ep = static_cast<std::int32_t>(r.number_or("--expert-model-parallel-size", 1));
+    // validate_args: expert tensor parallelism defaults to the tensor-parallel size.
+    const std::int64_t etp = r.number_or("--expert-tensor-parallel-size", c.tp);
+    if (etp != 1)
+      refuse(fmt::format(
+          "--expert-tensor-parallel-size {}: paci models whole experts on each GPU of the "
+          "expert-parallel group (--expert-tensor-parallel-size 1)",
+          etp));
+    const std::string dispatcher = r.value("--moe-token-dispatcher-type").value_or("allgather");
+    if (dispatcher != "alltoall")
+      out.notes.push_back(fmt::format(
+          "--moe-token-dispatcher-type {}: paci models the all-to-all dispatcher", dispatcher));
+  } else if (r.number_or("--expert-model-parallel-size", 1) != 1) {
+    refuse("--expert-model-parallel-size without --num-experts: the model has no experts");
+  }
   if (c.gpus % (std::int64_t{c.tp} * c.cp * c.pp) != 0)
     refuse(
         fmt::format("Megatron-LM refuses a world of {} GPUs for tensor {} × context {} × pipeline "

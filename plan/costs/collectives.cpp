@@ -57,6 +57,27 @@ double collective_s(const ClusterSpec& c, Collective kind, double bytes, std::in
   return factor * bytes / busbw + crossing * c.network.latency_s + inside;
 }
 
+double all_to_all_s(const ClusterSpec& c, double bytes, std::int64_t ranks,
+                    std::int64_t ranks_per_node) {
+  if (ranks <= 1 || bytes <= 0) return 0.0;
+  ranks_per_node = std::clamp<std::int64_t>(ranks_per_node, 1, ranks);
+  const double n = static_cast<double>(ranks), r = static_cast<double>(ranks_per_node);
+  const double inside = bytes * (r - 1) / n, outside = bytes * (n - r) / n;
+  double t = 0.0;
+  // Inside the node at NVLink's collective efficiency: its measured all-reduce curve is NVLink
+  // SHARP's on the H100 and B200 presets, which an all-to-all does not use.
+  if (inside > 0)
+    t = inside / (c.nvlink.bandwidth_bytes_per_s * c.nvlink.efficiency) + c.nvlink.latency_s;
+  if (outside > 0) {
+    double network = c.network.bandwidth_bytes_per_s * c.network.efficiency;
+    if (c.network.oversubscription > 1 &&
+        ceil_div(ranks, ranks_per_node) > c.network.nodes_per_leaf)
+      network /= c.network.oversubscription;
+    t = std::max(t, outside / network + c.network.latency_s);
+  }
+  return t;
+}
+
 double small_all_reduce_s(const ClusterSpec& c, std::int64_t ranks, std::int64_t ranks_per_node) {
   if (ranks <= 1) return 0.0;
   ranks_per_node = std::clamp<std::int64_t>(ranks_per_node, 1, ranks);

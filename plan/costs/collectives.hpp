@@ -24,6 +24,15 @@ enum class Collective { all_reduce, reduce_scatter, all_gather };
 // all-gather (nccl-tests' definitions). 0 for one rank.
 double collective_s(const ClusterSpec& c, Collective kind, double bytes, std::int64_t ranks,
                     std::int64_t ranks_per_node);
+// An all-to-all over `ranks` GPUs, each holding `bytes` of which 1/ranks stays and the rest goes,
+// an equal share to every other GPU (mixture of experts' dispatch and combine), `ranks_per_node`
+// of them in each node. The shares to GPUs of the same node cross NVLink at its bandwidth x
+// efficiency (not the all-reduce curve: NVLink SHARP); those to other nodes leave through the
+// GPU's NIC at network bandwidth
+// x efficiency (1/r of it when the group spans more nodes than a leaf holds). The two go at once:
+// the slower shows, plus one message's latency on each link used. 0 for one rank.
+double all_to_all_s(const ClusterSpec& c, double bytes, std::int64_t ranks,
+                    std::int64_t ranks_per_node);
 // An all-reduce of a few bytes over `ranks` GPUs, `ranks_per_node` to a node, as NCCL runs small
 // messages: a tree, latency-bound, 2·ceil(log2 n) hops of the network's latency across the nodes
 // and of NVLink's inside one (FP8's amax reduction).

@@ -110,6 +110,7 @@ PieceCosts& PieceCosts::operator+=(const PieceCosts& o) {
   recompute_s += o.recompute_s;
   parameters += o.parameters;
   fp8_parameters += o.fp8_parameters;
+  expert_parameters += o.expert_parameters;
   activation_bytes += o.activation_bytes;
   stash_bytes += o.stash_bytes;
   release_bytes += o.release_bytes;
@@ -128,6 +129,7 @@ PieceCosts PieceCosts::scaled(std::int64_t count) const {
   p.recompute_s *= k;
   p.parameters *= count;
   p.fp8_parameters *= count;
+  p.expert_parameters *= count;
   p.activation_bytes *= count;
   p.stash_bytes *= count;
   p.release_bytes *= count;
@@ -158,7 +160,9 @@ Widths widths(const ModelSpec& m, const LayerRun& r) {
   w.Tn = r.sequence_parallel ? (w.T + t - 1) / t : w.T;
   w.q = m.d_model / t;
   w.kv = std::max<std::int64_t>(1, m.kv_heads / t) * m.head_dim();
-  w.f = m.ffn / t;
+  // With experts the layer's own (tensor-parallel) MLP is the shared expert, if any; the routed
+  // experts are costed apart (moe_costs).
+  w.f = (m.moe() ? m.shared_expert_ffn : m.ffn) / t;
   w.heads = m.heads / t;
   return w;
 }
@@ -259,6 +263,62 @@ void linear(const ClusterSpec& c, std::int64_t T, std::int64_t in, std::int64_t 
   p.weight_grad_s += gemm_s(c, in, out, T, 1, precision);
 }
 
+// The routed experts of one layer (docs/costmodel.md, "Mixture of experts"), as Megatron-LM's
+// MoE layer with the all-to-all token dispatcher runs them at expert tensor parallelism 1: each
+// GPU routes its T/t tokens (sequence-sharded under tensor parallelism), sends each token's k
+// copies to the GPUs holding their experts and takes them back after.
+void moe_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r, const Widths& w,
+               PieceCosts& p) {
+  const bool gpt = m.arch == Arch::gpt;
+  const std::int64_t h = m.d_model, E = m.experts, e = r.expert_parallel, f = m.ffn;
+  const std::int64_t tokens = (w.T + r.tensor_parallel - 1) / r.tensor_parallel;
+  const double Tr = static_cast<double>(tokens), H = static_cast<double>(h),
+               Fe = static_cast<double>(f), K = static_cast<double>(m.top_k);
+  // The router: [T/t x h] x [h x E] in bf16, its softmax and top-k over fp32 logits (read and
+  // write 4 bytes per logit), the same backward.
+  linear(c, tokens, h, E, p);
+  p.forward_s += memory_s(c, 8.0 * Tr * static_cast<double>(E));
+  p.input_grad_s += memory_s(c, 8.0 * Tr * static_cast<double>(E));
+  // Dispatch: the k copies of each token permuted into expert order (read and write 2 bytes per
+  // element) and sent, bf16, to the expert's GPU; combine: sent back, un-permuted and summed with
+  // the router's weights (read the copy, read and write the sum: 6). The backward mirrors both.
+  const double copies = K * Tr;
+  const double a2a = all_to_all_s(c, 2.0 * copies * H, e, r.ep_ranks_per_node);
+  p.forward_s += memory_s(c, 4.0 * copies * H) + memory_s(c, 6.0 * copies * H);
+  p.input_grad_s += memory_s(c, 4.0 * copies * H) + memory_s(c, 6.0 * copies * H);
+  p.forward_comm_s += 2 * a2a;
+  p.backward_comm_s += 2 * a2a;
+  // The experts: E/e on this GPU share the busiest GPU's copies (the mean k·T/t times the load),
+  // each a GEMM of its tokens (a grouped GEMM: one batch of E/e), the arch's MLP of width f.
+  const std::int64_t local = E / e;
+  const double busiest = copies * r.expert_load;
+  const std::int64_t per_expert =
+      static_cast<std::int64_t>(std::ceil(busiest / static_cast<double>(local)));
+  const std::int64_t up = gpt ? f : 2 * f;
+  const auto grouped = [&](std::int64_t in, std::int64_t out) {
+    p.forward_s += gemm_s(c, per_expert, out, in, local, r.precision);
+    p.input_grad_s += gemm_s(c, per_expert, in, out, local, r.precision);
+    p.weight_grad_s += gemm_s(c, in, out, per_expert, local, r.precision);
+  };
+  grouped(h, up);
+  grouped(f, h);
+  // The activation between them (GeLU 4 / 6 bytes per element forward / backward, SwiGLU 6 / 10,
+  // as the dense MLP) and, with FP8, the casts of the two GEMMs' inputs forward and of their
+  // output gradients backward (read 2, write 1 + 1).
+  p.forward_s += memory_s(c, (gpt ? 4.0 : 6.0) * busiest * Fe);
+  p.input_grad_s += memory_s(c, (gpt ? 6.0 : 10.0) * busiest * Fe);
+  if (r.precision != Precision::bf16) {
+    p.forward_s += memory_s(c, 4.0 * busiest * H) + memory_s(c, 4.0 * busiest * Fe);
+    p.input_grad_s +=
+        memory_s(c, 4.0 * busiest * static_cast<double>(up)) + memory_s(c, 4.0 * busiest * H);
+  }
+  // Parameters: the router whole, the local experts whole (their biases with gpt).
+  const std::int64_t expert = gpt ? 2 * h * f + f + h : 3 * h * f;
+  p.expert_parameters = local * expert;
+  p.parameters += h * E + p.expert_parameters;
+  if (r.precision != Precision::bf16) p.fp8_parameters += local * (up * h + f * h);
+}
+
 }  // namespace
 
 PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r) {
@@ -332,9 +392,12 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   // With FP8 and sequence parallelism the forward all-gathers carry the 8-bit inputs of the QKV
   // and the first MLP GEMM (Transformer Engine gathers after the cast).
   const double forward_gather_bytes = fp8 ? 1.0 : 2.0;
+  // With experts and no shared expert the MLP side has none: the tokens stay sequence-sharded
+  // into the dispatch and out of the combine.
+  const int pairs = w.f > 0 ? 2 : 1;
   if (!r.tp_comm_overlap) {
-    p.forward_comm_s = tp_comm_s(m, c, r, w, 2, forward_gather_bytes);
-    p.backward_comm_s = tp_comm_s(m, c, r, w, 2);
+    p.forward_comm_s = tp_comm_s(m, c, r, w, pairs, forward_gather_bytes);
+    p.backward_comm_s = tp_comm_s(m, c, r, w, pairs);
   } else {
     // Transformer Engine's overlap (sequence parallelism): each all-gather and reduce-scatter is
     // cut into t chunks that travel while the GEMM it feeds or follows computes on the chunks
@@ -355,7 +418,7 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     const double sms = static_cast<double>(std::max<std::int64_t>(c.sms, 1));
     const double slower =
         kTpOverlapCommSms < sms ? kTpOverlapCommSms / (sms - kTpOverlapCommSms) : 0.0;
-    for (std::size_t i = 0; i < gemms.size(); ++i) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(2 * pairs); ++i) {
       const auto [forward, input_grad] = gemms[i];
       const double forward_comm = i % 2 == 0 ? gather : one;
       p.forward_comm_s += exposed(forward_comm, forward) +
@@ -364,6 +427,7 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
           exposed(one, input_grad) + (i % 2 == 0 ? slower * std::min(one, input_grad) : 0.0);
     }
   }
+  if (m.moe()) moe_costs(m, c, r, w, p);
   // Context parallelism: every GPU's attention meets the keys and values of the other c - 1 GPUs'
   // tokens (K and V, bf16: 4·T·kv bytes of its own). All-gathered before the core and, in the
   // backward, gathered again and their gradients reduce-scattered, none of it hidden (PyTorch's
@@ -402,9 +466,10 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   }
   // Parameters on this GPU: the GEMMs' weights (and GPT's biases) split t ways, the norms whole.
   const std::int64_t qkv = qkv_cols;
-  p.parameters = h * qkv + w.q * h + h * mlp_up + w.f * h;
-  if (fp8) p.fp8_parameters = p.parameters;  // the four GEMMs' weights
-  p.parameters += gpt ? qkv + h + w.f + h + 4 * h : 2 * h;
+  const std::int64_t gemm_weights = h * qkv + w.q * h + h * mlp_up + w.f * h;
+  p.parameters += gemm_weights;
+  if (fp8) p.fp8_parameters += gemm_weights;  // the four GEMMs' weights
+  p.parameters += gpt ? qkv + h + w.f + (w.f > 0 ? h : 0) + 4 * h : 2 * h;
   ActivationOptions a;
   a.microbatch_size = r.microbatch_size;
   a.tensor_parallel = r.tensor_parallel;
@@ -412,6 +477,7 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   a.recompute = r.recompute;
   a.flash_attention = r.flash_attention;
   a.fp8_linear_inputs = fp8;
+  a.expert_load = r.expert_load;
   // Context parallelism: this GPU's s/c tokens of every sequence (FlashAttention keeps no s x s).
   ModelSpec local = m;
   local.seq_len = m.seq_len / r.context_parallel;
@@ -422,10 +488,21 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   // the activations the four GEMMs' inputs, W's other operand (the QKV and first MLP GEMM's
   // sequence-sharded with SP, gathered again for W as Megatron-LM does; 8-bit with FP8): Zero
   // Bubble's Megatron-LM frees the rest at I. Full recomputation keeps only the layer's input.
-  p.stash_bytes = 2 * w.T * (qkv + h + mlp_up + h);
+  // With experts: the busiest GPU's token copies through them (their two GEMMs' output
+  // gradients and inputs), the router's too.
+  const std::int64_t copies =
+      m.moe()
+          ? static_cast<std::int64_t>(std::ceil(
+                static_cast<double>(m.top_k * ((w.T + r.tensor_parallel - 1) / r.tensor_parallel)) *
+                r.expert_load))
+          : 0;
+  const std::int64_t expert_up = gpt ? m.ffn : 2 * m.ffn;
+  p.stash_bytes = 2 * w.T * (qkv + h + mlp_up + (w.f > 0 ? h : 0)) +
+                  (m.moe() ? 2 * copies * (expert_up + h) : 0);
   if (r.recompute != Recompute::full) {
     const std::int64_t input_bytes = fp8 ? 1 : 2;
-    const std::int64_t w_inputs = input_bytes * (2 * w.Tn * h + w.T * w.q + w.T * w.f);
+    const std::int64_t w_inputs =
+        input_bytes * (2 * w.Tn * h + w.T * w.q + w.T * w.f + (m.moe() ? copies * (h + m.ffn) : 0));
     p.release_bytes = std::max<std::int64_t>(0, p.activation_bytes - w_inputs);
   }
   if (r.recompute == Recompute::full) {  // the layer its backward rebuilds, whole

@@ -80,6 +80,12 @@ struct LayerRun {
   std::int64_t cp_ranks_per_node = 1;
   bool cp_all_gather = false;
   Precision precision = Precision::bf16;  // of the four linear layers' GEMMs
+  // Mixture of experts: the E experts spread over e GPUs (expert parallelism, E/e whole experts
+  // on each: Megatron-LM's expert tensor parallelism 1), ep_ranks_per_node of them in a node; the
+  // busiest GPU's token copies over the mean (routing imbalance, >= 1).
+  std::int64_t expert_parallel = 1;
+  std::int64_t ep_ranks_per_node = 1;
+  double expert_load = 1.0;
 };
 
 // Seconds and bytes of one layer (or of the embedding and the head, below).
@@ -95,6 +101,9 @@ struct PieceCosts {
   // Of which weights of FP8 GEMMs: Transformer Engine keeps an 8-bit copy of each and of its
   // transpose (FP8) or column-wise scaled copy (MXFP8), cast once per step.
   std::int64_t fp8_parameters = 0;
+  // Of which the routed experts' (mixture of experts): their gradients are reduced, and ZeRO
+  // shards them, over the replicas of an expert, not of the layer.
+  std::int64_t expert_parameters = 0;
   std::int64_t activation_bytes = 0;  // kept from the forward to the backward, per micro-batch
   std::int64_t stash_bytes = 0;       // a split backward's output gradients, from I to W
   // Of activation_bytes, what a split backward frees at I: all but the inputs its W reads.

@@ -171,6 +171,7 @@ void check_knobs(const PlanConfig& c) {
                       c.shard_group));
   }
   check_offload(c);
+  check_experts(c);
   if (c.fp8_params && c.precision == Precision::bf16)
     throw InputError(
         "--fp8-param-gather keeps the FP8 GEMMs' weights in 8 bits: it needs --precision fp8 or "
@@ -187,6 +188,46 @@ void check_knobs(const PlanConfig& c) {
         "distributed optimizer only: it needs --zero 1, 2 or 3");
   check_precision(c.cluster, c.precision);
   check_pipeline(c);
+}
+
+void check_experts(const PlanConfig& c) {
+  const ModelSpec& m = c.model;
+  if (!m.moe()) {
+    if (c.ep != 1)
+      throw InputError(fmt::format(
+          "--ep {} spreads a model's experts: {} has none (--experts E makes a mixture of "
+          "experts)",
+          c.ep, m.name));
+    return;
+  }
+  if (c.ep < 1 || m.experts % c.ep != 0) {
+    std::int64_t fits = std::min<std::int64_t>(std::max(c.ep, 1), m.experts);
+    while (m.experts % fits != 0) --fits;  // the largest divisor of E not above e
+    throw InputError(fmt::format(
+        "--ep {} must divide the model's {} experts (each GPU of the group holds E/e of them); "
+        "--ep {} would work",
+        c.ep, m.experts, fits));
+  }
+  const std::int64_t stage_gpus = static_cast<std::int64_t>(c.tp) * c.cp * c.dp();
+  if (stage_gpus % c.ep != 0)
+    throw InputError(fmt::format(
+        "--ep {} must divide the {} GPUs that hold a pipeline stage (t x c x d = {} x {} x {}): "
+        "Megatron-LM takes the expert-parallel group from them",
+        c.ep, stage_gpus, c.tp, c.cp, c.dp()));
+  if (c.tp > 1 && !c.sequence_parallel)
+    throw InputError(fmt::format(
+        "a mixture of experts with --tp {} needs --sequence-parallel: each GPU routes its share of "
+        "the sequence (Megatron-LM: 'sequence parallelism must be used' with expert and tensor "
+        "parallelism)",
+        c.tp));
+  if (c.zero == 3 && stage_gpus > 1)
+    throw InputError(
+        "--zero 3 with experts: Megatron-LM's FSDP does not run with expert parallelism "
+        "(megatron/training/arguments.py); --zero 1 or 2 would work");
+  if (!(c.expert_load >= 1.0) || !std::isfinite(c.expert_load))
+    throw InputError(fmt::format(
+        "--expert-load {} is the busiest GPU's routed tokens over the mean: it is at least 1",
+        c.expert_load));
 }
 
 void check_offload(const PlanConfig& c) {
@@ -244,7 +285,13 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   run.cp_ranks_per_node = std::clamp<std::int64_t>(g / t, 1, c.cp);
   run.cp_all_gather = c.cp_all_gather;
   run.precision = c.precision;
+  run.expert_parallel = c.ep;
+  run.ep_ranks_per_node = std::min<std::int64_t>(c.ep, g);  // the nearest GPUs first
+  run.expert_load = c.expert_load;
   dp_per_node_ = std::clamp<std::int64_t>(g / t, 1, d);
+  // An expert's replicas: the t·c·d GPUs of a stage over the e of its group, e ranks apart.
+  expert_shards_ = std::max<std::int64_t>(1, t * c.cp * c.dp() / c.ep);
+  expert_shards_per_node_ = std::clamp<std::int64_t>(g / c.ep, 1, expert_shards_);
   // HSDP: the sharding group is the nearest replicas (t ranks apart), its replicas that many
   // further.
   shards_ = c.shards();
@@ -315,7 +362,12 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     sp.pieces.activation_bytes -= sp.host_bytes;
   }
   const std::int64_t params = sp.pieces.parameters;
-  sp.optimizer_s = optimizer_step_s(gpu, params, shards_, c.zero, c.bf16_gradients, c.bf16_moments);
+  // The routed experts' state is sharded over an expert's replicas, the rest over the layer's.
+  const std::int64_t expert_params = sp.pieces.expert_parameters;
+  sp.optimizer_s = optimizer_step_s(gpu, params - expert_params, shards_, c.zero, c.bf16_gradients,
+                                    c.bf16_moments) +
+                   optimizer_step_s(gpu, expert_params, expert_shards_, c.zero, c.bf16_gradients,
+                                    c.bf16_moments);
   // FP8 (docs/costmodel.md, "FP8"): the weights cast to their two 8-bit copies (read 2 bytes,
   // write 1 + 1) once per step, at its first micro-batch (Transformer Engine caches them for the
   // others); with ZeRO 3 every gathered layer is cast again, for each forward and backward.
@@ -368,8 +420,14 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     const auto plain = [&](std::int64_t p) {
       return one(p, bytes_per_parameter * static_cast<double>(p));
     };
-    const double layer = kind == Collective::all_gather ? one(layer_.parameters, layer_gather_bytes)
-                                                        : plain(layer_.parameters);
+    // A layer's routed experts' gradients are reduced over an expert's replicas.
+    const std::int64_t experts = layer_.expert_parameters;
+    const double layer =
+        kind == Collective::all_gather
+            ? one(layer_.parameters, layer_gather_bytes)
+            : plain(layer_.parameters - experts) +
+                  collective_s(gpu, kind, bytes_per_parameter * static_cast<double>(experts),
+                               expert_shards_, expert_shards_per_node_);
     return static_cast<double>(layers) * layer + plain(embedding) + plain(head);
   };
   const std::int64_t largest = std::max({layers > 0 ? layer_.parameters : 0, embedding, head});
@@ -379,19 +437,32 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   // and ZeRO 1 and 2 gather the updated bf16 weights; ZeRO 2 and 3 reduced them per micro-batch,
   // and ZeRO 3 keeps its weights sharded.
   const double grad_bytes = gradient_bytes(c.bf16_gradients);
-  const double grads = grad_bytes * static_cast<double>(params);
-  const double gather = c.zero == 1 || c.zero == 2
-                            ? collective_s(gpu, Collective::all_gather,
-                                           kParamGatherBytes * static_cast<double>(params) -
-                                               (c.fp8_params ? fp8_weights : 0.0),
-                                           shards_, shards_per_node_)
-                            : 0.0;
+  // The routed experts' part over an expert's replicas (their FP8 weights gathered in 8 bits
+  // with the rest's).
+  const double expert_share = static_cast<double>(expert_params);
+  const double grads = grad_bytes * static_cast<double>(params - expert_params);
+  const double expert_grads = grad_bytes * expert_share;
+  const double expert_fp8 = c.fp8_params ? std::min(fp8_weights, expert_share) : 0.0;
+  const double gather =
+      c.zero == 1 || c.zero == 2
+          ? collective_s(gpu, Collective::all_gather,
+                         kParamGatherBytes * static_cast<double>(params - expert_params) -
+                             (c.fp8_params ? fp8_weights - expert_fp8 : 0.0),
+                         shards_, shards_per_node_) +
+                collective_s(gpu, Collective::all_gather,
+                             kParamGatherBytes * expert_share - expert_fp8, expert_shards_,
+                             expert_shards_per_node_)
+          : 0.0;
   const double reduce =
       c.zero >= 2 ? 0.0
       : c.zero == 1
           ? collective_s(gpu, Collective::reduce_scatter, grads, shards_, shards_per_node_) +
-                between_groups(grads)
-          : collective_s(gpu, Collective::all_reduce, grads, d, dp_per_node_);
+                between_groups(grads) +
+                collective_s(gpu, Collective::reduce_scatter, expert_grads, expert_shards_,
+                             expert_shards_per_node_)
+          : collective_s(gpu, Collective::all_reduce, grads, d, dp_per_node_) +
+                collective_s(gpu, Collective::all_reduce, expert_grads, expert_shards_,
+                             expert_shards_per_node_);
   sp.reduce_s = reduce + gather;
   // Buckets reduce while the backward runs; the last one cannot.
   const auto overlapped = [&](double comm, double compute, double last) {
@@ -462,9 +533,12 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
   cost.activation_bytes = sp.pieces.activation_bytes;
   cost.activation_message_bytes = sp.head ? 0 : static_cast<std::int64_t>(message_bytes_);
   cost.gradient_message_bytes = sp.embedding ? 0 : static_cast<std::int64_t>(message_bytes_);
-  // ZeRO shards the optimizer state (1), the gradients (2) and the weights (3) over d.
+  // ZeRO shards the optimizer state (1), the gradients (2) and the weights (3) over d; the routed
+  // experts' over an expert's replicas.
+  const std::int64_t experts = sp.pieces.expert_parameters, dense = params - experts,
+                     de = expert_shards_;
   const auto sharded = [&](std::int64_t bytes, bool shard) {
-    return shard ? (bytes * params + d - 1) / d : bytes * params;
+    return shard ? (bytes * dense + d - 1) / d + (bytes * experts + de - 1) / de : bytes * params;
   };
   cost.weight_bytes = sharded(kWeightBytes, c.zero >= 3);
   // FP8's two 8-bit copies of the GEMMs' weights, kept for the step (ZeRO 3: per gathered layer,
@@ -620,7 +694,8 @@ void measure(PlanResult& r, const SimResult& sim) {
                h = static_cast<double>(m.d_model);
   const double head_params = static_cast<double>(m.vocab) * h;
   r.model_flops_per_step =
-      tokens * (6.0 * (L * static_cast<double>(counts.per_layer) + head_params) + 12.0 * L * s * h);
+      tokens *
+      (6.0 * (L * static_cast<double>(counts.active_per_layer) + head_params) + 12.0 * L * s * h);
   r.model_tflops_per_gpu = r.model_flops_per_step / r.step_s / static_cast<double>(c.gpus) / 1e12;
   r.mfu = gpu.peak_flops > 0 ? r.model_tflops_per_gpu * 1e12 / gpu.peak_flops : 0.0;
   r.memory_per_device = sim.device_peak_memory_bytes;

@@ -32,6 +32,14 @@ struct PlanConfig {
   // PyTorch's and so torchtitan's).
   std::int32_t cp = 1;
   bool cp_all_gather = false;
+  // e: expert parallelism (docs/costmodel.md, "Mixture of experts"), each of the model's E experts
+  // on one GPU of a group of e, E/e on each (Megatron-LM's --expert-model-parallel-size with
+  // --expert-tensor-parallel-size 1), the group taken from the t·c·d GPUs that hold a stage (the
+  // nearest: inside a node while e fits); 1 for a dense model.
+  std::int32_t ep = 1;
+  // The busiest GPU's routed token copies over the mean (1: the router balances them, as the
+  // published MoE benchmarks force it to).
+  double expert_load = 1.0;
   std::int32_t chunks = 1;           // v: model stages per device (interleaved), else 1
   std::int64_t microbatch_size = 1;  // b
   std::string kind = "1f1b";
@@ -94,6 +102,10 @@ void check_pipeline(const PlanConfig& config);
 // Of those, activation offloading's: 0 or more layers, fewer than the model's, at p = 1 without
 // recomputation (what Megatron-LM runs), on a cluster that gives its host link.
 void check_offload(const PlanConfig& config);
+// InputError for expert parallelism the model or Megatron-LM cannot run: e not dividing the
+// experts or the t·c·d GPUs of a stage, a mixture of experts with tensor parallelism but without
+// sequence parallelism, ZeRO 3 with experts, --ep on a dense model, an expert load below 1.
+void check_experts(const PlanConfig& config);
 
 // One model stage of the evaluated configuration.
 struct StagePlan {
@@ -200,6 +212,8 @@ class ConfigCosts {
   // ZeRO's sharding group (HSDP: shard_group) and its replicas, and how many of each share a
   // node.
   std::int64_t shards_ = 1, shards_per_node_ = 1, groups_ = 1, groups_per_node_ = 1;
+  // An expert's replicas (the GPUs ZeRO shards its state over, its gradients reduced over).
+  std::int64_t expert_shards_ = 1, expert_shards_per_node_ = 1;
 };
 
 // Layers per model stage for `config`: its partition when given, else as even as the layers allow

@@ -66,6 +66,8 @@ ordered_json plan_json(const PlanResult& p) {
   j["shard_group"] = c.zero > 0 ? c.shards() : 0;  // ZeRO's sharding group (HSDP: below d·c)
   j["overlap_grad_reduce"] = c.overlap_grad_reduce;
   j["offload_layers"] = c.offload_layers;
+  j["ep"] = c.ep;
+  j["expert_load"] = c.expert_load;
   j["attention"] = c.flash_attention ? "flash" : "unfused";
   j["precision"] = std::string(to_string(c.precision));
   j["grad_dtype"] = c.bf16_gradients ? "bf16" : "fp32";
@@ -140,6 +142,9 @@ ordered_json plans_document(const std::vector<PlanResult>& plans) {
                   {"vocab", m.vocab},
                   {"seq_len", m.seq_len},
                   {"tied_embeddings", m.tied_embeddings},
+                  {"experts", m.experts},
+                  {"top_k", m.top_k},
+                  {"shared_expert_ffn", m.shared_expert_ffn},
                   {"parameters", plans.front().parameters}};
     j["cluster"] = {{"name", c.cluster.name},
                     {"description", c.cluster.description},
@@ -159,12 +164,15 @@ std::string plan_text(const PlanResult& p) {
   const ModelSpec& m = c.model;
   std::string out = fmt::format(
       "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
-      "t={}{} p={} d={} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, {}, overlapped "
-      "gradient reduction {}, {} attention{}{}{}\n",
+      "t={}{} p={} d={}{} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, {}, "
+      "overlapped gradient reduction {}, {} attention{}{}{}\n",
       m.name, static_cast<double>(p.parameters) / 1e9, c.gpus, c.cluster.name, c.global_batch,
-      m.seq_len, c.tp, cp_label(c, " c={}"), c.pp, p.dp, c.chunks, c.microbatch_size,
-      p.microbatches, c.kind, to_string(c.recompute), on_off(c.sequence_parallel),
-      c.tp_comm_overlap ? " (collectives overlapped)" : "",
+      m.seq_len, c.tp, cp_label(c, " c={}"), c.pp, p.dp,
+      m.moe() ? fmt::format(" e={} ({} experts, top {}{})", c.ep, m.experts, m.top_k,
+                            c.expert_load > 1 ? fmt::format(", load {:g}", c.expert_load) : "")
+              : "",
+      c.chunks, c.microbatch_size, p.microbatches, c.kind, to_string(c.recompute),
+      on_off(c.sequence_parallel), c.tp_comm_overlap ? " (collectives overlapped)" : "",
       zero_text(c.zero) + (c.zero > 0 && c.shard_group > 0
                                ? fmt::format(" over groups of {}, {} replicas (HSDP)",
                                              c.shard_group, p.dp * c.cp / c.shard_group)

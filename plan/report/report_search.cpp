@@ -27,9 +27,10 @@ std::string knobs(const PlanConfig& c) {
   if (c.zero > 0 && c.shard_group > 0) switches += fmt::format("/{}", c.shard_group);
   if (c.overlap_grad_reduce) switches += " grad-overlap";
   if (c.offload_layers > 0) switches += fmt::format(" offload{}", c.offload_layers);
-  return fmt::format("{} t={}{} p={} d={}{} b={} M={} {}{}", c.kind, c.tp,
+  return fmt::format("{} t={}{} p={} d={}{}{} b={} M={} {}{}", c.kind, c.tp,
                      c.cp > 1 ? fmt::format(" c={}{}", c.cp, c.cp_all_gather ? "ag" : "") : "",
-                     c.pp, c.dp(), c.kind == "interleaved" ? fmt::format(" v={}", c.chunks) : "",
+                     c.pp, c.dp(), c.model.moe() ? fmt::format(" e={}", c.ep) : "",
+                     c.kind == "interleaved" ? fmt::format(" v={}", c.chunks) : "",
                      c.microbatch_size, c.microbatches(), to_string(c.recompute), switches);
 }
 

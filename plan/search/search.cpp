@@ -69,10 +69,10 @@ struct Candidate {
 std::string config_key(const PlanConfig& c) {
   std::string partition;
   for (const std::int32_t l : c.partition) partition += fmt::format("{},", l);
-  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|h{}|g{}|f{}|{}", c.kind, c.tp, c.cp,
-                     c.cp_all_gather ? "ag" : "", c.pp, c.chunks, c.microbatch_size,
+  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|h{}|g{}|f{}|e{}|{}", c.kind, c.tp,
+                     c.cp, c.cp_all_gather ? "ag" : "", c.pp, c.chunks, c.microbatch_size,
                      to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap, c.zero,
-                     c.shard_group, c.overlap_grad_reduce, c.offload_layers, partition);
+                     c.shard_group, c.overlap_grad_reduce, c.offload_layers, c.ep, partition);
 }
 
 // A lower bound on the step, and one on the largest device's peak memory: its stages' static
@@ -337,6 +337,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
         base.bf16_gradients = space.bf16_gradients;
         base.fp8_params = space.fp8_params;
         base.bf16_moments = space.bf16_moments;
+        base.expert_load = space.expert_load;
         if (t < 1 || p < 1 || cp < 1 || space.gpus % (tc * p) != 0) {
           invalid(fmt::format("--gpus {} is not divisible by --tp {} x --cp {} x --pp {}",
                               space.gpus, t, cp, p));
@@ -355,7 +356,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
           // Stage costs by (recompute, SP, TP overlap, ZeRO, gradient overlap, all-gather CP):
           // the same for every non-interleaved kind at this (t, c, p, b).
           std::map<std::tuple<Recompute, bool, bool, std::int32_t, std::int64_t, bool, bool,
-                              std::int32_t>,
+                              std::int32_t, std::int32_t>,
                    StageCostTable>
               tables;
           // Partitions by (stage-cost table, PipeDream's per-micro-batch updates); the limited
@@ -410,6 +411,15 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
             const auto& sps = t == 1 ? off : space.sequence_parallel;
             const auto& zeros = replicas == 1 ? unsharded : space.zero;
             const auto& gathers = cp == 1 ? off : space.cp_all_gather;
+            // Expert parallelism: as listed, else every e dividing the experts and the t·c·d
+            // GPUs of a stage (1 for a dense model).
+            std::vector<std::int32_t> eps = space.ep;
+            if (eps.empty()) {
+              eps = {1};
+              if (m.moe())
+                for (std::int32_t e = 2; e <= m.experts; ++e)
+                  if (m.experts % e == 0 && (tc * d) % e == 0) eps.push_back(e);
+            }
             // Activation offloading where Megatron-LM runs it (p = 1, no recomputation); where it
             // cannot, none, unless every value listed offloads (then those are invalid there).
             const std::vector<std::int32_t> kept_on_gpu{0};
@@ -430,121 +440,125 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                         for (const bool ovl :
                              replicas == 1 || zero == 3 ? off : space.overlap_grad_reduce)
                           for (const bool gather : gathers)
-                            for (const std::int32_t offload : offloads(p, rc, kind)) {
-                              PlanConfig c = base;
-                              c.offload_layers = offload;
-                              c.cp_all_gather = gather;
-                              c.microbatch_size = b;
-                              c.kind = kind;
-                              c.chunks = v;
-                              c.recompute = rc;
-                              c.sequence_parallel = sp;
-                              c.tp_comm_overlap = tco;
-                              c.zero = zero;
-                              c.shard_group = group;
-                              c.overlap_grad_reduce = ovl;
-                              c.partition = space.partition;
-                              try {
-                                check_knobs(c);  // the model and the cluster checked above
-                              } catch (const InputError& e) {
-                                invalid(e.what());
-                                continue;
-                              }
-                              if (options.runnable) {
-                                if (std::string why = options.runnable(c); !why.empty()) {
+                            for (const std::int32_t offload : offloads(p, rc, kind))
+                              for (const std::int32_t ep : eps) {
+                                PlanConfig c = base;
+                                c.ep = ep;
+                                c.offload_layers = offload;
+                                c.cp_all_gather = gather;
+                                c.microbatch_size = b;
+                                c.kind = kind;
+                                c.chunks = v;
+                                c.recompute = rc;
+                                c.sequence_parallel = sp;
+                                c.tp_comm_overlap = tco;
+                                c.zero = zero;
+                                c.shard_group = group;
+                                c.overlap_grad_reduce = ovl;
+                                c.partition = space.partition;
+                                try {
+                                  check_knobs(c);  // the model and the cluster checked above
+                                } catch (const InputError& e) {
+                                  invalid(e.what());
+                                  continue;
+                                }
+                                if (options.runnable) {
+                                  if (std::string why = options.runnable(c); !why.empty()) {
+                                    ++result.configurations;
+                                    ++result.rejected.not_runnable;
+                                    if (result.rejected.not_runnable_example.empty())
+                                      result.rejected.not_runnable_example = std::move(why);
+                                    continue;
+                                  }
+                                }
+                                const ScheduleInfo& info = schedule_for(c);
+                                if (!info.error.empty()) {
+                                  invalid(info.error);
+                                  continue;
+                                }
+                                // A non-interleaved configuration's stage costs: shared by every
+                                // kind with the same other knobs, computed for the first. Several
+                                // stages on a device (interleaved, the V): each configuration's own
+                                // costs and the default partition.
+                                const bool interleaved = kind == "interleaved" || kind == "zb-v";
+                                std::optional<ConfigCosts> own;
+                                const StageCostTable* table = nullptr;
+                                if (interleaved) {
+                                  own.emplace(c);
+                                } else {
+                                  const auto key = std::make_tuple(rc, sp, tco, zero, c.shard_group,
+                                                                   ovl, gather, offload, ep);
+                                  auto it = tables.find(key);
+                                  if (it == tables.end())
+                                    it = tables.emplace(key, stage_cost_table(c, ConfigCosts(c)))
+                                             .first;
+                                  table = &it->second;
+                                }
+                                const auto stage_costs =
+                                    [&](const std::vector<std::int32_t>& layers) {
+                                      return table ? table->stage_costs(layers)
+                                                   : own->stage_costs(layers);
+                                    };
+                                std::vector<std::vector<std::int32_t>> partitions;
+                                if (!space.partition.empty() || kind == "interleaved") {
+                                  partitions.push_back(default_partition(c));
+                                } else if (kind == "zb-v") {
+                                  partitions.push_back(v_partition(c, *own));
+                                } else {
+                                  // Without a memory limit the partition is the same for every
+                                  // kind on this table (PipeDream's per-micro-batch updates
+                                  // aside); within it, for the kinds that hold as many
+                                  // micro-batches in flight on each stage.
+                                  auto [entry, fresh] =
+                                      splits.try_emplace({table, kind == "pipedream"});
+                                  Splits& split = entry->second;
+                                  if (fresh) {
+                                    split.tables = partition_tables(c, *table, info.in_flight);
+                                    split.unlimited = partition_under(split.tables, 0);
+                                  }
+                                  partitions.push_back(split.unlimited);
+                                  auto [held, new_flight] =
+                                      split.limited.try_emplace(info.in_flight);
+                                  if (new_flight) {
+                                    split.tables.in_flight = info.in_flight;
+                                    held->second = partition_under(split.tables, limit);
+                                  }
+                                  if (!held->second.empty() && held->second != partitions.front())
+                                    partitions.push_back(held->second);
+                                }
+                                for (const auto& layers : partitions) {
                                   ++result.configurations;
-                                  ++result.rejected.not_runnable;
-                                  if (result.rejected.not_runnable_example.empty())
-                                    result.rejected.not_runnable_example = std::move(why);
-                                  continue;
-                                }
-                              }
-                              const ScheduleInfo& info = schedule_for(c);
-                              if (!info.error.empty()) {
-                                invalid(info.error);
-                                continue;
-                              }
-                              // A non-interleaved configuration's stage costs: shared by every kind
-                              // with the same other knobs, computed for the first.
-                              // Several stages on a device (interleaved, the V): each
-                              // configuration's own costs and the default partition.
-                              const bool interleaved = kind == "interleaved" || kind == "zb-v";
-                              std::optional<ConfigCosts> own;
-                              const StageCostTable* table = nullptr;
-                              if (interleaved) {
-                                own.emplace(c);
-                              } else {
-                                const auto key = std::make_tuple(rc, sp, tco, zero, c.shard_group,
-                                                                 ovl, gather, offload);
-                                auto it = tables.find(key);
-                                if (it == tables.end())
-                                  it = tables.emplace(key, stage_cost_table(c, ConfigCosts(c)))
-                                           .first;
-                                table = &it->second;
-                              }
-                              const auto stage_costs =
-                                  [&](const std::vector<std::int32_t>& layers) {
-                                    return table ? table->stage_costs(layers)
-                                                 : own->stage_costs(layers);
+                                  const Bounds bound = bounds(c, stage_costs(layers), info);
+                                  // The candidate (a copy of the configuration, its key) is made
+                                  // only for what is kept: most are out of memory.
+                                  const auto candidate = [&] {
+                                    Candidate cand;
+                                    cand.config = c;
+                                    cand.config.partition = layers;
+                                    cand.schedule = &info;
+                                    cand.staleness = info.max_staleness;
+                                    cand.step_bound_s = bound.step_s;
+                                    cand.memory_bound_bytes = bound.memory_bytes;
+                                    cand.static_bytes = bound.static_bytes;
+                                    cand.key = config_key(cand.config);
+                                    return cand;
                                   };
-                              std::vector<std::vector<std::int32_t>> partitions;
-                              if (!space.partition.empty() || kind == "interleaved") {
-                                partitions.push_back(default_partition(c));
-                              } else if (kind == "zb-v") {
-                                partitions.push_back(v_partition(c, *own));
-                              } else {
-                                // Without a memory limit the partition is the same for every
-                                // kind on this table (PipeDream's per-micro-batch updates
-                                // aside); within it, for the kinds that hold as many
-                                // micro-batches in flight on each stage.
-                                auto [entry, fresh] =
-                                    splits.try_emplace({table, kind == "pipedream"});
-                                Splits& split = entry->second;
-                                if (fresh) {
-                                  split.tables = partition_tables(c, *table, info.in_flight);
-                                  split.unlimited = partition_under(split.tables, 0);
+                                  if (!smallest ||
+                                      bound.memory_bytes < smallest->memory_bound_bytes)
+                                    smallest = candidate();
+                                  if (options.max_staleness >= 0 &&
+                                      info.max_staleness > options.max_staleness) {
+                                    ++result.rejected.too_stale;
+                                    continue;
+                                  }
+                                  if (static_cast<double>(bound.memory_bytes) > limit) {
+                                    result.rejected.add_out_of_memory(static_cast<std::int64_t>(
+                                        static_cast<double>(bound.memory_bytes) - limit));
+                                    continue;
+                                  }
+                                  candidates.push_back(candidate());
                                 }
-                                partitions.push_back(split.unlimited);
-                                auto [held, new_flight] = split.limited.try_emplace(info.in_flight);
-                                if (new_flight) {
-                                  split.tables.in_flight = info.in_flight;
-                                  held->second = partition_under(split.tables, limit);
-                                }
-                                if (!held->second.empty() && held->second != partitions.front())
-                                  partitions.push_back(held->second);
                               }
-                              for (const auto& layers : partitions) {
-                                ++result.configurations;
-                                const Bounds bound = bounds(c, stage_costs(layers), info);
-                                // The candidate (a copy of the configuration, its key) is made
-                                // only for what is kept: most are out of memory.
-                                const auto candidate = [&] {
-                                  Candidate cand;
-                                  cand.config = c;
-                                  cand.config.partition = layers;
-                                  cand.schedule = &info;
-                                  cand.staleness = info.max_staleness;
-                                  cand.step_bound_s = bound.step_s;
-                                  cand.memory_bound_bytes = bound.memory_bytes;
-                                  cand.static_bytes = bound.static_bytes;
-                                  cand.key = config_key(cand.config);
-                                  return cand;
-                                };
-                                if (!smallest || bound.memory_bytes < smallest->memory_bound_bytes)
-                                  smallest = candidate();
-                                if (options.max_staleness >= 0 &&
-                                    info.max_staleness > options.max_staleness) {
-                                  ++result.rejected.too_stale;
-                                  continue;
-                                }
-                                if (static_cast<double>(bound.memory_bytes) > limit) {
-                                  result.rejected.add_out_of_memory(static_cast<std::int64_t>(
-                                      static_cast<double>(bound.memory_bytes) - limit));
-                                  continue;
-                                }
-                                candidates.push_back(candidate());
-                              }
-                            }
           }
         }
       }

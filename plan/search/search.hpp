@@ -58,6 +58,10 @@ struct SearchSpace {
   // Activation offloading (PlanConfig::offload_layers): none unless listed; where a configuration
   // cannot offload (p > 1, recomputation) it runs without, when 0 is listed too.
   std::vector<std::int32_t> offload_layers{0};
+  // Expert parallelism (PlanConfig::ep); whole range: with experts, every e dividing them and the
+  // t·c·d GPUs of a stage; 1 for a dense model.
+  std::vector<std::int32_t> ep;
+  double expert_load = 1.0;  // PlanConfig::expert_load, not searched
   bool flash_attention = true;
   // The GEMMs' number format: not searched (FP8 changes the numerics a run converges with: the
   // user's decision), bf16 unless given.

@@ -73,6 +73,12 @@ ModelSpec llama(std::string name, std::int64_t layers, std::int64_t d_model, std
   return m;
 }
 
+ModelSpec moe(ModelSpec m, std::int64_t experts, std::int64_t top_k) {
+  m.experts = experts;
+  m.top_k = top_k;
+  return m;
+}
+
 std::vector<ModelSpec> make_presets() {
   return {
       // GPT-2 (Radford et al. 2019; the released checkpoints' hparams / HF config.json).
@@ -101,27 +107,46 @@ std::vector<ModelSpec> make_presets() {
       llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
       llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
       llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
+      // Mixtral (Jiang et al. 2024; the base models' config.json, Mixtral-8x7B-v0.1 and
+      // Mixtral-8x22B-v0.1: num_local_experts 8, num_experts_per_tok 2, intermediate_size each
+      // expert's, vocabulary 32000), at a 4096-token pre-training length (their configs allow
+      // 32K and 64K).
+      moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096), 8, 2),
+      moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32000, 4096), 8, 2),
   };
 }
 
 ParamCounts counts_of(const ModelSpec& m) {
-  const std::int64_t h = m.d_model, f = m.ffn, kv = m.kv_dim();
+  const std::int64_t h = m.d_model, kv = m.kv_dim();
   ParamCounts p;
   p.embedding = product({m.vocab, h});
+  // One MLP of width w: gpt h·w + w + w·h + h, llama's SwiGLU gate, up and down 3·h·w.
+  const auto mlp = [&](std::int64_t w) {
+    if (w == 0) return std::int64_t{0};
+    return m.arch == Arch::gpt ? sum({product({2, h, w}), w, h}) : product({3, h, w});
+  };
+  std::int64_t rest = 0;  // a layer without its MLP
   if (m.arch == Arch::gpt) {
-    // QKV h·(h + 2kv) + (h + 2kv), projection h·h + h, MLP h·f + f + f·h + h, two LayerNorms
-    // 2·2h (weight and bias). With kv = h, f = 4h: 12h² + 13h.
+    // QKV h·(h + 2kv) + (h + 2kv), projection h·h + h, two LayerNorms 2·2h (weight and bias).
+    // With kv = h and the MLP of f = 4h: 12h² + 13h.
     const std::int64_t qkv_width = sum({h, product({2, kv})});
-    p.per_layer = sum({product({h, qkv_width}), qkv_width, product({h, h}), h, product({2, h, f}),
-                       f, h, product({4, h})});
+    rest = sum({product({h, qkv_width}), qkv_width, product({h, h}), h, product({4, h})});
     p.positions = product({m.seq_len, h});
     p.final_norm = product({2, h});
   } else {
-    // q h·h, k and v h·kv each, o h·h, SwiGLU gate, up and down 3·h·f, two RMSNorm weights 2h.
-    p.per_layer =
-        sum({product({2, h, h}), product({2, h, kv}), product({3, h, f}), product({2, h})});
+    // q h·h, k and v h·kv each, o h·h, two RMSNorm weights 2h.
+    rest = sum({product({2, h, h}), product({2, h, kv}), product({2, h})});
     p.positions = 0;
     p.final_norm = h;
+  }
+  if (!m.moe()) {
+    p.per_layer = p.active_per_layer = sum({rest, mlp(m.ffn)});
+  } else {
+    // The router h·E, E experts, the shared expert; a token computes with k of the experts.
+    const std::int64_t common = sum({rest, product({h, m.experts}), mlp(m.shared_expert_ffn)});
+    p.expert_per_layer = product({m.experts, mlp(m.ffn)});
+    p.per_layer = sum({common, p.expert_per_layer});
+    p.active_per_layer = sum({common, product({m.top_k, mlp(m.ffn)})});
   }
   p.head = m.tied_embeddings ? 0 : p.embedding;
   p.total = sum({p.embedding, p.positions, product({m.layers, p.per_layer}), p.final_norm, p.head});
@@ -150,8 +175,20 @@ std::int64_t activation_bytes_of(const ModelSpec& m, const ActivationOptions& o)
   // Split by heads or MLP width: Q 2sbh, K and V 4sb·kv, the output projection's input 2sbh;
   // gpt: the GeLU input and the second linear's input 2sbf each; llama: the gate and up outputs
   // 4sbf and their product (the down projection's input) 2sbf.
-  const std::int64_t split =
-      sum({product({4, sb, q_t}), product({4, sb, kv_t}), product({is_gpt ? 4 : 6, sb, f_t})});
+  // With experts (each whole on its GPU, the tokens sequence-sharded over t as Megatron-LM's MoE
+  // needs): the k copies of this GPU's T/t tokens, times the busiest GPU's load, through the
+  // same MLP of width f, their permuted input 2·k·T/t·h, the router's fp32 probabilities
+  // 4·T/t·E, and the shared expert split by t like a dense MLP.
+  const std::int64_t copies =
+      m.moe() ? static_cast<std::int64_t>(static_cast<double>(product({m.top_k, ceil_div(sb, t)})) *
+                                          o.expert_load)
+              : 0;
+  const std::int64_t mlp_term =
+      m.moe() ? sum({product({is_gpt ? 4 : 6, copies, m.ffn}), product({2, copies, h}),
+                     product({4, ceil_div(sb, t), m.experts}),
+                     product({is_gpt ? 4 : 6, sb, ceil_div(m.shared_expert_ffn, t)})})
+              : product({is_gpt ? 4 : 6, sb, f_t});
+  const std::int64_t split = sum({product({4, sb, q_t}), product({4, sb, kv_t}), mlp_term});
   // The attention core. Standard: the s x s matrices per head, gpt the softmax output 2as²b, its
   // dropout mask as²b and the dropout output 2as²b, llama the softmax output 2as²b. Selective
   // recomputation recomputes them from Q, K, V; FlashAttention never stores them and keeps its
@@ -163,8 +200,11 @@ std::int64_t activation_bytes_of(const ModelSpec& m, const ActivationOptions& o)
   // FP8: the QKV and first MLP inputs (sbh each, sequence-sharded with SP), the attention output
   // projection's input (sb·h/t) and the second MLP GEMM's (sb·f/t) kept in 8 bits, a byte saved
   // per element.
+  const std::int64_t second_mlp_input =
+      m.moe() ? sum({product({copies, m.ffn}), product({sb, ceil_div(m.shared_expert_ffn, t)})})
+              : product({sb, f_t});
   const std::int64_t fp8_saved =
-      o.fp8_linear_inputs ? sum({product({2, sb_rep, h}), product({sb, q_t}), product({sb, f_t})})
+      o.fp8_linear_inputs ? sum({product({2, sb_rep, h}), product({sb, q_t}), second_mlp_input})
                           : 0;
   return sum({replicated, split, core}) - fp8_saved;
 }
@@ -239,7 +279,7 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
     m.tied_embeddings = m.arch == Arch::gpt;
   }
   const bool changed = o.layers || o.d_model || o.heads || o.kv_heads || o.ffn || o.vocab ||
-                       o.arch || o.tied_embeddings;
+                       o.arch || o.tied_embeddings || o.experts || o.top_k || o.shared_expert_ffn;
   // A preset without grouped-query attention keeps it when --heads changes; an MLP of 4h keeps
   // its ratio when --d-model changes.
   const bool full_attention = m.kv_heads == m.heads, mlp_4h = m.ffn == 4 * m.d_model;
@@ -252,6 +292,9 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   m.kv_heads = o.kv_heads.value_or(preset && !full_attention ? m.kv_heads : m.heads);
   m.ffn = o.ffn.value_or(preset && !mlp_4h ? m.ffn : 4 * m.d_model);
   if (o.tied_embeddings) m.tied_embeddings = *o.tied_embeddings;
+  if (o.experts) m.experts = *o.experts;
+  if (o.top_k) m.top_k = *o.top_k;
+  if (o.shared_expert_ffn) m.shared_expert_ffn = *o.shared_expert_ffn;
   if (preset && changed) m.name += " (modified)";
   check_model(m);
   return m;
@@ -276,6 +319,20 @@ void check_model(const ModelSpec& model) {
   if (model.heads % model.kv_heads != 0)
     throw InputError(fmt::format("model '{}': {} heads are not divisible by {} kv_heads",
                                  model.name, model.heads, model.kv_heads));
+  if (model.experts < 0 || model.shared_expert_ffn < 0)
+    throw InputError(
+        fmt::format("model '{}': experts and the shared expert's width cannot be "
+                    "negative (got {} and {})",
+                    model.name, model.experts, model.shared_expert_ffn));
+  if (model.experts == 0 && (model.top_k != 0 || model.shared_expert_ffn != 0))
+    throw InputError(
+        fmt::format("model '{}': --top-k and --shared-expert-ffn need routed experts (--experts E)",
+                    model.name));
+  if (model.experts > 0 && (model.top_k < 1 || model.top_k > model.experts))
+    throw InputError(fmt::format(
+        "model '{}': --top-k {} must be between 1 and the {} experts (each token goes to k of "
+        "them)",
+        model.name, model.top_k, model.experts));
   // The largest counts: every parameter, and one layer's activations for one sequence on one GPU
   // (a larger micro-batch is checked when it is asked for).
   counts_of(model);

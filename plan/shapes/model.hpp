@@ -22,14 +22,22 @@ Arch parse_arch(std::string_view text);  // "gpt" | "llama"; InputError otherwis
 struct ModelSpec {
   std::string name = "custom";  // the preset's name, or "custom"
   Arch arch = Arch::gpt;
-  std::int64_t layers = 0;      // L
-  std::int64_t d_model = 0;     // h
-  std::int64_t heads = 0;       // a
-  std::int64_t kv_heads = 0;    // g (= a without grouped-query attention)
-  std::int64_t ffn = 0;         // f: the MLP's hidden width (gpt: 4h; llama: the SwiGLU width)
-  std::int64_t vocab = 0;       // V
-  std::int64_t seq_len = 0;     // s: tokens per sequence (gpt: also its learned positions)
+  std::int64_t layers = 0;    // L
+  std::int64_t d_model = 0;   // h
+  std::int64_t heads = 0;     // a
+  std::int64_t kv_heads = 0;  // g (= a without grouped-query attention)
+  std::int64_t ffn = 0;       // f: the MLP's hidden width (gpt: 4h; llama: the SwiGLU width); with
+                              // experts, each expert's
+  std::int64_t vocab = 0;     // V
+  std::int64_t seq_len = 0;   // s: tokens per sequence (gpt: also its learned positions)
   bool tied_embeddings = true;  // the LM head reuses the token embedding
+  // Mixture of experts (docs/costmodel.md, "Mixture of experts"): with E > 0 every layer's MLP is
+  // E routed experts of width f (the arch's MLP each), a linear router (h x E) sending each token
+  // to k of them, and, when shared_expert_ffn > 0, a shared MLP of that width every token passes.
+  std::int64_t experts = 0;            // E (0: a dense model)
+  std::int64_t top_k = 0;              // k
+  std::int64_t shared_expert_ffn = 0;  // the shared experts' width together (0: none)
+  bool moe() const { return experts > 0; }
 
   std::int64_t head_dim() const { return d_model / heads; }
   std::int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of K (and of V)
@@ -37,7 +45,8 @@ struct ModelSpec {
 };
 
 // The presets: gpt2 (small, medium, large, xl), gpt3 (125m ... 175b), llama2 (7b, 13b, 70b),
-// llama3 (8b, 70b, 405b). Each with its published shape and default sequence length.
+// llama3 (8b, 70b, 405b), mixtral (8x7b, 8x22b). Each with its published shape and default
+// sequence length.
 const std::vector<ModelSpec>& model_presets();
 // The preset called `name`; InputError listing the known names otherwise.
 ModelSpec model_preset(std::string_view name);
@@ -47,21 +56,26 @@ ModelSpec model_preset(std::string_view name);
 // for llama. A changed preset is named "<preset> (modified)". check_model() on the result.
 struct ModelOverrides {
   std::optional<std::int64_t> layers, d_model, heads, kv_heads, ffn, vocab, seq_len;
+  std::optional<std::int64_t> experts, top_k, shared_expert_ffn;
   std::optional<Arch> arch;
   std::optional<bool> tied_embeddings;
 };
 ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOverrides& flags);
 // InputError naming the first problem: a count below 1, h not divisible by a, a not divisible by
-// g, a size that would overflow the counts below.
+// g, top-k outside 1..E (or given without experts), a size that would overflow the counts below.
 void check_model(const ModelSpec& model);
 
 struct ParamCounts {
-  std::int64_t embedding = 0;   // V·h token embedding
-  std::int64_t positions = 0;   // s·h learned positions (gpt), 0 (llama: rotary)
-  std::int64_t per_layer = 0;   // one transformer layer (attention, MLP, its norms, biases)
-  std::int64_t final_norm = 0;  // the norm before the head
-  std::int64_t head = 0;        // V·h when untied, 0 when tied (it is the embedding)
-  std::int64_t total = 0;       // embedding + positions + L·per_layer + final_norm + head
+  std::int64_t embedding = 0;  // V·h token embedding
+  std::int64_t positions = 0;  // s·h learned positions (gpt), 0 (llama: rotary)
+  std::int64_t per_layer = 0;  // one transformer layer (attention, MLP, its norms, biases)
+  // Of them, what one token computes with: with experts its k routed experts (and the router,
+  // the shared expert); per_layer for a dense model.
+  std::int64_t active_per_layer = 0;
+  std::int64_t expert_per_layer = 0;  // the routed experts' parameters (E of them), 0 if dense
+  std::int64_t final_norm = 0;        // the norm before the head
+  std::int64_t head = 0;              // V·h when untied, 0 when tied (it is the embedding)
+  std::int64_t total = 0;             // embedding + positions + L·per_layer + final_norm + head
 };
 ParamCounts parameter_counts(const ModelSpec& model);
 
@@ -90,6 +104,9 @@ struct ActivationOptions {
   // FP8 GEMMs (Transformer Engine): the four linear layers' inputs are kept for the backward as
   // their 8-bit casts, 1 byte per element instead of 2.
   bool fp8_linear_inputs = false;
+  // With experts: the token copies the busiest GPU's experts receive over the mean (k·T/t each
+  // when the router balances them exactly).
+  double expert_load = 1.0;
 };
 std::int64_t layer_activation_bytes(const ModelSpec& model, const ActivationOptions& options);
 

@@ -133,6 +133,22 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
         raise CheckError("validate_args: --fp8-param-gather only supported with distributed "
                          "optimizer, torch fsdp2, megatron fsdp, or inference mode")
     kw["fp8_param"] = bool(a.get("fp8_param_gather"))
+    # core_transformer_config_from_args: --num-experts is num_moe_experts; validate_args: expert
+    # tensor parallelism defaults to t, and the experts must divide over expert parallelism.
+    kw["num_moe_experts"] = a.get("num_experts")
+    if a.get("expert_tensor_parallel_size") is None:
+        kw["expert_tensor_parallel_size"] = t
+    ep = a.get("expert_model_parallel_size") or 1
+    if ep > 1 and not a.get("num_experts"):
+        raise CheckError("validate_args: expert parallelism needs --num-experts")
+    if a.get("num_experts") and a["num_experts"] % ep:
+        raise CheckError("validate_args: Number of experts should be a multiple of expert model "
+                         "parallel_size.")
+    etp = kw.get("expert_tensor_parallel_size") or 1
+    if world % (etp * ep * p):
+        raise CheckError(f"parallel_state: world size ({world}) is not divisible by "
+                         f"expert_tensor_parallel_size x expert_model_parallel_size x pipeline "
+                         f"({etp} x {ep} x {p})")
     # validate_args: a layer count above 0 turns activation offloading on.
     if (a.get("cpu_offloading_num_layers") or 0) > 0:
         kw["cpu_offloading"] = True
@@ -399,7 +415,11 @@ def check(a) -> str:
             "precision": precision_of(config), "grad_dtype": f["grad_dtype"],
             "offload_layers": config.cpu_offloading_num_layers if config.cpu_offloading else 0,
             "fp8_param_gather": bool(config.fp8_param),
-            "moments_dtype": f.get("moments_dtype", "fp32")}
+            "moments_dtype": f.get("moments_dtype", "fp32"),
+            "experts": config.num_moe_experts or 0,
+            "top_k": config.moe_router_topk if config.num_moe_experts else 0,
+            "ep": config.expert_model_parallel_size,
+            "etp": config.expert_tensor_parallel_size}
     check_expected(a.expect, seen, "Megatron")
     return (
         f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "
@@ -419,7 +439,8 @@ def main() -> int:
                     help="the launch's environment (as its script exports it)")
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                     help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute, zero, "
-                    "shard_group, offload_layers, fp8_param_gather, moments_dtype")
+                    "shard_group, offload_layers, fp8_param_gather, moments_dtype, experts, top_k, "
+                    "ep, etp")
     ap.add_argument("--gpu-arch", type=int, default=9,
                     help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
     a = ap.parse_args()

@@ -157,6 +157,11 @@ CASES = [
       "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "none", "--sequence-parallel",
       "--zero", "1", "--offload-layers", "16", "--cp", "1"],
      {"pytorch", "megatron"}, None),
+    ("mixtral-8x7b, expert parallelism 8 (Megatron-LM)",
+     ["--preset", "mixtral-8x7b", "--gpu", "h100-80gb", "--gpus", "16", "--global-batch", "32",
+      "--tp", "2", "--pp", "2", "--ep", "4", "--microbatch-size", "1", "--kind", "1f1b",
+      "--recompute", "full", "--sequence-parallel", "--zero", "1", "--cp", "1"],
+     {"pytorch", "megatron"}, None),
     ("gpt2-medium 1f1b d2",
      ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
       "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
@@ -192,6 +197,10 @@ REFUSALS = [
     ("1f1b M<p for torchtitan",
      [*L8, "--gpus", "8", "--global-batch", "4", "--tp", "1", "--pp", "8", "--microbatch-size", "1",
       "--kind", "1f1b", "--recompute", "full", "--emit", "torchtitan"], "gpipe"),
+    ("mixture of experts for torchtitan",
+     ["--preset", "mixtral-8x7b", *H100, "--gpus", "16", "--global-batch", "32", "--tp", "2",
+      "--pp", "2", "--ep", "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute",
+      "full", "--sequence-parallel", "--emit", "torchtitan"], "cannot train mixtral-8x7b"),
     ("GPT for torchtitan",
      ["--preset", "gpt3-13b", *H100, "--gpus", "8", "--global-batch", "64", "--tp", "2", "--pp",
       "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full", "--emit",
@@ -237,6 +246,15 @@ READS = [
      "--global-batch-size 64 --use-distributed-optimizer --fp8-format hybrid --fp8-recipe delayed "
      "--fp8-param-gather --use-precision-aware-optimizer --exp-avg-dtype bf16 "
      "--exp-avg-sq-dtype bf16"),
+    ("megatron mixtral-8x7b, expert parallelism 8", "megatron", 16,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 pretrain_gpt.py --bf16 --num-layers 32 --hidden-size 4096 "
+     "--num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+     "--ffn-hidden-size 14336 --swiglu --normalization RMSNorm --position-embedding-type rope "
+     "--disable-bias-linear --untie-embeddings-and-output-weights --vocab-size 32000 "
+     "--seq-length 4096 --max-position-embeddings 4096 --tensor-model-parallel-size 2 "
+     "--sequence-parallel --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 "
+     "--expert-tensor-parallel-size 1 --moe-grouped-gemm --moe-token-dispatcher-type alltoall "
+     "--micro-batch-size 1 --global-batch-size 32 --use-distributed-optimizer"),
     ("megatron gpt3-175b interleaved v3", "megatron", 1024,
      "CUDA_DEVICE_MAX_CONNECTIONS=1 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
      "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
@@ -301,6 +319,10 @@ READ_REFUSALS = [
     ("megatron bf16 moments without the precision-aware optimizer", "megatron", 16,
      _LLAMA8B_MEGATRON + "--micro-batch-size 1 --global-batch-size 64 --use-distributed-optimizer "
      "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16", "--use-precision-aware-optimizer"),
+    ("megatron experts split by tensor parallelism", "megatron", 16, _LLAMA8B_MEGATRON +
+     "--micro-batch-size 1 --global-batch-size 64 --tensor-model-parallel-size 2 "
+     "--sequence-parallel --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 2",
+     "--expert-tensor-parallel-size 1"),
     ("torchtitan PP with CUDA graphs", "torchtitan", 8,
      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 2", "cuda-graphs"),
 ]
@@ -395,7 +417,8 @@ class Runner:
             self.report(False, f"{name}: paci plan rc {p.returncode}: {p.stderr.strip()[:300]}")
             return
         with open(os.path.join(out, "plan.json")) as f:
-            plan = json.load(f)["plans"][0]
+            document = json.load(f)
+        plan = dict(document["plans"][0], model=document.get("model", {}))
         if expected is None:  # a search for one tool: its file, and every other file written
             expected = {emit} | {t for t, f in TOOL_FILE.items()
                                  if os.path.exists(os.path.join(out, f))}
@@ -452,8 +475,11 @@ class Runner:
         # The plan's ZeRO stage and GEMM precision must be what Megatron-LM makes of the flags.
         base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps]
         for key in ("zero", "precision", "grad_dtype", "shard_group", "offload_layers",
-                    "fp8_param_gather", "moments_dtype"):
+                    "fp8_param_gather", "moments_dtype", "ep"):
             base += ["--expect", f"{key}={plan[key]}"]
+        if plan.get("model", {}).get("experts"):
+            base += ["--expect", f"experts={plan['model']['experts']}",
+                     "--expect", f"top_k={plan['model']['top_k']}", "--expect", "etp=1"]
         for k, v in env.items():
             base += ["--env", f"{k}={v}"]
         ok, line = self.tool("check_megatron.py", base, 300)
@@ -553,7 +579,11 @@ class Runner:
                       "shard_group": plan["shard_group"],
                       "offload_layers": plan["offload_layers"],
                       "fp8_param_gather": plan["fp8_param_gather"],
-                      "moments_dtype": plan["moments_dtype"]}
+                      "moments_dtype": plan["moments_dtype"], "ep": plan["ep"]}
+            with open(doc) as f:
+                model = json.load(f).get("model", {})
+            if model.get("experts"):
+                expect.update(experts=model["experts"], top_k=model["top_k"], etp=1)
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]

@@ -44,7 +44,7 @@ TEST(InteropMegatron, FlagsOfAnInterleavedPlan) {
                            "--position-embedding-type rope",
                            "--untie-embeddings-and-output-weights",
                            "--disable-bias-linear",
-                           "--attention-backend flash"})
+                           "--attention-backend auto"})
     EXPECT_THAT(f, HasSubstr(flag)) << flag;
   EXPECT_THAT(f, Not(HasSubstr("--pipeline-model-parallel-layout")));  // 80 = 4 x 2 x 10
 }

@@ -198,8 +198,13 @@ TEST(InteropRead, MegatronOptionsAreCheckedAgainstItsRecordedParser) {
 TEST(InteropRead, MegatronRefusalsAreOneLine) {
   const std::pair<std::string, std::string> cases[] = {
       {"--context-parallel-size 2 --cp-comm-type a2a", "paci models p2p (a ring) and all_gather"},
-      {"--expert-model-parallel-size 2", "paci does not model expert parallelism yet"},
-      {"--num-experts 8", "paci does not model mixture-of-experts layers yet"},
+      {"--expert-model-parallel-size 2", "--expert-model-parallel-size without --num-experts"},
+      {"--num-experts 8 --moe-router-topk 2 --expert-tensor-parallel-size 2",
+       "paci models whole experts on each GPU"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq ([0]+[1]*31)",
+       "paci models a mixture of experts in every layer"},
+      {"--num-experts 8 --moe-router-topk 9 --vocab-size 128256",
+       "--top-k 9 must be between 1 and the 8 experts"},
       {"--fp8-format e4m3 --fp8-recipe blockwise", "paci models FP8 with per-tensor scales"},
       {"--fp16", "paci models bf16"},
       {"--tensor-model-parallel-size 2 --tp-comm-overlap",

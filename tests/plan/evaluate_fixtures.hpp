@@ -26,6 +26,15 @@ inline PlanConfig llama70b_on_h100() {
   return c;
 }
 
+// One layer on t GPUs of a node with sequence parallelism.
+inline LayerRun sequence_parallel_run(std::int64_t t) {
+  LayerRun r;
+  r.tensor_parallel = t;
+  r.tp_ranks_per_node = t;
+  r.sequence_parallel = true;
+  return r;
+}
+
 // evaluate() refuses `bad` with a message holding `fragment`.
 inline void refused(const PlanConfig& bad, const std::string& fragment) {
   try {

@@ -65,6 +65,26 @@ TEST(PlanPrimitives, CollectivesFollowTheRingFormulas) {
   }
 }
 
+// An all-to-all (mixture of experts' dispatch and combine): each GPU keeps 1/n of its buffer and
+// sends the rest, its node's share over NVLink and the other nodes' over its NIC, at once.
+TEST(PlanPrimitives, AllToAllSendsTheOtherGpusShares) {
+  const ClusterSpec c = cluster_preset("h100-80gb");
+  const double bytes = 1e9;
+  EXPECT_EQ(all_to_all_s(c, bytes, 1, 1), 0.0);
+  // Inside a node of 8: 7/8 of it on NVLink at its collective efficiency.
+  const double inside = all_to_all_s(c, bytes, 8, 8);
+  EXPECT_NEAR(
+      inside,
+      0.875 * bytes / (c.nvlink.bandwidth_bytes_per_s * c.nvlink.efficiency) + c.nvlink.latency_s,
+      1e-12);
+  // 16 GPUs over two nodes: half of it through the NIC, far slower than NVLink.
+  const double net = c.network.bandwidth_bytes_per_s * c.network.efficiency;
+  EXPECT_NEAR(all_to_all_s(c, bytes, 16, 8), 0.5 * bytes / net + c.network.latency_s, 1e-12);
+  EXPECT_GT(all_to_all_s(c, bytes, 16, 8), 3 * inside);
+  // One GPU per node: all but its own share crosses the network.
+  EXPECT_NEAR(all_to_all_s(c, bytes, 4, 1), 0.75 * bytes / net + c.network.latency_s, 1e-12);
+}
+
 // An oversubscribed network (docs/cluster.md, "Oversubscription"): a ring over more nodes than a
 // leaf holds, and a pipeline message between leaves, get 1/r of the network.
 TEST(PlanPrimitives, OversubscriptionSlowsWhatCrossesLeaves) {
@@ -129,10 +149,7 @@ TEST(PlanEvaluate, RecomputationTradesMemoryForTime) {
 TEST(PlanEvaluate, ContextParallelismSplitsTheSequenceAndMovesKeysAndValues) {
   const ModelSpec m = model_preset("llama3-8b");
   const ClusterSpec gpu = cluster_preset("h100-80gb");
-  LayerRun r;
-  r.tensor_parallel = 2;
-  r.tp_ranks_per_node = 2;
-  r.sequence_parallel = true;
+  LayerRun r = sequence_parallel_run(2);
   const PieceCosts whole = layer_costs(m, gpu, r);
   r.context_parallel = 2;
   r.cp_ranks_per_node = 2;
@@ -234,6 +251,90 @@ TEST(PlanEvaluate, AttentionRunsAtItsMeasuredRateForTheLengthAndTheRingsChunks) 
               2 * gpu.kernel_launch_s + 2 * (2 * step) / own.full_forward +
                   2 * memory_s(gpu, 6.0 * 4096 * 2048),
               1e-12);
+}
+
+// A mixture of experts (docs/costmodel.md, "Mixture of experts"): E experts of width f, each
+// token routed to k; with expert parallelism e each GPU holds E/e whole experts, runs the busiest
+// GPU's k·T/t token copies through them and sends and takes back each copy by all-to-all; the
+// experts' state is sharded over an expert's t·c·d/e replicas.
+TEST(PlanEvaluate, ExpertsRunTheRoutedTokensAndShardOverTheirReplicas) {
+  const ModelSpec m = model_preset("mixtral-8x7b");
+  const ClusterSpec gpu = cluster_preset("h100-80gb");
+  LayerRun r = sequence_parallel_run(2);
+  const PieceCosts one = layer_costs(m, gpu, r);  // e = 1: every expert here, no all-to-all
+  r.expert_parallel = 8;
+  r.ep_ranks_per_node = 8;
+  const PieceCosts eight = layer_costs(m, gpu, r);
+  const std::int64_t expert = 3LL * 4096 * 14336;
+  EXPECT_EQ(one.expert_parameters, 8 * expert);
+  EXPECT_EQ(eight.expert_parameters, expert);
+  EXPECT_EQ(one.parameters - eight.parameters, 7 * expert);
+  // The same token copies through one expert instead of eight: the same GEMM FLOPs, in one
+  // larger GEMM; what e adds is the four all-to-alls (dispatch, combine, and their backward) of
+  // the k copies of T/t tokens, bf16.
+  const double copies = 2.0 * 4096 / 2;  // k x T / t, b = 1, s = 4096
+  const double a2a = all_to_all_s(gpu, 2.0 * copies * 4096, 8, 8);
+  EXPECT_NEAR(eight.forward_comm_s - one.forward_comm_s, 2 * a2a, 1e-12);
+  EXPECT_NEAR(eight.backward_comm_s - one.backward_comm_s, 2 * a2a, 1e-12);
+  // Eight experts of 512 copies or one of 4096: the same FLOPs, both filling the GPU.
+  EXPECT_NEAR(eight.weight_grad_s, one.weight_grad_s, 1e-12);
+  // No shared expert: the MLP side has no tensor-parallel collectives (the tokens stay
+  // sequence-sharded), where a dense layer of the same attention has a pair each way.
+  ModelSpec dense = model_preset("llama3-8b");  // Mixtral 8x7B's attention shapes
+  dense.seq_len = m.seq_len;
+  LayerRun dr = r;
+  dr.expert_parallel = 1;
+  EXPECT_NEAR(layer_costs(dense, gpu, dr).forward_comm_s, 2 * one.forward_comm_s, 1e-12);
+  // A load of 1.5 on the busiest GPU: half as much expert work again, and activations.
+  r.expert_load = 1.5;
+  const PieceCosts loaded = layer_costs(m, gpu, r);
+  EXPECT_GT(loaded.forward_s, eight.forward_s);
+  EXPECT_GT(loaded.activation_bytes, eight.activation_bytes);
+  EXPECT_EQ(loaded.forward_comm_s, eight.forward_comm_s);  // the mean is what is sent
+
+  // The experts' state over their replicas: 16 GPUs, t = 2, p = 1: d = 8; e = 8 leaves each
+  // expert on 2 GPUs (t·d/e), the rest of the layer on d = 8.
+  PlanConfig c;
+  c.model = m;
+  c.cluster = gpu;
+  c.gpus = 16;
+  c.global_batch = 32;
+  c.tp = 2;
+  c.ep = 8;
+  c.sequence_parallel = true;
+  c.zero = 1;
+  c.recompute = Recompute::full;
+  const PlanResult p = evaluate(c);
+  const StagePlan& sp = p.stages[0];
+  const std::int64_t experts = sp.pieces.expert_parameters, rest = sp.pieces.parameters - experts;
+  EXPECT_EQ(experts, 32 * expert);
+  EXPECT_EQ(p.costs.stages[0].optimizer_bytes, (12 * rest + 7) / 8 + (12 * experts + 1) / 2);
+  // MFU counts the active parameters: 2 of the 8 experts.
+  const ParamCounts counts = parameter_counts(m);
+  EXPECT_LT(counts.active_per_layer, counts.per_layer / 3);
+
+  // Bad input: one line naming the knob.
+  PlanConfig bad = c;
+  bad.ep = 3;
+  refused(bad, "--ep 3 must divide the model's 8 experts");
+  bad.ep = 8;
+  bad.gpus = 8;
+  bad.global_batch = 16;
+  bad.tp = 2;
+  bad.pp = 2;  // t·c·d = 4
+  refused(bad, "--ep 8 must divide the 4 GPUs that hold a pipeline stage");
+  bad = c;
+  bad.sequence_parallel = false;
+  refused(bad, "needs --sequence-parallel");
+  bad = c;
+  bad.zero = 3;
+  refused(bad, "Megatron-LM's FSDP does not run with expert parallelism");
+  bad = c;
+  bad.model = model_preset("llama3-8b");
+  refused(bad, "has none (--experts E");
+  bad = c;
+  bad.expert_load = 0.5;
+  refused(bad, "it is at least 1");
 }
 
 // FP8 (docs/costmodel.md, "FP8"): the four linear layers' GEMMs at the FP8 rate with 8-bit

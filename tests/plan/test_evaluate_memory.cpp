@@ -80,10 +80,7 @@ TEST(PlanEvaluate, ZeroStagesShardStateGradientsAndWeightsAndMoveTheirCollective
 TEST(PlanEvaluate, ASplitBackwardFreesAtIWhatWDoesNotRead) {
   const ModelSpec m = model_preset("llama3-70b");
   const ClusterSpec h100 = cluster_preset("h100-80gb");
-  LayerRun r;
-  r.tensor_parallel = 4;
-  r.tp_ranks_per_node = 4;
-  r.sequence_parallel = true;
+  LayerRun r = sequence_parallel_run(4);
   const std::int64_t T = m.seq_len, h = m.d_model, q = h / 4, f = m.ffn / 4;
   for (const Precision precision : {Precision::bf16, Precision::fp8}) {
     r.precision = precision;

@@ -77,6 +77,8 @@ const std::vector<Shape> kPublished = {
     {"llama3-8b", Arch::llama, 32, 4096, 32, 8, 14336, 128256, 8192, false},
     {"llama3-70b", Arch::llama, 80, 8192, 64, 8, 28672, 128256, 8192, false},
     {"llama3-405b", Arch::llama, 126, 16384, 128, 8, 53248, 128256, 8192, false},
+    {"mixtral-8x7b", Arch::llama, 32, 4096, 32, 8, 14336, 32000, 4096, false},
+    {"mixtral-8x22b", Arch::llama, 56, 6144, 48, 8, 16384, 32000, 4096, false},
 };
 
 TEST(PlanModel, PresetsHaveThePublishedShapes) {
@@ -100,6 +102,47 @@ TEST(PlanModel, PresetsHaveThePublishedShapes) {
   }
   EXPECT_EQ(model_preset("llama3-70b").head_dim(), 128);
   EXPECT_EQ(model_preset("llama3-70b").kv_dim(), 1024);
+  for (const char* name : {"mixtral-8x7b", "mixtral-8x22b"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(model_preset(name).experts, 8);
+    EXPECT_EQ(model_preset(name).top_k, 2);
+    EXPECT_EQ(model_preset(name).shared_expert_ffn, 0);
+  }
+  EXPECT_FALSE(model_preset("llama3-70b").moe());
+}
+
+// Mixture of experts: every expert counts, a token computes with k of them. Mixtral 8x7B:
+// 46,702,792,704 parameters (the HF checkpoint's num_parameters), 12.9 B of them active (Jiang et
+// al. 2024: "12.9B active parameters"); 8x22B: 141 B, 39 B active (Mistral's announcement).
+TEST(PlanModel, ExpertsCountWholeAndActiveByTopK) {
+  const ParamCounts small = parameter_counts(model_preset("mixtral-8x7b"));
+  EXPECT_EQ(small.total, 46'702'792'704);
+  const std::int64_t expert = 3LL * 4096 * 14336;
+  EXPECT_EQ(small.expert_per_layer, 8 * expert);
+  EXPECT_EQ(small.per_layer - small.active_per_layer, 6 * expert);  // 8 held, 2 computed with
+  const double active = static_cast<double>(small.total - 32 * 6 * expert);
+  EXPECT_NEAR(active / 1e9, 12.9, 0.05);
+  const ParamCounts large = parameter_counts(model_preset("mixtral-8x22b"));
+  EXPECT_NEAR(static_cast<double>(large.total) / 1e9, 141, 0.5);
+  EXPECT_NEAR(static_cast<double>(large.total - 56 * 6 * 3LL * 6144 * 16384) / 1e9, 39, 0.5);
+  // A dense model: all of it active.
+  const ParamCounts dense = parameter_counts(model_preset("llama3-8b"));
+  EXPECT_EQ(dense.active_per_layer, dense.per_layer);
+  EXPECT_EQ(dense.expert_per_layer, 0);
+  // A shared expert is in every token's path.
+  ModelSpec shared = model_preset("mixtral-8x7b");
+  shared.shared_expert_ffn = 1024;
+  const ParamCounts s = parameter_counts(shared);
+  EXPECT_EQ(s.active_per_layer - small.active_per_layer, 3LL * 4096 * 1024);
+  // Bad shapes: one line naming the knob.
+  ModelSpec bad = model_preset("mixtral-8x7b");
+  bad.top_k = 9;
+  EXPECT_THAT(input_error([&] { check_model(bad); }),
+              HasSubstr("--top-k 9 must be between 1 and the 8 experts"));
+  bad = model_preset("llama3-8b");
+  bad.top_k = 2;
+  EXPECT_THAT(input_error([&] { check_model(bad); }),
+              HasSubstr("--top-k and --shared-expert-ffn need routed experts (--experts E)"));
 }
 
 // Exact published counts. GPT-2: keras-hub's gpt2 presets (= the HF checkpoints' parameter
@@ -390,7 +433,8 @@ TEST(PlanModel, UnknownPresetListsTheKnownNames) {
   EXPECT_EQ(input_error([] { model_preset("gpt4"); }),
             "unknown model preset 'gpt4' (known: gpt2-small, gpt2-medium, gpt2-large, gpt2-xl, "
             "gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, "
-            "gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, llama3-405b)");
+            "gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, llama3-405b, "
+            "mixtral-8x7b, mixtral-8x22b)");
 }
 
 }  // namespace

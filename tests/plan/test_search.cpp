@@ -184,6 +184,36 @@ TEST(PlanSearch, ListedOffloadLayersAreSearchedWhereTheyCanRun) {
       << nothing_fits(small_host);
 }
 
+// Expert parallelism is searched for a mixture of experts (every e dividing the experts and the
+// GPUs of a stage), fixed when given, and 1 for a dense model.
+TEST(PlanSearch, SearchesExpertParallelismForAMixtureOfExperts) {
+  SearchSpace s = small_space("mixtral-8x7b", "h100-80gb", 16, 32);
+  s.pp = {1, 2};
+  s.kinds = {"1f1b"};
+  s.recompute = {Recompute::full};
+  s.zero = {1};
+  s.cp = {1};
+  SearchOptions o;
+  o.jobs = 1;
+  o.top = 1000;
+  o.memory_limit_bytes = 1e15;  // the whole space (e = 1 keeps all 8 experts on each GPU)
+  const SearchResult r = search(s, o);
+  std::set<std::int32_t> eps;
+  for (const PlanResult& p : r.plans) {
+    const std::int64_t stage_gpus = std::int64_t{p.config.tp} * p.config.cp * p.config.dp();
+    EXPECT_EQ(8 % p.config.ep, 0);
+    EXPECT_EQ(stage_gpus % p.config.ep, 0);
+    eps.insert(p.config.ep);
+  }
+  EXPECT_TRUE(eps.count(1) && eps.count(2) && eps.count(8)) << eps.size();
+  s.ep = {4};
+  for (const PlanResult& p : search(s, o).plans) EXPECT_EQ(p.config.ep, 4);
+  SearchSpace dense = small_space("llama3-8b", "h100-80gb", 16, 32);
+  dense.pp = {2};
+  dense.kinds = {"1f1b"};
+  for (const PlanResult& p : search(dense, o).plans) EXPECT_EQ(p.config.ep, 1);
+}
+
 TEST(PlanSearch, KeepsToTheConstraintsAndReportsTheFrontier) {
   SearchSpace s = small_space("gpt3-1.3b", "a100-80gb", 16, 32);
   SearchOptions o;
