@@ -76,6 +76,7 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   number("experts", o.experts);
   number("top-k", o.top_k);
   number("shared-expert-ffn", o.shared_expert_ffn);
+  number("head-dim", o.head_width);
   if (vm.count("arch")) o.arch = plan::parse_arch(vm["arch"].as<std::string>());
   if (vm.count("tied-embeddings")) {
     const std::string v = vm["tied-embeddings"].as<std::string>();
@@ -217,7 +218,7 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
       "gpu gpus tp cp cp-comm microbatch-size recompute sequence-parallel tp-comm-overlap "
       "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
       "precision grad-dtype fp8-param-gather moments-dtype emit jobs preset "
-      "layers d-model heads kv-heads ffn vocab seq-len arch tied-embeddings experts top-k "
+      "layers d-model heads kv-heads head-dim ffn vocab seq-len arch tied-embeddings experts top-k "
       "shared-expert-ffn ep expert-load");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
@@ -264,7 +265,8 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
     throw UsageError("--from-megatron and --from-torchtitan cannot be combined");
   // What the launch sets, and --max-staleness: the tools run flushed schedules (staleness 0).
   std::istringstream launch_flags(
-      "preset layers d-model heads kv-heads ffn seq-len arch tied-embeddings global-batch tp cp "
+      "preset layers d-model heads kv-heads head-dim ffn seq-len arch tied-embeddings global-batch "
+      "tp cp "
       "cp-comm pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
       "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
@@ -333,11 +335,12 @@ int run_plan(const std::vector<std::string>& args) {
   auto add_model = model.add_options();
   add_model("preset", po::value<std::string>(),
             "gpt2-small|medium|large|xl, gpt3-125m ... gpt3-175b, llama2-7b|13b|70b, "
-            "llama3-8b|70b|405b, mixtral-8x7b|8x22b (docs/costmodel.md)");
+            "llama3-8b|70b|405b, mixtral-8x7b|8x22b, qwen3-30b-a3b|235b-a22b (docs/costmodel.md)");
   add_model("layers", po::value<std::int64_t>(), "transformer layers L");
   add_model("d-model", po::value<std::int64_t>(), "width h");
   add_model("heads", po::value<std::int64_t>(), "attention heads a");
   add_model("kv-heads", po::value<std::int64_t>(), "key-value heads g (default a)");
+  add_model("head-dim", po::value<std::int64_t>(), "each head's width d (default h/a)");
   add_model("ffn", po::value<std::int64_t>(), "MLP width f (default 4h)");
   add_model("vocab", po::value<std::int64_t>(), "vocabulary V (default 50257)");
   add_model("seq-len", po::value<std::int64_t>(), "tokens per sequence s");

@@ -101,6 +101,7 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   add("--num-layers", m.layers);
   add("--hidden-size", m.d_model);
   add("--num-attention-heads", m.heads);
+  if (m.head_width > 0 && m.head_width * m.heads != m.d_model) add("--kv-channels", m.head_width);
   add("--ffn-hidden-size", m.ffn);
   add("--seq-length", m.seq_len);
   add("--max-position-embeddings", m.seq_len);

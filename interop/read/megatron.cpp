@@ -141,6 +141,8 @@ plan::ModelSpec model_of(const Reader& r, const LaunchContext& context,
   m.heads = *r.number("--num-attention-heads");
   m.seq_len = *r.number("--seq-length");
   m.kv_heads = r.on("--group-query-attention") ? r.number_or("--num-query-groups", 1) : m.heads;
+  // validate_args: --kv-channels defaults to h/a.
+  if (const auto d = r.number("--kv-channels"); d && *d * m.heads != m.d_model) m.head_width = *d;
   const bool swiglu = r.on("--swiglu");
   // validate_args: SwiGLU's two input projections get 2/3 of 4h, rounded down to a multiple of 64.
   m.ffn = r.number("--ffn-hidden-size")

@@ -158,7 +158,7 @@ Widths widths(const ModelSpec& m, const LayerRun& r) {
   Widths w;
   w.T = r.microbatch_size * m.seq_len / r.context_parallel;
   w.Tn = r.sequence_parallel ? (w.T + t - 1) / t : w.T;
-  w.q = m.d_model / t;
+  w.q = m.q_dim() / t;
   w.kv = std::max<std::int64_t>(1, m.kv_heads / t) * m.head_dim();
   // With experts the layer's own (tensor-parallel) MLP is the shared expert, if any; the routed
   // experts are costed apart (moe_costs).

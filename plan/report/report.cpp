@@ -138,6 +138,7 @@ ordered_json plans_document(const std::vector<PlanResult>& plans) {
                   {"d_model", m.d_model},
                   {"heads", m.heads},
                   {"kv_heads", m.kv_heads},
+                  {"head_dim", m.head_dim()},
                   {"ffn", m.ffn},
                   {"vocab", m.vocab},
                   {"seq_len", m.seq_len},

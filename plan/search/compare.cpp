@@ -89,6 +89,7 @@ std::vector<Knob> knobs() {
        }},
       switch_knob("overlapped gradient reduction", &PlanConfig::overlap_grad_reduce),
       field_knob("offloaded layers", &PlanConfig::offload_layers),
+      field_knob("expert parallelism", &PlanConfig::ep),
   };
   return k;
 }

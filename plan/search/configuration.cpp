@@ -37,7 +37,8 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
         one(s.cp) && (s.cp[0] == 1 || s.cp_all_gather.size() <= 1) && one(s.sequence_parallel) &&
         one(s.tp_comm_overlap) && one(s.zero) && one(s.overlap_grad_reduce) &&
-        s.chunks.size() <= 1 && s.shard_group.size() <= 1 && s.offload_layers.size() <= 1))
+        s.chunks.size() <= 1 && s.shard_group.size() <= 1 && s.offload_layers.size() <= 1 &&
+        (s.model.moe() ? one(s.ep) : s.ep.size() <= 1)))
     return std::nullopt;
   PlanConfig c;
   c.model = s.model;
@@ -60,6 +61,8 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   if (c.shard_group == c.dp() * c.cp) c.shard_group = 0;  // all the replicas: the default
   c.overlap_grad_reduce = s.overlap_grad_reduce[0];
   c.offload_layers = s.offload_layers.empty() ? 0 : s.offload_layers[0];
+  c.ep = s.ep.empty() ? 1 : s.ep[0];
+  c.expert_load = s.expert_load;
   c.flash_attention = s.flash_attention;
   c.precision = s.precision;
   c.bf16_gradients = s.bf16_gradients;

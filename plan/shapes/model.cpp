@@ -79,6 +79,11 @@ ModelSpec moe(ModelSpec m, std::int64_t experts, std::int64_t top_k) {
   return m;
 }
 
+ModelSpec heads_of(ModelSpec m, std::int64_t width) {
+  m.head_width = width;
+  return m;
+}
+
 std::vector<ModelSpec> make_presets() {
   return {
       // GPT-2 (Radford et al. 2019; the released checkpoints' hparams / HF config.json).
@@ -113,11 +118,17 @@ std::vector<ModelSpec> make_presets() {
       // 32K and 64K).
       moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096), 8, 2),
       moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32000, 4096), 8, 2),
+      // Qwen3 MoE (Qwen Team 2025, arXiv 2505.09388; Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B
+      // config.json: head_dim 128, num_experts 128, num_experts_per_tok 8, moe_intermediate_size
+      // each expert's, every layer MoE), at the 4096 tokens Megatron-Bridge's benchmarks train.
+      // Their per-head q and k RMSNorms (2·128 weights a layer) are not counted.
+      heads_of(moe(llama("qwen3-30b-a3b", 48, 2048, 32, 4, 768, 151936, 4096), 128, 8), 128),
+      heads_of(moe(llama("qwen3-235b-a22b", 94, 4096, 64, 4, 1536, 151936, 4096), 128, 8), 128),
   };
 }
 
 ParamCounts counts_of(const ModelSpec& m) {
-  const std::int64_t h = m.d_model, kv = m.kv_dim();
+  const std::int64_t h = m.d_model, kv = m.kv_dim(), q = m.q_dim();
   ParamCounts p;
   p.embedding = product({m.vocab, h});
   // One MLP of width w: gpt h·w + w + w·h + h, llama's SwiGLU gate, up and down 3·h·w.
@@ -127,15 +138,16 @@ ParamCounts counts_of(const ModelSpec& m) {
   };
   std::int64_t rest = 0;  // a layer without its MLP
   if (m.arch == Arch::gpt) {
-    // QKV h·(h + 2kv) + (h + 2kv), projection h·h + h, two LayerNorms 2·2h (weight and bias).
-    // With kv = h and the MLP of f = 4h: 12h² + 13h.
-    const std::int64_t qkv_width = sum({h, product({2, kv})});
-    rest = sum({product({h, qkv_width}), qkv_width, product({h, h}), h, product({4, h})});
+    // QKV h·(q + 2kv) + (q + 2kv), projection q·h + h, two LayerNorms 2·2h (weight and bias).
+    // With q = kv = h and the MLP of f = 4h: 12h² + 13h.
+    const std::int64_t qkv_width = sum({q, product({2, kv})});
+    rest = sum({product({h, qkv_width}), qkv_width, product({q, h}), h, product({4, h})});
     p.positions = product({m.seq_len, h});
     p.final_norm = product({2, h});
   } else {
-    // q h·h, k and v h·kv each, o h·h, two RMSNorm weights 2h.
-    rest = sum({product({2, h, h}), product({2, h, kv}), product({2, h})});
+    // q h·q, k and v h·kv each, o q·h, two RMSNorm weights 2h (q = h unless the heads' width is
+    // given).
+    rest = sum({product({2, h, q}), product({2, h, kv}), product({2, h})});
     p.positions = 0;
     p.final_norm = h;
   }
@@ -279,7 +291,8 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
     m.tied_embeddings = m.arch == Arch::gpt;
   }
   const bool changed = o.layers || o.d_model || o.heads || o.kv_heads || o.ffn || o.vocab ||
-                       o.arch || o.tied_embeddings || o.experts || o.top_k || o.shared_expert_ffn;
+                       o.arch || o.tied_embeddings || o.experts || o.top_k || o.shared_expert_ffn ||
+                       o.head_width;
   // A preset without grouped-query attention keeps it when --heads changes; an MLP of 4h keeps
   // its ratio when --d-model changes.
   const bool full_attention = m.kv_heads == m.heads, mlp_4h = m.ffn == 4 * m.d_model;
@@ -295,6 +308,7 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   if (o.experts) m.experts = *o.experts;
   if (o.top_k) m.top_k = *o.top_k;
   if (o.shared_expert_ffn) m.shared_expert_ffn = *o.shared_expert_ffn;
+  if (o.head_width) m.head_width = *o.head_width;
   if (preset && changed) m.name += " (modified)";
   check_model(m);
   return m;
@@ -313,7 +327,10 @@ void check_model(const ModelSpec& model) {
   positive(model.ffn, "ffn");
   positive(model.vocab, "vocab");
   positive(model.seq_len, "seq_len");
-  if (model.d_model % model.heads != 0)
+  if (model.head_width < 0)
+    throw InputError(fmt::format("model '{}': the heads' width cannot be negative (got {})",
+                                 model.name, model.head_width));
+  if (model.head_width == 0 && model.d_model % model.heads != 0)
     throw InputError(fmt::format("model '{}': d_model {} is not divisible by {} heads", model.name,
                                  model.d_model, model.heads));
   if (model.heads % model.kv_heads != 0)

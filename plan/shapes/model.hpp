@@ -39,7 +39,13 @@ struct ModelSpec {
   std::int64_t shared_expert_ffn = 0;  // the shared experts' width together (0: none)
   bool moe() const { return experts > 0; }
 
-  std::int64_t head_dim() const { return d_model / heads; }
+  // d: each head's width, h/a unless given (Qwen3's 128 with h = 2048 and 32 heads: queries 4096
+  // wide, the attention output projected back to h).
+  std::int64_t head_width = 0;
+  std::int64_t head_dim() const { return head_width > 0 ? head_width : d_model / heads; }
+  std::int64_t q_dim() const {
+    return heads * head_dim();
+  }  // width of Q (a·d, h unless d is given)
   std::int64_t kv_dim() const { return kv_heads * head_dim(); }  // width of K (and of V)
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
@@ -56,7 +62,7 @@ ModelSpec model_preset(std::string_view name);
 // for llama. A changed preset is named "<preset> (modified)". check_model() on the result.
 struct ModelOverrides {
   std::optional<std::int64_t> layers, d_model, heads, kv_heads, ffn, vocab, seq_len;
-  std::optional<std::int64_t> experts, top_k, shared_expert_ffn;
+  std::optional<std::int64_t> experts, top_k, shared_expert_ffn, head_width;
   std::optional<Arch> arch;
   std::optional<bool> tied_embeddings;
 };

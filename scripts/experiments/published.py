@@ -28,9 +28,12 @@ def plan_command(paci, run, json_path):
            "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]), "--ffn", str(m["ffn"]),
            "--vocab", str(m["vocab"]), "--seq-len", str(m["seq_len"]),
            "--tied-embeddings", "yes" if m["tied_embeddings"] else "no",
+           *(["--head-dim", str(m["head_dim"])] if m.get("head_dim") else []),
+           *(["--experts", str(m["experts"]), "--top-k", str(m["top_k"])] if m.get("experts") else []),
            *(["--cluster", os.path.join(ROOT, run["cluster_file"])] if run.get("cluster_file")
              else ["--gpu", run["gpu"]]), "--gpus", str(run["gpus"]), "--global-batch", str(run["global_batch"]),
            "--tp", str(run["tp"]), "--cp", str(run.get("cp", 1)), "--pp", str(run["pp"]), "--microbatch-size", str(run["microbatch_size"]),
+           *(["--ep", str(run.get("ep", 1))] if m.get("experts") else []),
            "--kind", run["kind"], "--recompute", run["recompute"], "--attention", run["attention"]]
     if run["kind"] == "interleaved":
         cmd += ["--chunks", str(run["chunks"])]
@@ -65,6 +68,8 @@ def stacks_of(run):
         out.append("cp")
     if zero_of(run) >= 2:
         out.append("fsdp")
+    if run["model"].get("experts"):
+        out.append("moe")
     return out or ["bf16 3D"]
 
 
@@ -115,7 +120,8 @@ def main():
                  "zero": zero_of(run), "precision": run.get("precision", "bf16"),
                  "offload_layers": run.get("offload_layers", 0),
                  "fp8_param_gather": run.get("fp8_param_gather", False),
-                 "moments_dtype": run.get("moments_dtype", "fp32"), "stacks": stacks_of(run)}
+                 "moments_dtype": run.get("moments_dtype", "fp32"), "ep": run.get("ep", 1),
+                 "stacks": stacks_of(run)}
             if "measured_memory_gb" in run:
                 r["measured_memory_gb"] = run["measured_memory_gb"]
                 r["memory_error"] = plan["peak_memory_bytes"] / 1e9 / run["measured_memory_gb"] - 1.0
@@ -143,7 +149,7 @@ def main():
         "signed_median_error": statistics.median(mem) if mem else None,
         "fit": sum(bool(r["fits"]) for r in results),
         "not_fit": sorted(r["id"] for r in results if not r["fits"])}
-    for stack in ("bf16 3D", "fp8", "mxfp8", "cp", "fsdp"):
+    for stack in ("bf16 3D", "fp8", "mxfp8", "cp", "fsdp", "moe"):
         rs = [r for r in held_out if stack in r["stacks"]]
         if rs:
             summary["by_stack"][stack] = {

@@ -138,7 +138,7 @@ std::vector<Case> catalogue() {
        "paci plan: error: unknown model preset 'gpt5' (known: gpt2-small, gpt2-medium, "
        "gpt2-large, gpt2-xl, gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, "
        "gpt3-13b, gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, "
-       "llama3-405b, mixtral-8x7b, mixtral-8x22b)"},
+       "llama3-405b, mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b)"},
       {"plan --preset llama3-8b --gpu v100 --gpus 8 --global-batch 8",
        "paci plan: error: unknown GPU 'v100' (known: a100-40gb, a100-80gb, h100-80gb, h200, b200, "
        "gb200-nvl72)"},
@@ -199,8 +199,8 @@ std::vector<Case> catalogue() {
        "host, not activations): plan --offload-layers 0, or --emit megatron"},
       {"plan --preset mixtral-8x7b --gpu h100-80gb --gpus 16 --global-batch 32 --tp 2 --pp 1 "
        "--ep 3 --sequence-parallel --microbatch-size 1 --kind 1f1b --recompute full",
-       "paci plan: error: no configuration to simulate: all 42 were invalid (--ep 3 must divide "
-       "the model's 8 experts (each GPU of the group holds E/e of them); --ep 2 would work)"},
+       "paci plan: error: --ep 3 must divide the model's 8 experts (each GPU of the group holds "
+       "E/e of them); --ep 2 would work"},
       {"plan --preset llama3-8b --gpu h100-80gb --gpus 16 --global-batch 32 --ep 2",
        "paci plan: error: --ep spreads a model's experts: llama3-8b has none (--experts E makes a "
        "mixture of experts) (see paci plan --help)"},

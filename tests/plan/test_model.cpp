@@ -79,6 +79,8 @@ const std::vector<Shape> kPublished = {
     {"llama3-405b", Arch::llama, 126, 16384, 128, 8, 53248, 128256, 8192, false},
     {"mixtral-8x7b", Arch::llama, 32, 4096, 32, 8, 14336, 32000, 4096, false},
     {"mixtral-8x22b", Arch::llama, 56, 6144, 48, 8, 16384, 32000, 4096, false},
+    {"qwen3-30b-a3b", Arch::llama, 48, 2048, 32, 4, 768, 151936, 4096, false},
+    {"qwen3-235b-a22b", Arch::llama, 94, 4096, 64, 4, 1536, 151936, 4096, false},
 };
 
 TEST(PlanModel, PresetsHaveThePublishedShapes) {
@@ -108,6 +110,13 @@ TEST(PlanModel, PresetsHaveThePublishedShapes) {
     EXPECT_EQ(model_preset(name).top_k, 2);
     EXPECT_EQ(model_preset(name).shared_expert_ffn, 0);
   }
+  for (const char* name : {"qwen3-30b-a3b", "qwen3-235b-a22b"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(model_preset(name).experts, 128);
+    EXPECT_EQ(model_preset(name).top_k, 8);
+    EXPECT_EQ(model_preset(name).head_dim(), 128);  // given, not h/a
+  }
+  EXPECT_EQ(model_preset("qwen3-30b-a3b").q_dim(), 4096);  // wider than h = 2048
   EXPECT_FALSE(model_preset("llama3-70b").moe());
 }
 
@@ -125,6 +134,17 @@ TEST(PlanModel, ExpertsCountWholeAndActiveByTopK) {
   const ParamCounts large = parameter_counts(model_preset("mixtral-8x22b"));
   EXPECT_NEAR(static_cast<double>(large.total) / 1e9, 141, 0.5);
   EXPECT_NEAR(static_cast<double>(large.total - 56 * 6 * 3LL * 6144 * 16384) / 1e9, 39, 0.5);
+  // Qwen3 (Qwen Team 2025): 30.5 B with 3.3 B active, 235 B with 22 B; their queries a·d wider
+  // than h (the q and o projections h·a·d each).
+  for (const auto& [name, total, active] :
+       {std::tuple{"qwen3-30b-a3b", 30.5, 3.3}, std::tuple{"qwen3-235b-a22b", 235.1, 22.2}}) {
+    SCOPED_TRACE(name);
+    const ModelSpec q = model_preset(name);
+    const ParamCounts c = parameter_counts(q);
+    EXPECT_NEAR(static_cast<double>(c.total) / 1e9, total, 0.1);
+    const double on = static_cast<double>(c.total - q.layers * (c.per_layer - c.active_per_layer));
+    EXPECT_NEAR(on / 1e9, active, 0.1);
+  }
   // A dense model: all of it active.
   const ParamCounts dense = parameter_counts(model_preset("llama3-8b"));
   EXPECT_EQ(dense.active_per_layer, dense.per_layer);
@@ -434,7 +454,7 @@ TEST(PlanModel, UnknownPresetListsTheKnownNames) {
             "unknown model preset 'gpt4' (known: gpt2-small, gpt2-medium, gpt2-large, gpt2-xl, "
             "gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, "
             "gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, llama3-405b, "
-            "mixtral-8x7b, mixtral-8x22b)");
+            "mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b)");
 }
 
 }  // namespace

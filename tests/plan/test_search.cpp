@@ -208,6 +208,21 @@ TEST(PlanSearch, SearchesExpertParallelismForAMixtureOfExperts) {
   EXPECT_TRUE(eps.count(1) && eps.count(2) && eps.count(8)) << eps.size();
   s.ep = {4};
   for (const PlanResult& p : search(s, o).plans) EXPECT_EQ(p.config.ep, 4);
+  // Every knob given: one configuration, e among them; with e missing a mixture of experts is
+  // searched.
+  SearchSpace fixed = s;
+  fixed.tp = {1};
+  fixed.pp = {1};
+  fixed.cp = {1};
+  fixed.microbatch_size = {1};
+  fixed.sequence_parallel = {false};
+  fixed.tp_comm_overlap = {false};
+  fixed.overlap_grad_reduce = {true};
+  const auto one = single_configuration(fixed);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->ep, 4);
+  fixed.ep.clear();
+  EXPECT_FALSE(single_configuration(fixed).has_value());
   SearchSpace dense = small_space("llama3-8b", "h100-80gb", 16, 32);
   dense.pp = {2};
   dense.kinds = {"1f1b"};
