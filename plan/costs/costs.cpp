@@ -282,8 +282,10 @@ void moe_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r, cons
   // Dispatch: the k copies of each token permuted into expert order (read and write 2 bytes per
   // element) and sent, bf16, to the expert's GPU; combine: sent back, un-permuted and summed with
   // the router's weights (read the copy, read and write the sum: 6). The backward mirrors both.
+  // The busiest GPU receives its load times the mean (and sends as much back in the combine):
+  // each all-to-all waits for it.
   const double copies = K * Tr;
-  const double a2a = all_to_all_s(c, 2.0 * copies * H, e, r.ep_ranks_per_node);
+  const double a2a = all_to_all_s(c, 2.0 * copies * H * r.expert_load, e, r.ep_ranks_per_node);
   p.forward_s += memory_s(c, 4.0 * copies * H) + memory_s(c, 6.0 * copies * H);
   p.input_grad_s += memory_s(c, 4.0 * copies * H) + memory_s(c, 6.0 * copies * H);
   p.forward_comm_s += 2 * a2a;
@@ -356,7 +358,8 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     p.forward_s += memory_s(c, 4.0 * T * static_cast<double>(w.q)) + memory_s(c, 4.0 * T * F);
     p.input_grad_s += memory_s(c, 4.0 * T * static_cast<double>(qkv_cols)) +
                       memory_s(c, 4.0 * T * H) +
-                      memory_s(c, 4.0 * T * static_cast<double>(mlp_up)) + memory_s(c, 4.0 * T * H);
+                      memory_s(c, 4.0 * T * static_cast<double>(mlp_up)) +
+                      (w.f > 0 ? memory_s(c, 4.0 * T * H) : 0.0);
   }
   // The memory-bound kernels, bytes read plus written (docs/costmodel.md lists them).
   // Both: the attention output laid out back as [s, b, h/t] (a copy: 4 bytes per element) and,

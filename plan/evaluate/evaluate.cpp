@@ -142,7 +142,11 @@ void check_knobs(const PlanConfig& c) {
   };
   divides(m.heads, "attention heads");
   divides(m.d_model, "width d_model");
-  divides(m.ffn, "MLP width");
+  // With experts the routed ones stay whole (expert tensor parallelism 1): t splits the shared one.
+  if (!m.moe())
+    divides(m.ffn, "MLP width");
+  else if (m.shared_expert_ffn > 0)
+    divides(m.shared_expert_ffn, "shared expert's width");
   if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
     throw InputError(fmt::format(
         "--tp {} and the model's {} key-value heads: one must divide the other", c.tp, m.kv_heads));
@@ -228,6 +232,11 @@ void check_experts(const PlanConfig& c) {
     throw InputError(fmt::format(
         "--expert-load {} is the busiest GPU's routed tokens over the mean: it is at least 1",
         c.expert_load));
+  // The busiest of e GPUs receives at most every copy: e times the mean.
+  if (c.expert_load > static_cast<double>(c.ep))
+    throw InputError(fmt::format(
+        "--expert-load {} with --ep {}: the busiest of {} GPU{} receives at most {} times the mean",
+        c.expert_load, c.ep, c.ep, c.ep == 1 ? "" : "s", c.ep));
 }
 
 void check_offload(const PlanConfig& c) {
@@ -374,10 +383,16 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   // FP8 weights (--fp8-param-gather): the optimizer casts its fp32 shard to 8 bits (read 4, write
   // 1) and, once gathered, the transposed copy is made (read 1, write 1).
   const double fp8_weights = static_cast<double>(sp.pieces.fp8_parameters);
+  // The routed experts' FP8 weights are sharded over an expert's replicas, the rest over d.
+  const double fp8_experts =
+      std::min(fp8_weights, static_cast<double>(sp.pieces.expert_parameters));
   const double weight_cast_s =
-      c.fp8_params && c.zero < 3 ? memory_s(gpu, 5.0 * fp8_weights / static_cast<double>(shards_)) +
-                                       memory_s(gpu, 2.0 * fp8_weights)
-                                 : memory_s(gpu, 4.0 * fp8_weights);
+      !c.fp8_params ? memory_s(gpu, 4.0 * fp8_weights)
+      : c.zero < 3
+          ? memory_s(gpu, 5.0 * (fp8_weights - fp8_experts) / static_cast<double>(shards_) +
+                              5.0 * fp8_experts / static_cast<double>(expert_shards_)) +
+                memory_s(gpu, 2.0 * fp8_weights)
+          : memory_s(gpu, 2.0 * fp8_weights);  // gathered in 8 bits: the transpose only
   if (c.zero == 3 && d > 1) {
     sp.pieces.forward_s += weight_cast_s;
     sp.pieces.input_grad_s += weight_cast_s;
@@ -694,8 +709,8 @@ void measure(PlanResult& r, const SimResult& sim) {
                h = static_cast<double>(m.d_model);
   const double head_params = static_cast<double>(m.vocab) * h;
   r.model_flops_per_step =
-      tokens *
-      (6.0 * (L * static_cast<double>(counts.active_per_layer) + head_params) + 12.0 * L * s * h);
+      tokens * (6.0 * (L * static_cast<double>(counts.active_per_layer) + head_params) +
+                12.0 * L * s * static_cast<double>(m.q_dim()));
   r.model_tflops_per_gpu = r.model_flops_per_step / r.step_s / static_cast<double>(c.gpus) / 1e12;
   r.mfu = gpu.peak_flops > 0 ? r.model_tflops_per_gpu * 1e12 / gpu.peak_flops : 0.0;
   r.memory_per_device = sim.device_peak_memory_bytes;

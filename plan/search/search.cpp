@@ -255,7 +255,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
   if (tps.empty())
     for (const std::int32_t t :
          divisors<std::int32_t>(space.cluster.gpus_per_node, space.cluster.gpus_per_node))
-      if (m.heads % t == 0 && m.d_model % t == 0 && m.ffn % t == 0 &&
+      if (m.heads % t == 0 && m.d_model % t == 0 &&
+          (m.moe() ? m.shared_expert_ffn % t == 0 : m.ffn % t == 0) &&
           (m.kv_heads % t == 0 || t % m.kv_heads == 0) && space.gpus % t == 0)
         tps.push_back(t);
   const std::vector<std::string>& kinds = space.kinds.empty() ? all_kinds() : space.kinds;
@@ -409,7 +410,13 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                 groups.push_back(group);
             }
             const auto& sps = t == 1 ? off : space.sequence_parallel;
-            const auto& zeros = replicas == 1 ? unsharded : space.zero;
+            // ZeRO 3 with experts: Megatron-LM's FSDP does not run expert parallelism (refused).
+            std::vector<std::int32_t> expert_zeros;
+            for (const std::int32_t z : space.zero)
+              if (z < 3) expert_zeros.push_back(z);
+            const auto& zeros = replicas == 1                      ? unsharded
+                                : m.moe() && !expert_zeros.empty() ? expert_zeros
+                                                                   : space.zero;
             const auto& gathers = cp == 1 ? off : space.cp_all_gather;
             // Expert parallelism: as listed, else every e dividing the experts and the t·c·d
             // GPUs of a stage (1 for a dense model).

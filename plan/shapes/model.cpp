@@ -215,9 +215,14 @@ std::int64_t activation_bytes_of(const ModelSpec& m, const ActivationOptions& o)
   const std::int64_t second_mlp_input =
       m.moe() ? sum({product({copies, m.ffn}), product({sb, ceil_div(m.shared_expert_ffn, t)})})
               : product({sb, f_t});
+  // With experts the MLP side's norm output feeds the bf16 router; the experts' first GEMM input
+  // kept in 8 bits is the permuted copies (and the shared expert's, the norm output).
+  const std::int64_t first_mlp_input =
+      m.moe() ? sum({copies * h, m.shared_expert_ffn > 0 ? sb_rep * h : 0}) : sb_rep * h;
   const std::int64_t fp8_saved =
-      o.fp8_linear_inputs ? sum({product({2, sb_rep, h}), product({sb, q_t}), second_mlp_input})
-                          : 0;
+      o.fp8_linear_inputs
+          ? sum({product({sb_rep, h}), first_mlp_input, product({sb, q_t}), second_mlp_input})
+          : 0;
   return sum({replicated, split, core}) - fp8_saved;
 }
 
@@ -306,8 +311,13 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   m.ffn = o.ffn.value_or(preset && !mlp_4h ? m.ffn : 4 * m.d_model);
   if (o.tied_embeddings) m.tied_embeddings = *o.tied_embeddings;
   if (o.experts) m.experts = *o.experts;
+  if (o.experts && *o.experts == 0) m.top_k = m.shared_expert_ffn = 0;  // a dense model again
   if (o.top_k) m.top_k = *o.top_k;
   if (o.shared_expert_ffn) m.shared_expert_ffn = *o.shared_expert_ffn;
+  if (m.experts > 0 && m.top_k == 0)
+    throw InputError(fmt::format(
+        "--experts {} needs --top-k k: the experts each token is routed to (Mixtral 2, Qwen3 8)",
+        m.experts));
   if (o.head_width) m.head_width = *o.head_width;
   if (preset && changed) m.name += " (modified)";
   check_model(m);

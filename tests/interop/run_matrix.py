@@ -157,7 +157,7 @@ CASES = [
       "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "none", "--sequence-parallel",
       "--zero", "1", "--offload-layers", "16", "--cp", "1"],
      {"pytorch", "megatron"}, None),
-    ("mixtral-8x7b, expert parallelism 8 (Megatron-LM)",
+    ("mixtral-8x7b, expert parallelism 4 (Megatron-LM)",
      ["--preset", "mixtral-8x7b", "--gpu", "h100-80gb", "--gpus", "16", "--global-batch", "32",
       "--tp", "2", "--pp", "2", "--ep", "4", "--microbatch-size", "1", "--kind", "1f1b",
       "--recompute", "full", "--sequence-parallel", "--zero", "1", "--cp", "1"],

@@ -290,7 +290,9 @@ TEST(PlanEvaluate, ExpertsRunTheRoutedTokensAndShardOverTheirReplicas) {
   const PieceCosts loaded = layer_costs(m, gpu, r);
   EXPECT_GT(loaded.forward_s, eight.forward_s);
   EXPECT_GT(loaded.activation_bytes, eight.activation_bytes);
-  EXPECT_EQ(loaded.forward_comm_s, eight.forward_comm_s);  // the mean is what is sent
+  // Each all-to-all waits for the busiest GPU, which receives (and sends back) 1.5 times the mean.
+  EXPECT_NEAR(loaded.forward_comm_s - one.forward_comm_s,
+              2 * all_to_all_s(gpu, 1.5 * 2.0 * copies * 4096, 8, 8), 1e-12);
 
   // The experts' state over their replicas: 16 GPUs, t = 2, p = 1: d = 8; e = 8 leaves each
   // expert on 2 GPUs (t·d/e), the rest of the layer on d = 8.
@@ -309,9 +311,26 @@ TEST(PlanEvaluate, ExpertsRunTheRoutedTokensAndShardOverTheirReplicas) {
   const std::int64_t experts = sp.pieces.expert_parameters, rest = sp.pieces.parameters - experts;
   EXPECT_EQ(experts, 32 * expert);
   EXPECT_EQ(p.costs.stages[0].optimizer_bytes, (12 * rest + 7) / 8 + (12 * experts + 1) / 2);
-  // MFU counts the active parameters: 2 of the 8 experts.
+  // MFU counts the active parameters (2 of the 8 experts) and the attention at a·d per token.
   const ParamCounts counts = parameter_counts(m);
   EXPECT_LT(counts.active_per_layer, counts.per_layer / 3);
+  const double tokens = 32.0 * 4096, L = 32;
+  EXPECT_NEAR(p.model_flops_per_step,
+              tokens * (6.0 * (L * static_cast<double>(counts.active_per_layer) + 32000.0 * 4096) +
+                        12.0 * L * 4096 * 4096),
+              1e3);
+  // Qwen3's heads are wider than h/a: the attention's FLOPs follow a·d = 4096, not h = 2048.
+  PlanConfig qwen = c;
+  qwen.model = model_preset("qwen3-30b-a3b");
+  qwen.ep = 16;
+  qwen.tp = 1;
+  qwen.sequence_parallel = false;
+  const PlanResult wide = evaluate(qwen);
+  const ParamCounts qc = parameter_counts(qwen.model);
+  EXPECT_NEAR(wide.model_flops_per_step,
+              tokens * (6.0 * (48.0 * static_cast<double>(qc.active_per_layer) + 151936.0 * 2048) +
+                        12.0 * 48 * 4096 * 4096),
+              1e3);
 
   // Bad input: one line naming the knob.
   PlanConfig bad = c;
@@ -335,6 +354,14 @@ TEST(PlanEvaluate, ExpertsRunTheRoutedTokensAndShardOverTheirReplicas) {
   bad = c;
   bad.expert_load = 0.5;
   refused(bad, "it is at least 1");
+  bad.expert_load = 9;  // above e = 8: more than every copy on one GPU
+  refused(bad, "--expert-load 9 with --ep 8: the busiest of 8 GPUs receives at most 8 times");
+  // With experts t splits only the shared expert: an expert width t does not divide is fine.
+  PlanConfig odd = c;
+  odd.model.ffn = 14335;
+  EXPECT_NO_THROW(check_config(odd));
+  odd.model.shared_expert_ffn = 1001;
+  refused(odd, "--tp 2 does not divide the model's shared expert's width (1001)");
 }
 
 // FP8 (docs/costmodel.md, "FP8"): the four linear layers' GEMMs at the FP8 rate with 8-bit

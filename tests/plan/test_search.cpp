@@ -191,7 +191,6 @@ TEST(PlanSearch, SearchesExpertParallelismForAMixtureOfExperts) {
   s.pp = {1, 2};
   s.kinds = {"1f1b"};
   s.recompute = {Recompute::full};
-  s.zero = {1};
   s.cp = {1};
   SearchOptions o;
   o.jobs = 1;
@@ -206,8 +205,11 @@ TEST(PlanSearch, SearchesExpertParallelismForAMixtureOfExperts) {
     eps.insert(p.config.ep);
   }
   EXPECT_TRUE(eps.count(1) && eps.count(2) && eps.count(8)) << eps.size();
+  for (const PlanResult& p : r.plans) EXPECT_LT(p.config.zero, 3);  // FSDP has no experts
   s.ep = {4};
-  for (const PlanResult& p : search(s, o).plans) EXPECT_EQ(p.config.ep, 4);
+  const SearchResult four = search(s, o);
+  ASSERT_FALSE(four.plans.empty());
+  for (const PlanResult& p : four.plans) EXPECT_EQ(p.config.ep, 4);
   // Every knob given: one configuration, e among them; with e missing a mixture of experts is
   // searched.
   SearchSpace fixed = s;
@@ -215,6 +217,7 @@ TEST(PlanSearch, SearchesExpertParallelismForAMixtureOfExperts) {
   fixed.pp = {1};
   fixed.cp = {1};
   fixed.microbatch_size = {1};
+  fixed.zero = {1};
   fixed.sequence_parallel = {false};
   fixed.tp_comm_overlap = {false};
   fixed.overlap_grad_reduce = {true};
@@ -226,7 +229,9 @@ TEST(PlanSearch, SearchesExpertParallelismForAMixtureOfExperts) {
   SearchSpace dense = small_space("llama3-8b", "h100-80gb", 16, 32);
   dense.pp = {2};
   dense.kinds = {"1f1b"};
-  for (const PlanResult& p : search(dense, o).plans) EXPECT_EQ(p.config.ep, 1);
+  const SearchResult plain = search(dense, o);
+  ASSERT_FALSE(plain.plans.empty());
+  for (const PlanResult& p : plain.plans) EXPECT_EQ(p.config.ep, 1);
 }
 
 TEST(PlanSearch, KeepsToTheConstraintsAndReportsTheFrontier) {
