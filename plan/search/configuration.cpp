@@ -32,6 +32,21 @@ std::optional<PlanConfig> fixed_but_switches(const SearchSpace& space) {
   return single_configuration(fixed);
 }
 
+PlanConfig unsearched(const SearchSpace& s) {
+  PlanConfig c;
+  c.model = s.model;
+  c.cluster = s.cluster;
+  c.gpus = s.gpus;
+  c.global_batch = s.global_batch;
+  c.flash_attention = s.flash_attention;
+  c.precision = s.precision;
+  c.bf16_gradients = s.bf16_gradients;
+  c.fp8_params = s.fp8_params;
+  c.bf16_moments = s.bf16_moments;
+  c.expert_load = s.expert_load;
+  return c;
+}
+
 std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   const auto one = [](const auto& list) { return list.size() == 1; };
   if (!(one(s.tp) && one(s.pp) && one(s.microbatch_size) && one(s.kinds) && one(s.recompute) &&
@@ -40,11 +55,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
         s.chunks.size() <= 1 && s.shard_group.size() <= 1 && s.offload_layers.size() <= 1 &&
         (s.model.moe() ? one(s.ep) : s.ep.size() <= 1)))
     return std::nullopt;
-  PlanConfig c;
-  c.model = s.model;
-  c.cluster = s.cluster;
-  c.gpus = s.gpus;
-  c.global_batch = s.global_batch;
+  PlanConfig c = unsearched(s);
   c.tp = s.tp[0];
   c.cp = s.cp[0];
   c.cp_all_gather = c.cp > 1 && !s.cp_all_gather.empty() && s.cp_all_gather[0];
@@ -62,12 +73,6 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.overlap_grad_reduce = s.overlap_grad_reduce[0];
   c.offload_layers = s.offload_layers.empty() ? 0 : s.offload_layers[0];
   c.ep = s.ep.empty() ? 1 : s.ep[0];
-  c.expert_load = s.expert_load;
-  c.flash_attention = s.flash_attention;
-  c.precision = s.precision;
-  c.bf16_gradients = s.bf16_gradients;
-  c.fp8_params = s.fp8_params;
-  c.bf16_moments = s.bf16_moments;
   c.partition = s.partition;
   return c;
 }

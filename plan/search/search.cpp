@@ -325,20 +325,10 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
         pps = divisors<std::int32_t>(static_cast<std::int32_t>(space.gpus / tc), L);
       }
       for (const std::int32_t p : pps) {
-        PlanConfig base;
-        base.model = m;
-        base.cluster = space.cluster;
-        base.gpus = space.gpus;
-        base.global_batch = space.global_batch;
+        PlanConfig base = unsearched(space);
         base.tp = t;
         base.cp = cp;
         base.pp = p;
-        base.flash_attention = space.flash_attention;
-        base.precision = space.precision;
-        base.bf16_gradients = space.bf16_gradients;
-        base.fp8_params = space.fp8_params;
-        base.bf16_moments = space.bf16_moments;
-        base.expert_load = space.expert_load;
         if (t < 1 || p < 1 || cp < 1 || space.gpus % (tc * p) != 0) {
           invalid(fmt::format("--gpus {} is not divisible by --tp {} x --cp {} x --pp {}",
                               space.gpus, t, cp, p));

@@ -150,6 +150,11 @@ const std::vector<std::string>& all_kinds();
 // fit the model, no GPUs).
 SearchResult search(const SearchSpace& space, const SearchOptions& options = {});
 
+// What every configuration of `space` shares, the searched knobs left at their defaults: the
+// model, the cluster, the GPUs and batch, and the settings that are not searched (attention,
+// number formats, the expert load).
+PlanConfig unsearched(const SearchSpace& space);
+
 // Every knob given one value: the configuration they give (chunks 2 for interleaved unless
 // given); nullopt when any knob is searched.
 std::optional<PlanConfig> single_configuration(const SearchSpace& space);
