@@ -385,10 +385,9 @@ int run_plan(const std::vector<std::string>& args) {
            "published MoE benchmarks force it); not searched");
   add_knob("microbatch-size", po::value<std::string>(),
            "sequences per micro-batch b (range: divisors of global batch / d)");
-  add_knob(
-      "kind", po::value<std::string>(),
-      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v (range: all but "
-      "zb-v, searched when listed)");
+  add_knob("kind", po::value<std::string>(),
+           "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev "
+           "(range: all but the V-shaped zb-v and dualpipev, searched when listed)");
   add_knob("chunks,v", po::value<std::string>(),
            "interleaved: model stages per device (range: v >= 2 with p·v dividing the layers, or "
            "the layers + 2: one fewer on the first and last stage)");

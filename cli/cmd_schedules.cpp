@@ -18,9 +18,9 @@ int run_schedule(const std::vector<std::string>& args) {
   po::options_description options("options");
   auto add = options.add_options();
   add("kind,k", po::value(&kind)->required(),
-      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v");
+      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev");
   add("stages,p", po::value(&stages)->required(),
-      "devices P (one pipeline stage each; interleaved: P·v stages; zb-v: 2P)");
+      "devices P (one pipeline stage each; interleaved: P·v stages; zb-v, dualpipev: 2P)");
   add("chunks,v", po::value(&chunks)->notifier(check_chunks_flag),
       "interleaved: model stages per device (default 2); stage k on device k mod P");
   add("microbatches,m", po::value(&microbatches)->required(),

@@ -205,7 +205,8 @@ int run_compare(const std::vector<std::string>& args) {
   add("microbatches,m", po::value(&M)->required(), "micro-batches per optimizer step M");
   add("steps,n", po::value(&N)->default_value(1), "optimizer steps N");
   add("kinds", po::value(&kinds_text)->default_value("all"),
-      "comma-separated schedules (gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved,zb-v)");
+      "comma-separated schedules "
+      "(gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved,zb-v,dualpipev)");
   add("format,f", po::value(&format)->default_value("table"), "table | csv | json");
   std::string chunk_cost_path;
   add("interleaved-cost", po::value(&chunk_cost_path),
@@ -326,7 +327,7 @@ int run_sweep(const std::vector<std::string>& args) {
   if (!quiet && output != "-")
     std::cerr << fmt::format(
         "sweep: wrote {} ({} points x {} kinds, {} skipped: 2bw needs M >= P, interleaved M a "
-        "multiple of P and uniform costs, zb-v uniform costs)\n",
+        "multiple of P and uniform costs, zb-v uniform costs, dualpipev those and M >= 2P)\n",
         output, total, kinds.size(), skipped);
   return 0;
 }

@@ -12,6 +12,7 @@ namespace {
 const char* const kUniformFlags[] = {"tf",
                                      "tb",
                                      "tw",
+                                     "tfb",
                                      "tu",
                                      "latency",
                                      "bandwidth",
@@ -29,6 +30,9 @@ void add_cost_options(po::options_description& options, CostFlags& f) {
   add_costs("tb", po::value<double>(), "backward duration B, seconds (default 2·tf)");
   add_costs("tw", po::value<double>(),
             "weight-gradient half W, seconds; then I = tb - tw (default I = W = tb/2)");
+  add_costs("tfb", po::value<double>(),
+            "an overlapped forward and backward pair (DualPipe's F&B), seconds, between "
+            "max(tf, tb) and tf + tb (default tf + tb: nothing hidden)");
   add_costs("tu", po::value(&f.uniform.tu)->default_value(0.0, "0"), "optimizer step U, seconds");
   add_costs("latency", po::value(&f.uniform.latency_s)->default_value(0.0, "0"),
             "link latency, seconds");
@@ -83,6 +87,7 @@ CostModel resolve_cost_model(const CostFlags& f, const po::variables_map& vm, st
     UniformCosts u = f.uniform;
     if (vm.count("tb")) u.tb = vm["tb"].as<double>();
     if (vm.count("tw")) u.tw = vm["tw"].as<double>();
+    if (vm.count("tfb")) u.tfb = vm["tfb"].as<double>();
     if (vm.count("bandwidth")) u.bandwidth_bytes_per_s = vm["bandwidth"].as<double>();
     model = uniform_cost_model(stages, u);
   }

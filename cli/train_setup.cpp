@@ -12,8 +12,9 @@ namespace paci::cli {
 void add_train_options(po::options_description& options, TrainFlags& f) {
   po::options_description schedule("schedule");
   auto add_schedule = schedule.add_options();
-  add_schedule("kind,k", po::value(&f.kind)->default_value(f.kind),
-               "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v");
+  add_schedule(
+      "kind,k", po::value(&f.kind)->default_value(f.kind),
+      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev");
   add_schedule("stages,p", po::value(&f.stages)->default_value(f.stages),
                "pipeline stages P (one thread each)");
   add_schedule("microbatches,m", po::value(&f.microbatches)->default_value(f.microbatches),

@@ -5,6 +5,7 @@
 
 #include "base/errors.hpp"
 #include "interop/pytorch.hpp"
+#include "schedules/generators.hpp"
 
 namespace paci::interop {
 
@@ -136,10 +137,11 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::s
   if (c.pp > 1) {
     if (const std::string schedule = torchtitan_schedule(c); !schedule.empty())
       add("--parallelism.pipeline-parallel-schedule", schedule);
-    else if (c.kind == "zb-v")
+    else if (v_shaped(c.kind))
       // The V: torchtitan takes each rank's stages from the schedule's name (its V style for
-      // ZBVZeroBubble) and the order of their actions from paci's CSV.
-      add("--parallelism.pipeline-parallel-schedule", "ZBVZeroBubble");
+      // ZBVZeroBubble and DualPipeV) and the order of their actions from paci's CSV.
+      add("--parallelism.pipeline-parallel-schedule",
+          c.kind == "zb-v" ? "ZBVZeroBubble" : "DualPipeV");
     if (torchtitan_schedule(c).empty()) add("--parallelism.pipeline-parallel-schedule-csv", csv);
     a.push_back("--parallelism.module-fqns-per-model-part");
     for (std::string& part : torchtitan_module_parts(c)) a.push_back(std::move(part));

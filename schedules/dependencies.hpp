@@ -29,8 +29,9 @@ struct Dependency {
 //   I(s,m)  same as B(s,m)
 //   W(s,m)  needs I(s,m)                                              (local)
 //   U(s)    no data dependency; its place in the device's list is what matters
-// Whether stage s+1 produces its input gradient with B or with I is a per-stage property of the
-// schedule: a stage that has any I action splits its backward.
+// Whether stage s+1 produces micro-batch m's input gradient with B or with I is read from the
+// schedule: a (stage, micro-batch) with an I action splits its backward. Most schedules split all
+// of a stage's backwards or none; DualPipe's mix full and split backwards on one stage.
 class DependencyRules {
  public:
   static constexpr int kMaxDependencies = 2;
@@ -41,29 +42,29 @@ class DependencyRules {
   // Fills `out` and returns how many dependencies `action` has (0..kMaxDependencies).
   int depends_on(const Action& action, List& out) const;
 
-  // True when stage `stage` splits its backward into I and W.
-  bool split_backward(std::int32_t stage) const {
-    return split_[static_cast<std::size_t>(stage)] != 0;
-  }
+  // True when `stage` splits micro-batch `microbatch`'s backward into I and W.
+  bool split_backward(std::int32_t stage, std::int32_t microbatch) const;
   // The action that produces the input gradient of `stage` for micro-batch `microbatch`.
   Action gradient_producer(std::int32_t stage, std::int32_t microbatch) const {
-    return {split_backward(stage) ? ActionKind::I : ActionKind::B, stage, microbatch};
+    return {split_backward(stage, microbatch) ? ActionKind::I : ActionKind::B, stage, microbatch};
   }
   // The action after which a micro-batch's activations at a stage may be freed, and whose
   // completion counts toward the stage's gradient accumulation: B, or W when split.
   Action backward_end(std::int32_t stage, std::int32_t microbatch) const {
-    return {split_backward(stage) ? ActionKind::W : ActionKind::B, stage, microbatch};
+    return {split_backward(stage, microbatch) ? ActionKind::W : ActionKind::B, stage, microbatch};
   }
   // The action whose weights a backward reads (B, or I when split).
   Action backward_read(std::int32_t stage, std::int32_t microbatch) const {
-    return {split_backward(stage) ? ActionKind::I : ActionKind::B, stage, microbatch};
+    return {split_backward(stage, microbatch) ? ActionKind::I : ActionKind::B, stage, microbatch};
   }
 
   std::int32_t stages() const { return stages_; }
 
  private:
+  enum Split : std::uint8_t { kNone = 0, kAll = 1, kSome = 2 };
   std::int32_t stages_;
-  std::vector<std::uint8_t> split_;
+  std::vector<std::uint8_t> split_;              // per stage: a Split
+  std::vector<std::vector<std::int32_t>> some_;  // kSome stages: their I micro-batches, sorted
 };
 
 }  // namespace paci

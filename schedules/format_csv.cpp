@@ -57,9 +57,9 @@ std::string write_rows(const Schedule& s, char separator) {
   out.push_back('\n');
   for (const auto& list : s.devices) {
     if (list.empty()) out.push_back(',');
-    for (std::size_t i = 0; i < list.size(); ++i) {
+    for (std::size_t i = 0; i < list.size();) {
       if (i > 0) out.push_back(separator);
-      append_action(out, list[i]);
+      i += append_cell(out, list, i);
     }
     out.push_back('\n');
   }
@@ -80,11 +80,14 @@ std::string write_pytorch_csv(const Schedule& s) {
   std::string out;
   for (const auto& list : s.devices) {
     bool first = true;
-    for (const Action& a : list) {
-      if (a.kind == ActionKind::U) continue;
+    for (std::size_t i = 0; i < list.size();) {
+      if (list[i].kind == ActionKind::U) {
+        ++i;
+        continue;
+      }
       if (!first) out.push_back(',');
       first = false;
-      append_action(out, a);
+      i += append_cell(out, list, i);
     }
     out.push_back('\n');
   }

@@ -67,9 +67,9 @@ std::string write_json(const Schedule& s) {
   for (std::size_t d = 0; d < s.devices.size(); ++d) {
     out += d == 0 ? "\n    [" : ",\n    [";
     const auto& list = s.devices[d];
-    for (std::size_t i = 0; i < list.size(); ++i) {
+    for (std::size_t i = 0; i < list.size();) {
       out += i == 0 ? "\"" : ", \"";
-      append_action(out, list[i]);
+      i += append_cell(out, list, i);
       out.push_back('"');
     }
     out.push_back(']');
@@ -121,7 +121,7 @@ Schedule parse_json(std::string_view content, std::string_view source) {
       const Json& token = list[i];
       if (!token.is_string()) fail(source, fmt::format("devices[{}][{}] must be a string", d, i));
       try {
-        actions.push_back(parse_token(token.get_ref<const std::string&>()));
+        parse_token(token.get_ref<const std::string&>(), actions);
       } catch (const InputError& e) {
         fail(source, fmt::format("devices[{}][{}]: {}", d, i, e.what()));
       }

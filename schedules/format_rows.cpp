@@ -192,7 +192,7 @@ Schedule parse_rows(std::string_view content, const RowsDialect& dialect, std::s
     actions.reserve(cells.size());
     for (const Cell& cell : cells) {
       try {
-        actions.push_back(parse_token(cell.text));
+        parse_token(cell.text, actions);
       } catch (const InputError& e) {
         fail(source, fmt::format("{} {}, {} {}: {}", dialect.line_word, line_no, dialect.token_word,
                                  cell.index, e.what()));

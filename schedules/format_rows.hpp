@@ -28,11 +28,15 @@ void check_metadata_in(const Schedule& schedule, std::string_view source);
 
 // Appends the text form of an action (same as to_string) without allocating.
 void append_action(std::string& out, const Action& action);
+// Appends the cell of list[i] (the action, or the overlapped pair it opens, as cell_text writes
+// it) and returns how many actions it covers.
+std::size_t append_cell(std::string& out, const std::vector<Action>& list, std::size_t i);
 void append_int(std::string& out, std::int64_t value);
 
-// Parses one action token. Throws InputError without location: "bad action '...' (...)" from
-// parse_action, or "unsupported action '...' (...)" for PyTorch's communication/sharding actions.
-Action parse_token(std::string_view token);
+// Parses one cell (an action, or an overlapped pair) onto `out`. Throws InputError without
+// location: "bad action '...' (...)" from parse_action, or "unsupported action '...' (...)" for
+// PyTorch's communication/sharding actions.
+void parse_token(std::string_view token, std::vector<Action>& out);
 
 // The "# paci.schedule/1 kind=... placement=..." line (no newline).
 std::string metadata_header(const Schedule& schedule);

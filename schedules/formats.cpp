@@ -52,6 +52,20 @@ void append_action(std::string& out, const Action& action) {
   if (action.kind != ActionKind::U) append_int(out, action.microbatch);
 }
 
+std::size_t append_cell(std::string& out, const std::vector<Action>& list, std::size_t i) {
+  if (list[i].overlap != Overlap::first || i + 1 >= list.size() ||
+      list[i + 1].overlap != Overlap::second) {
+    append_action(out, list[i]);
+    return 1;
+  }
+  out.push_back('(');
+  append_action(out, list[i]);
+  out.push_back(';');
+  append_action(out, list[i + 1]);
+  out += ")OVERLAP_F_B";
+  return 2;
+}
+
 // True when content is valid UTF-8 without NUL bytes (no overlongs, surrogates or > U+10FFFF).
 bool is_text(std::string_view content) {
   const auto* p = reinterpret_cast<const unsigned char*>(content.data());
@@ -92,7 +106,7 @@ namespace {
 bool is_pytorch_non_compute(std::string_view token) {
   static constexpr std::array<std::string_view, 10> kNames = {
       "UNSHARD", "RESHARD",     "SEND_F",        "RECV_F",        "SEND_B",
-      "RECV_B",  "REDUCE_GRAD", "SEND_F_RECV_B", "SEND_B_RECV_F", "OVERLAP_F_B"};
+      "RECV_B",  "REDUCE_GRAD", "SEND_F_RECV_B", "SEND_B_RECV_F", "WAIT_REDUCE_GRAD"};
   std::size_t begin = 0;
   while (begin < token.size() && token[begin] >= '0' && token[begin] <= '9') ++begin;
   std::size_t end = token.size();
@@ -104,9 +118,9 @@ bool is_pytorch_non_compute(std::string_view token) {
 
 }  // namespace
 
-Action parse_token(std::string_view token) {
+void parse_token(std::string_view token, std::vector<Action>& out) {
   try {
-    return parse_action(token);
+    parse_cell(token, out);
   } catch (const InputError&) {
     if (is_pytorch_non_compute(token))
       throw InputError(

@@ -9,9 +9,14 @@
 namespace paci {
 
 const std::vector<std::string>& generator_kinds() {
-  static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream",   "2bw", "paci",
-                                                 "zb-h1", "zb-h2", "interleaved", "zb-v"};
+  static const std::vector<std::string> kinds = {"gpipe", "1f1b",     "pipedream", "2bw",
+                                                 "paci",  "zb-h1",    "zb-h2",     "interleaved",
+                                                 "zb-v",  "dualpipev"};
   return kinds;
+}
+
+bool v_shaped(std::string_view kind) {
+  return kind == "zb-v" || kind == "dualpipev";
 }
 
 namespace {
@@ -137,6 +142,83 @@ std::vector<std::vector<Action>> zero_bubble_v_step(std::int32_t P, std::int32_t
   return out;
 }
 
+// One flushed step of DualPipeV (DeepSeek's DualPipe cut in half, Sea AI Lab's "cut-in-half"; the
+// order of DualPipeV.step in deepseek-ai/DualPipe and of PyTorch's ScheduleDualPipeV): 2P model
+// stages in ZB-V's V, device r holding stage a = r and stage b = 2P − 1 − r, M >= 2P micro-batches.
+// Each device's order, in DualPipe's eight steps (B a full backward, I one whose W waits in a
+// first-in first-out queue, W the queue's oldest, (F;B) an overlapped pair):
+//   1  2(P − r − 1) × F a                    5  P − r − 1 × B b, (F b; B a)
+//   2  r + 1 × F a, F b                      6  r + 1 × B or I of b, B or I of a (I from the
+//   3  P − r − 1 × I b, W, F b                  middle on: b's first when r is odd, a's when even)
+//   4  M − 2P + r + 1 × (F a; B b), (F b; B a)  7  P − r − 1 × W, I a
+//      (the last device's first F a, B b run    8  r + 1 × W
+//      apart: DualPipe's own choice, less bubble)
+std::vector<std::vector<Action>> dualpipe_v_step(std::int32_t P, std::int32_t M) {
+  std::vector<std::vector<Action>> out(static_cast<std::size_t>(P));
+  for (std::int32_t r = 0; r < P; ++r) {
+    const std::int32_t a = r, b = 2 * P - 1 - r;
+    std::int32_t fa = 0, fb = 0, ba = 0, bb = 0;  // next forward and next backward of a and b
+    std::vector<Action> pending_w;                // I's whose W has not run, oldest first
+    std::size_t next_w = 0;
+    auto& list = out[static_cast<std::size_t>(r)];
+    const auto f = [&](std::int32_t stage) {
+      list.push_back(forward(stage, stage == a ? fa++ : fb++));
+    };
+    const auto full = [&](std::int32_t stage) {
+      list.push_back(backward(stage, stage == a ? ba++ : bb++));
+    };
+    const auto split = [&](std::int32_t stage) {
+      list.push_back(input_grad(stage, stage == a ? ba++ : bb++));
+      pending_w.push_back(weight_grad(stage, list.back().microbatch));
+    };
+    const auto w = [&]() {
+      if (next_w < pending_w.size()) list.push_back(pending_w[next_w++]);
+    };
+    const auto pair = [&](std::int32_t forward_stage, std::int32_t backward_stage) {
+      f(forward_stage);
+      full(backward_stage);
+      list[list.size() - 2].overlap = Overlap::first;
+      list.back().overlap = Overlap::second;
+    };
+    for (std::int32_t k = 0; k < 2 * (P - r - 1); ++k) f(a);
+    for (std::int32_t k = 0; k < r + 1; ++k) {
+      f(a);
+      f(b);
+    }
+    for (std::int32_t k = 0; k < P - r - 1; ++k) {
+      split(b);
+      w();
+      f(b);
+    }
+    for (std::int32_t k = 0; k < M - 2 * P + r + 1; ++k) {
+      if (k == 0 && r == P - 1) {
+        f(a);
+        full(b);
+      } else {
+        pair(a, b);
+      }
+      pair(b, a);
+    }
+    for (std::int32_t k = 0; k < P - r - 1; ++k) {
+      full(b);
+      pair(b, a);
+    }
+    bool zb = false;
+    for (std::int32_t k = 0; k < r + 1; ++k) {
+      if (k == (r + 1) / 2 && r % 2 == 1) zb = true;
+      zb ? split(b) : full(b);
+      if (k == (r + 1) / 2 && r % 2 == 0) zb = true;
+      zb ? split(a) : full(a);
+    }
+    for (std::int32_t k = 0; k < P - r - 1; ++k) {
+      w();
+      split(a);
+    }
+    for (std::int32_t k = 0; k < r + 1; ++k) w();
+  }
+  return out;
+}
+
 // One flushed step's per-device orders (micro-batches 0..M-1) repeated for the schedule's N steps,
 // each device's stages stepping their optimizers, in stage order, after each step.
 void repeat_step(Schedule& s, const std::vector<std::vector<Action>>& step) {
@@ -251,7 +333,7 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
   // About 12 bytes an action: past 2^27 actions (1.5 GiB) a schedule is a mistake, not a plan.
   constexpr std::int64_t kMaxActions = std::int64_t{1} << 27;
   const std::int32_t stages_per_device =
-      chunks > 0 ? chunks : (kind == "interleaved" || kind == "zb-v" ? 2 : 1);
+      chunks > 0 ? chunks : (kind == "interleaved" || v_shaped(kind) ? 2 : 1);
   const std::int64_t actions =
       static_cast<std::int64_t>(P) * stages_per_device * (2 * total + total);
   if (total > INT32_MAX / 4 || actions > kMaxActions)
@@ -260,7 +342,7 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
                     "{} paci generates",
                     P, total, actions, kMaxActions));
   if (chunks < 0) throw InputError(fmt::format("--chunks must be positive, got {}", chunks));
-  const bool v_shape = kind == "zb-v";
+  const bool v_shape = v_shaped(kind);
   const std::int32_t v = chunks == 0 ? (kind == "interleaved" || v_shape ? 2 : 1) : chunks;
   if (v_shape && v != 2)
     throw InputError(fmt::format(
@@ -274,6 +356,11 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
         "interleaved needs the micro-batches per step to be a multiple of the devices (Megatron's "
         "constraint), got M={} for P={}",
         M, P));
+  if (kind == "dualpipev" && M < 2 * P)
+    throw InputError(fmt::format(
+        "dualpipev needs at least as many micro-batches per step as model stages (M >= 2P = {}, "
+        "DualPipe's and PyTorch's bound), got M={}",
+        2 * P, M));
   if (static_cast<std::int64_t>(P) * v > 4096)
     throw InputError(fmt::format("{} devices x {} chunks is more than 4096 stages", P, v));
   if (kind == "2bw" && M < P)
@@ -302,7 +389,7 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
     // a device's first stage (1F1B's P stages' worth of its two half-stages, as ZB-V keeps).
     for (std::int32_t stage = P; stage < s.stages; ++stage)
       s.placement[static_cast<std::size_t>(stage)] = s.stages - 1 - stage;
-    repeat_step(s, zero_bubble_v_step(P, M));
+    repeat_step(s, kind == "dualpipev" ? dualpipe_v_step(P, M) : zero_bubble_v_step(P, M));
     return s;
   }
   if (kind == "zb-h2") {

@@ -1,6 +1,6 @@
 // Generators for the schedules of SCHEDULES.md. Each returns a complete, valid schedule on P
-// devices: P stages (identity placement; interleaved: P·v round-robin; zb-v: 2P in a V), N·M
-// micro-batches, per-stage optimizer steps.
+// devices: P stages (identity placement; interleaved: P·v round-robin; zb-v and dualpipev: 2P in
+// a V), N·M micro-batches, per-stage optimizer steps.
 #pragma once
 
 #include <string>
@@ -11,8 +11,8 @@
 
 namespace paci {
 
-// gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2, interleaved, zb-v — in the order the CLI and
-// reports list them.
+// gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2, interleaved, zb-v, dualpipev — in the order the
+// CLI and reports list them.
 const std::vector<std::string>& generator_kinds();
 
 // Generates `kind` with P stages, M micro-batches per optimizer step and N optimizer steps.
@@ -32,6 +32,12 @@ const std::vector<std::string>& generator_kinds();
 //   zb-v      flush every step; ZB-V: 2P stages in a V (device d holds d and 2P − 1 − d), the
 //             backward split, at most P micro-batches' activations per stage, its order found by
 //             running the step at unit costs; `chunks` must be 2                (current)
+//   dualpipev flush every step; DualPipeV (DualPipe cut in half): ZB-V's V, M >= 2P, its steady
+//             state overlapped pairs (F of one stage; full B of the other), full and split
+//             backwards mixed, DualPipe's order exactly; `chunks` must be 2     (current)
+// True for the kinds that place 2P model stages in a V, two on each device (zb-v, dualpipev).
+bool v_shaped(std::string_view kind);
+
 // `chunks` 0 means the kind's default (2 for interleaved, 1 otherwise). Throws InputError for an
 // unknown kind or an impossible configuration.
 Schedule generate_schedule(std::string_view kind, std::int32_t stages, std::int32_t microbatches,

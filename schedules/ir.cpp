@@ -37,12 +37,9 @@ Action parse_action(std::string_view token) {
     return InputError(fmt::format(
         "bad action '{}' (expected <stage><F|B|I|W><microbatch> such as 0F3, or <stage>U)", token));
   };
-  // PyTorch's DualPipeV writes a forward and a backward run overlapped as one cell.
   if (token.find("OVERLAP_F_B") != std::string_view::npos)
     throw InputError(fmt::format(
-        "action '{}' is PyTorch's overlapped forward and backward (OVERLAP_F_B, DualPipeV's): "
-        "paci's schedules have no overlapped pair yet",
-        token));
+        "action '{}' is an overlapped pair (PyTorch's OVERLAP_F_B), not one action", token));
   std::size_t pos = 0;
   while (pos < token.size() && token[pos] >= '0' && token[pos] <= '9') ++pos;
   if (pos == 0 || pos == token.size()) throw bad();
@@ -75,6 +72,36 @@ Action parse_action(std::string_view token) {
   return action;
 }
 
+void parse_cell(std::string_view token, std::vector<Action>& out) {
+  static constexpr std::string_view kPair = "OVERLAP_F_B";
+  if (token.empty() || token.front() != '(') {
+    out.push_back(parse_action(token));
+    return;
+  }
+  const auto bad = [&](std::string_view why) {
+    return InputError(fmt::format(
+        "bad overlapped pair '{}': {} (expected (<stage>F<microbatch>;<stage>B<microbatch>){}, "
+        "a forward and a full backward, as PyTorch's DualPipeV writes it)",
+        token, why, kPair));
+  };
+  const std::size_t close = token.find(')');
+  if (close == std::string_view::npos) throw bad("no closing parenthesis");
+  if (token.substr(close + 1) != kPair) throw bad(fmt::format("it does not end in ){}", kPair));
+  const std::string_view inside = token.substr(1, close - 1);
+  const std::size_t semicolon = inside.find(';');
+  if (semicolon == std::string_view::npos || inside.find(';', semicolon + 1) != inside.npos)
+    throw bad("it does not hold exactly two actions");
+  Action forward = parse_action(inside.substr(0, semicolon));
+  Action backward = parse_action(inside.substr(semicolon + 1));
+  if (forward.kind != ActionKind::F || backward.kind != ActionKind::B)
+    throw bad(fmt::format("{} and {} are not a forward and a full backward", to_string(forward),
+                          to_string(backward)));
+  forward.overlap = Overlap::first;
+  backward.overlap = Overlap::second;
+  out.push_back(forward);
+  out.push_back(backward);
+}
+
 std::string_view to_string(WeightPolicy policy) {
   switch (policy) {
     case WeightPolicy::current:
@@ -99,6 +126,28 @@ std::size_t Schedule::num_actions() const {
   std::size_t n = 0;
   for (const auto& list : devices) n += list.size();
   return n;
+}
+
+bool Schedule::has_overlap() const {
+  for (const auto& list : devices)
+    for (const Action& a : list)
+      if (a.overlap != Overlap::none) return true;
+  return false;
+}
+
+bool operator==(const Schedule& a, const Schedule& b) {
+  if (a.kind != b.kind || a.stages != b.stages || a.placement != b.placement ||
+      a.microbatches != b.microbatches || a.steps != b.steps ||
+      a.weight_policy != b.weight_policy || a.devices.size() != b.devices.size())
+    return false;
+  for (std::size_t d = 0; d < a.devices.size(); ++d) {
+    const auto& x = a.devices[d];
+    const auto& y = b.devices[d];
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!(x[i] == y[i]) || x[i].overlap != y[i].overlap) return false;
+  }
+  return true;
 }
 
 void check_metadata(const Schedule& s) {

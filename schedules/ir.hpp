@@ -19,18 +19,35 @@ inline constexpr int kNumActionKinds = 5;
 
 char kind_letter(ActionKind kind);
 
+// An overlapped pair (DualPipe's F&B): a forward and a full backward of other micro-batches that a
+// device runs as one unit, each hiding the other's communication. The pair is two consecutive
+// actions of a device's list, the forward marked `first`, the backward `second`; it starts when
+// both have their inputs, and its outputs leave when both are done (docs/design/schedules.md).
+enum class Overlap : std::uint8_t { none = 0, first = 1, second = 2 };
+
 struct Action {
   ActionKind kind = ActionKind::F;
   std::int32_t stage = 0;
-  std::int32_t microbatch = -1;  // global micro-batch index; -1 for U
+  std::int32_t microbatch = -1;     // global micro-batch index; -1 for U
+  Overlap overlap = Overlap::none;  // its part in an overlapped pair, if any
 
-  friend bool operator==(const Action&, const Action&) = default;
+  // The same action (kind, stage, micro-batch), whether or not it runs in an overlapped pair:
+  // what the dependency rules and the index compare. Schedule's == compares the pairs too.
+  friend bool operator==(const Action& a, const Action& b) {
+    return a.kind == b.kind && a.stage == b.stage && a.microbatch == b.microbatch;
+  }
 };
 
 // Text form of one action, PyTorch pipelining's grammar extended with U: 0F3, 2B3, 1I0, 1W0, 1U.
+// The pair marking is not part of it: a schedule file writes a pair as one cell, parse_cell's.
 std::string to_string(const Action& action);
-// Parses one action; throws InputError naming the token on anything else.
+// Parses one action; throws InputError naming the token on anything else (an overlapped pair
+// included: parse_cell reads those).
 Action parse_action(std::string_view token);
+// Parses one cell of a schedule: an action, or PyTorch's overlapped pair
+// "(<forward>;<backward>)OVERLAP_F_B", appended to `out` as two actions marked first and second.
+// Throws InputError naming the token otherwise.
+void parse_cell(std::string_view token, std::vector<Action>& out);
 
 // Which weights a backward reads (SCHEDULES.md).
 //   current       — the stage's current weights (PACI and every flushed schedule)
@@ -56,8 +73,11 @@ struct Schedule {
   }
   std::int32_t num_devices() const { return static_cast<std::int32_t>(devices.size()); }
   std::size_t num_actions() const;
+  // True when some device runs an overlapped pair.
+  bool has_overlap() const;
 
-  friend bool operator==(const Schedule&, const Schedule&) = default;
+  // Metadata, actions and their pair markings all equal.
+  friend bool operator==(const Schedule& a, const Schedule& b);
 };
 
 // Checks the metadata alone (counts positive, placement in range and of size P, every device

@@ -36,12 +36,12 @@ void check_completeness(const Schedule& s, const ActionIndex& index, const Depen
       const ActionPos i = index.find({ActionKind::I, st, m});
       const ActionPos w = index.find({ActionKind::W, st, m});
       const Action expected_end = rules.backward_end(st, m);
-      if (rules.split_backward(st) && b.valid())
+      if (rules.split_backward(st, m) && b.valid())
         throw ScheduleError(
-            fmt::format("stage {} splits its backward into I and W, but also has {}", st,
-                        to_string(at(s, b))),
+            fmt::format("stage {} splits micro-batch {}'s backward into I and W, but also has {}",
+                        st, m, to_string(at(s, b))),
             {b});
-      if (!rules.split_backward(st) && w.valid())
+      if (!rules.split_backward(st, m) && w.valid())
         throw ScheduleError(
             fmt::format("{} has no matching {}I{}: a W needs its I", to_string(at(s, w)), st, m),
             {w});
@@ -110,6 +110,33 @@ struct CycleVisitor : boost::default_dfs_visitor {
   }
 };
 
+// Each overlapped pair is a forward marked first and, right after it on the same device, a full
+// backward marked second (parse_cell makes them so; a schedule built in code may not).
+void check_pairs(const Schedule& s) {
+  for (std::int32_t d = 0; d < s.num_devices(); ++d) {
+    const auto& list = s.devices[static_cast<std::size_t>(d)];
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const Action& a = list[k];
+      const ActionPos here{d, static_cast<std::int64_t>(k)};
+      if (a.overlap == Overlap::first &&
+          (k + 1 == list.size() || list[k + 1].overlap != Overlap::second))
+        throw ScheduleError(
+            fmt::format("{} opens an overlapped pair that has no second action", to_string(a)),
+            {here});
+      if (a.overlap == Overlap::second && (k == 0 || list[k - 1].overlap != Overlap::first))
+        throw ScheduleError(
+            fmt::format("{} closes an overlapped pair that was not opened", to_string(a)), {here});
+      if (a.overlap == Overlap::first &&
+          (a.kind != ActionKind::F || list[k + 1].kind != ActionKind::B))
+        throw ScheduleError(
+            fmt::format("overlapped pair ({};{}): a pair is a forward and a full backward "
+                        "(DualPipe's F&B)",
+                        to_string(a), to_string(list[k + 1])),
+            {here, ActionPos{d, static_cast<std::int64_t>(k + 1)}});
+    }
+  }
+}
+
 std::int64_t check_deadlock(const Schedule& s, const ActionIndex& index,
                             const DependencyRules& rules) {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;
@@ -121,6 +148,9 @@ std::int64_t check_deadlock(const Schedule& s, const ActionIndex& index,
       const auto v =
           static_cast<std::uint32_t>(index.vertex(ActionPos{d, static_cast<std::int64_t>(k)}));
       if (k > 0) edges.emplace_back(v - 1, v);
+      // A pair starts when both its actions have their inputs: what its second waits for comes
+      // before its first, too.
+      const auto pair_start = list[k].overlap == Overlap::second ? v - 1 : v;
       const int n = rules.depends_on(list[k], deps);
       for (int j = 0; j < n; ++j) {
         const std::int64_t u = index.vertex(deps[static_cast<std::size_t>(j)].action);
@@ -129,7 +159,10 @@ std::int64_t check_deadlock(const Schedule& s, const ActionIndex& index,
               fmt::format("{} depends on {}, which the schedule lacks", to_string(list[k]),
                           to_string(deps[static_cast<std::size_t>(j)].action)),
               {ActionPos{d, static_cast<std::int64_t>(k)}});
-        edges.emplace_back(static_cast<std::uint32_t>(u), v);
+        // ... and its outputs leave when both are done.
+        const ActionPos from = index.position(u);
+        const bool opens_pair = at(s, from).overlap == Overlap::first;
+        edges.emplace_back(static_cast<std::uint32_t>(u + (opens_pair ? 1 : 0)), pair_start);
       }
     }
   }
@@ -180,6 +213,7 @@ void check_weight_policy(const Schedule& s) {
 
 ValidationSummary validate(const Schedule& s) {
   check_metadata(s);
+  check_pairs(s);
   const ActionIndex index(s);
   const DependencyRules rules(s);
   check_completeness(s, index, rules);

@@ -116,7 +116,8 @@ std::string csv_row(const CompareRow& r) {
 std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v) {
   const auto work = [](const StageCost& c) {
     return std::tie(c.forward_s, c.backward_s, c.input_grad_s, c.weight_grad_s, c.update_s,
-                    c.activation_bytes, c.weight_bytes, c.gradient_bytes, c.optimizer_bytes);
+                    c.forward_comm_s, c.backward_comm_s, c.activation_bytes, c.weight_bytes,
+                    c.gradient_bytes, c.optimizer_bytes);
   };
   for (const StageCost& c : costs.stages)
     if (work(c) != work(costs.stages.front())) return std::nullopt;
@@ -125,7 +126,8 @@ std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v
   out.stages.clear();
   for (std::size_t k = 0; k < P * static_cast<std::size_t>(v); ++k) {
     StageCost c = costs.stages[k % P];
-    for (double* t : {&c.forward_s, &c.backward_s, &c.input_grad_s, &c.weight_grad_s, &c.update_s})
+    for (double* t : {&c.forward_s, &c.backward_s, &c.input_grad_s, &c.weight_grad_s, &c.update_s,
+                      &c.forward_comm_s, &c.backward_comm_s})
       *t /= v;
     for (std::int64_t* b :
          {&c.activation_bytes, &c.weight_bytes, &c.gradient_bytes, &c.optimizer_bytes,
@@ -172,17 +174,24 @@ std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std:
         continue;
       }
     }
-    if (kind == "zb-v") {  // two half-stages per device, in a V
+    if (kind == "dualpipev" && M < 2 * P) {
+      if (skipped)
+        skipped->push_back(
+            fmt::format("dualpipev needs M >= 2P (DualPipe's bound; M={}, P={})", M, P));
+      continue;
+    }
+    if (kind == "zb-v" || kind == "dualpipev") {  // two half-stages per device, in a V
       if (chunk_costs && chunk_costs->stages.size() == 2 * static_cast<std::size_t>(P))
         chunks = *chunk_costs;
       else
         chunks = chunk_cost_model(costs, 2);
       if (!chunks) {
         if (skipped)
-          skipped->push_back(
-              "zb-v splits each device's layers into 2 model stages, whose costs a cost model "
+          skipped->push_back(fmt::format(
+              "{} splits each device's layers into 2 model stages, whose costs a cost model "
               "with unequal stages does not give (give them with --interleaved-cost, 2P stages, "
-              "or use uniform costs)");
+              "or use uniform costs)",
+              kind));
         continue;
       }
     }

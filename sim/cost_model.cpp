@@ -90,6 +90,13 @@ double StageCost::duration_s(ActionKind kind) const {
   throw std::logic_error("StageCost::duration_s: unknown action kind");
 }
 
+double pair_duration_s(const StageCost& forward, const StageCost& backward) {
+  const double f = forward.forward_s, b = backward.backward_s;
+  const double hidden = std::min(forward.forward_comm_s + backward.backward_comm_s,
+                                 (f - forward.forward_comm_s) + (b - backward.backward_comm_s));
+  return f + b - std::max(0.0, hidden);
+}
+
 double LinkCost::transfer_s(std::int64_t bytes) const {
   return latency_s + static_cast<double>(bytes) / bandwidth_bytes_per_s;
 }
@@ -147,6 +154,13 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
           "micro-batch cannot free at its I more than it holds",
           s, c.input_grad_release_bytes, c.activation_bytes));
     check_bytes(c.workspace_bytes, fmt::format("stages[{}].workspace_bytes", s));
+    check_duration(c.forward_comm_s, fmt::format("stages[{}].forward_comm_s", s));
+    check_duration(c.backward_comm_s, fmt::format("stages[{}].backward_comm_s", s));
+    if (c.forward_comm_s > c.forward_s || c.backward_comm_s > c.backward_s)
+      throw InputError(fmt::format(
+          "stages[{}]: forward_comm_s ({}) or backward_comm_s ({}) is more than the forward ({}) "
+          "or full backward ({}) it is part of",
+          s, c.forward_comm_s, c.backward_comm_s, c.forward_s, c.backward_s));
   }
   check_link(model.default_link, "default_link");
   for (std::size_t i = 0; i < model.links.size(); ++i) {
@@ -230,6 +244,18 @@ CostModel uniform_cost_model(std::int32_t stages, const UniformCosts& costs) {
   } else {
     stage.input_grad_s = stage.weight_grad_s = stage.backward_s / 2;
   }
+  if (costs.tfb) {  // the communication that makes F&B shorter than F + B, shared F : B
+    const double fb = duration(*costs.tfb, "--tfb"), alone = stage.forward_s + stage.backward_s;
+    if (fb < std::max(stage.forward_s, stage.backward_s) || fb > alone)
+      throw InputError(fmt::format(
+          "--tfb ({} s) must lie between max(F, B) = {} s and F + B = {} s: an overlapped pair "
+          "takes at least its longer action and at most both back to back",
+          fb, std::max(stage.forward_s, stage.backward_s), alone));
+    if (alone > 0) {
+      stage.forward_comm_s = (alone - fb) * stage.forward_s / alone;
+      stage.backward_comm_s = (alone - fb) * stage.backward_s / alone;
+    }
+  }
   stage.update_s = duration(costs.tu, "--tu");
   stage.activation_message_bytes = stage.gradient_message_bytes =
       bytes(costs.message_bytes, "--message-bytes");
@@ -250,6 +276,7 @@ CostModel uniform_cost_model(std::int32_t stages, const UniformCosts& costs) {
   model.description =
       fmt::format("uniform: F {} s, B {} s (I {} s + W {} s), U {} s per stage", stage.forward_s,
                   stage.backward_s, stage.input_grad_s, stage.weight_grad_s, stage.update_s);
+  if (costs.tfb) model.description += fmt::format(", overlapped F&B {} s", *costs.tfb);
   return model;
 }
 
@@ -365,6 +392,8 @@ std::string write_cost_model(const CostModel& model) {
     if (c.input_grad_release_bytes != 0)
       entry["input_grad_release_bytes"] = c.input_grad_release_bytes;
     if (c.workspace_bytes != 0) entry["workspace_bytes"] = c.workspace_bytes;
+    if (c.forward_comm_s != 0) entry["forward_comm_s"] = c.forward_comm_s;
+    if (c.backward_comm_s != 0) entry["backward_comm_s"] = c.backward_comm_s;
     root["stages"].push_back(std::move(entry));
   }
   return root.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -459,6 +488,10 @@ CostModel parse_cost_model(std::string_view json, std::string_view source) {
       c.input_grad_release_bytes = r.integer(entry, "input_grad_release_bytes", where);
     if (entry.contains("workspace_bytes"))
       c.workspace_bytes = r.integer(entry, "workspace_bytes", where);
+    if (entry.contains("forward_comm_s"))
+      c.forward_comm_s = r.number(entry, "forward_comm_s", where);
+    if (entry.contains("backward_comm_s"))
+      c.backward_comm_s = r.number(entry, "backward_comm_s", where);
     model.stages.push_back(c);
   }
   try {

@@ -39,6 +39,11 @@ struct StageCost {
   // Held for the whole run beside the weights (optional in the JSON, written when not 0): what a
   // backward needs transiently at its peak, such as the layer a full recomputation rebuilds.
   std::int64_t workspace_bytes = 0;
+  // Overlapped pairs (DualPipe's F&B): of forward_s and of backward_s, the communication that the
+  // other action's compute hides when the two run as a pair (optional in the JSON, written when
+  // not 0; each at most its duration). 0: nothing hides, a pair takes F + B (paci's CPU executor).
+  double forward_comm_s = 0.0;
+  double backward_comm_s = 0.0;
 
   std::int64_t static_bytes() const {
     return weight_bytes + gradient_bytes + optimizer_bytes + workspace_bytes;
@@ -46,6 +51,12 @@ struct StageCost {
   double duration_s(ActionKind kind) const;
   friend bool operator==(const StageCost&, const StageCost&) = default;
 };
+
+// The time of an overlapped pair: `forward`'s stage forward and `backward`'s stage full backward,
+// each one's communication hidden behind the other's compute as far as that compute lasts:
+// F + B − min(cf + cb, (F − cf) + (B − cb)). Between max(F, B)-ish and F + B; F + B with no
+// communication stated.
+double pair_duration_s(const StageCost& forward, const StageCost& backward);
 
 struct LinkCost {
   double latency_s = 0.0;
@@ -93,11 +104,12 @@ struct CostModel {
 
 // Uniform costs for every stage, as given by the simulate/compare/sweep flags.
 struct UniformCosts {
-  double tf = 1.0;           // --tf
-  std::optional<double> tb;  // --tb, default 2·tf
-  std::optional<double> tw;  // --tw: W; then I = tb - tw. Default: I = W = tb/2
-  double tu = 0.0;           // --tu
-  double latency_s = 0.0;    // --latency
+  double tf = 1.0;            // --tf
+  std::optional<double> tb;   // --tb, default 2·tf
+  std::optional<double> tw;   // --tw: W; then I = tb - tw. Default: I = W = tb/2
+  std::optional<double> tfb;  // --tfb: an overlapped pair F&B, in [max(F, B), F + B]; default F + B
+  double tu = 0.0;            // --tu
+  double latency_s = 0.0;     // --latency
   double bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();  // --bandwidth
   std::int64_t message_bytes = 0;          // --message-bytes (both directions)
   std::int64_t activation_bytes = 0;       // --activation-bytes

@@ -60,6 +60,8 @@ class Engine {
   bool on_end(std::int32_t device, double t, std::uint32_t generation);
   void send(const Action& producer, std::int32_t src, std::uint32_t consumer_vertex,
             DependencyKind kind, double now);
+  // Sends the output of action `a` (vertex v, on device d) to every other device that needs it.
+  void send_outputs(const Action& a, std::int32_t d, std::int64_t v, double now);
   void sample_memory(std::int32_t device, double now);
   std::int64_t device_memory(std::int32_t device) const;
   CriticalPath critical_path() const;
@@ -78,6 +80,7 @@ class Engine {
   std::vector<std::uint8_t> pred_is_message_;
   std::vector<std::size_t> pc_;  // per device: next action index
   std::vector<std::uint8_t> busy_;
+  std::vector<std::int64_t> held_;  // per device: an overlapped pair's first, its sends held, or -1
   std::vector<double> free_at_s_;
   std::vector<double> link_free_s_;  // per (src, dst) device pair
   const ReplayInputs* replay_ = nullptr;
@@ -130,23 +133,36 @@ void Engine::try_start(std::int32_t d) {
   std::int32_t pred = pc_[du] > 0 ? static_cast<std::int32_t>(v - 1) : -1;
   bool via_message = false;
   DependencyRules::List deps;
-  const int k = rules_.depends_on(a, deps);
-  for (int j = 0; j < k; ++j) {
-    const Action& p = deps[static_cast<std::size_t>(j)].action;
-    const auto pv = static_cast<std::size_t>(index_.vertex(p));
-    const bool remote = device_of(p.stage) != d;
-    const double t = remote ? arrival_s_[v] : done_s_[pv];
-    if (std::isnan(t)) return;  // not arrived yet; its completion will call us again
-    if (t >= ready) {
-      ready = t;
-      pred = static_cast<std::int32_t>(pv);
-      via_message = remote;
+  // An overlapped pair starts when both its actions have their inputs (its second then starts
+  // where its first ends, every input long there).
+  const bool opens_pair = a.overlap == Overlap::first;
+  for (std::size_t part = 0; part < (opens_pair ? 2u : 1u); ++part) {
+    const Action& b = list[pc_[du] + part];
+    const int k = rules_.depends_on(b, deps);
+    for (int j = 0; j < k; ++j) {
+      const Action& p = deps[static_cast<std::size_t>(j)].action;
+      const auto pv = static_cast<std::size_t>(index_.vertex(p));
+      const bool remote = device_of(p.stage) != d;
+      const double t = remote ? arrival_s_[v + part] : done_s_[pv];
+      if (std::isnan(t)) return;  // not arrived yet; its completion will call us again
+      if (t >= ready) {
+        ready = t;
+        pred = static_cast<std::int32_t>(pv);
+        via_message = remote;
+      }
     }
   }
   busy_[du] = 1;
   pred_[v] = pred;
   pred_is_message_[v] = via_message;
   double start = ready, duration = cost(a.stage).duration_s(a.kind);
+  if (a.overlap != Overlap::none) {  // the pair's time, shared in proportion to the two alone
+    const std::size_t first = pc_[du] - (a.overlap == Overlap::second ? 1 : 0);
+    const Action& f = list[first];
+    const Action& b = list[first + 1];
+    const double alone = cost(f.stage).forward_s + cost(b.stage).backward_s;
+    if (alone > 0.0) duration *= pair_duration_s(cost(f.stage), cost(b.stage)) / alone;
+  }
   if (replay_ != nullptr) {
     const ReplayAction& r = replay_->actions[du][pc_[du]];
     start += r.gap_s;
@@ -275,13 +291,29 @@ void Engine::complete(std::int32_t d, double now) {
     const ActionTime& t = result_.times[du][i];
     result_.timeline.compute.push_back({a, d, t.start_s, t.end_s, version});
   }
-  for (const Consumer& consumer : consumers_->of(static_cast<std::int64_t>(v))) {
+  // An overlapped pair's outputs leave when both are done (DualPipe's and PyTorch's runtimes send
+  // after the pair); a pair that hides nothing is two actions back to back, as the CPU runs it.
+  if (a.overlap == Overlap::first && replay_ == nullptr &&
+      pair_duration_s(cost(a.stage), cost(s_.devices[du][i + 1].stage)) <
+          cost(a.stage).forward_s + cost(s_.devices[du][i + 1].stage).backward_s) {
+    held_[du] = static_cast<std::int64_t>(v);
+  } else {
+    if (a.overlap == Overlap::second && held_[du] >= 0) {
+      send_outputs(s_.devices[du][i - 1], d, held_[du], now);
+      held_[du] = -1;
+    }
+    send_outputs(a, d, static_cast<std::int64_t>(v), now);
+  }
+  try_start(d);
+}
+
+void Engine::send_outputs(const Action& a, std::int32_t d, std::int64_t v, double now) {
+  for (const Consumer& consumer : consumers_->of(v)) {
     const std::int32_t dst = index_.position(consumer.vertex).device;
     if (dst == d) continue;  // same device: the consumer reads done_s_
     send(a, d, consumer.vertex, consumer.kind, now);
     try_start(dst);
   }
-  try_start(d);
 }
 
 CriticalPath Engine::critical_path() const {
@@ -329,6 +361,7 @@ SimResult Engine::run() {
   pred_is_message_.assign(n, 0);
   pc_.assign(D, 0);
   busy_.assign(D, 0);
+  held_.assign(D, -1);
   free_at_s_.assign(D, 0.0);
   link_free_s_.assign(D * D, 0.0);
   host_of_.assign(D, -1);

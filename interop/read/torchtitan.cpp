@@ -18,6 +18,7 @@
 #include "interop/read/options.hpp"
 #include "interop/torchtitan.hpp"
 #include "interop/words.hpp"
+#include "schedules/generators.hpp"
 
 namespace paci::interop {
 
@@ -141,24 +142,25 @@ std::string csv_kind(const std::string& path, const plan::PlanConfig& base) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
     return s;
   };
-  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved", "zb-v"}) {
+  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved", "zb-v", "dualpipev"}) {
     plan::PlanConfig c = base;
     c.kind = kind;
-    const bool several = c.kind == "interleaved" || c.kind == "zb-v";
+    const bool several = c.kind == "interleaved" || v_shaped(c.kind);
     if (!several && c.chunks != 1) continue;
     if (c.kind == "interleaved" && c.chunks < 2) continue;
-    if (c.kind == "zb-v" && c.chunks != 2) continue;
+    if (v_shaped(c.kind) && c.chunks != 2) continue;
     if (!pytorch_refusal(c).empty()) continue;
     try {
       if (trimmed(pytorch_csv(c)) == trimmed(text.str())) return kind;
     } catch (const InputError&) {
     }
   }
-  refuse(
-      fmt::format("the schedule CSV {} is none of the schedules paci writes for {} stages and "
-                  "{} micro-batches (gpipe, 1f1b, zb-h1, zb-h2, interleaved, zb-v); paci cannot "
-                  "predict another",
-                  path, base.stages(), base.microbatches()));
+  refuse(fmt::format(
+      "the schedule CSV {} is none of the schedules paci writes for {} stages and "
+      "{} micro-batches (gpipe, 1f1b, zb-h1, zb-h2, interleaved, zb-v, dualpipev); paci "
+      "cannot "
+      "predict another",
+      path, base.stages(), base.microbatches()));
 }
 
 }  // namespace

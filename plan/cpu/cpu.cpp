@@ -165,11 +165,12 @@ SearchResult search_cpu(const CpuSpace& space, const SearchOptions& options) {
     for (const std::string& kind : space.kinds.empty() ? all_kinds() : space.kinds) {
       // The V (two model stages on each thread, mirrored) is not placed on CPU threads yet:
       // searched only for GPU clusters, refused when asked for here.
-      if (kind == "zb-v") {
+      if (v_shaped(kind)) {
         if (!space.kinds.empty())
-          reject(
-              "zb-v: a CPU plan does not place the V's two stages per thread yet (paci train "
-              "runs it: paci train --kind zb-v)");
+          reject(fmt::format(
+              "{0}: a CPU plan does not place the V's two stages per thread yet (paci train "
+              "runs it: paci train --kind {0})",
+              kind));
         continue;
       }
       std::vector<std::int32_t> vs{1};

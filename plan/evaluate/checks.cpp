@@ -8,15 +8,22 @@
 #include <numeric>
 
 #include "plan/evaluate/evaluate.hpp"
+#include "schedules/generators.hpp"
 
 namespace paci::plan {
 
 void check_pipeline(const PlanConfig& c) {
   const ModelSpec& m = c.model;
-  if (c.kind == "zb-v" && c.chunks != 2)
+  if (v_shaped(c.kind) && c.chunks != 2)
+    throw InputError(
+        fmt::format("--kind {} places two model stages on each device (a V): --chunks 2, not {}",
+                    c.kind, c.chunks));
+  if (c.kind == "dualpipev" && c.microbatches() < 2 * c.pp)
     throw InputError(fmt::format(
-        "--kind zb-v places two model stages on each device (a V): --chunks 2, not {}", c.chunks));
-  if (c.chunks > 1 && c.kind != "interleaved" && c.kind != "zb-v")
+        "--kind dualpipev needs at least 2p = {} micro-batches a step (DualPipe's bound), got {}: "
+        "a larger global batch, a smaller --microbatch-size or --pp",
+        2 * c.pp, c.microbatches()));
+  if (c.chunks > 1 && c.kind != "interleaved" && !v_shaped(c.kind))
     throw InputError(fmt::format("--chunks {} is interleaved's; {} runs one stage per device",
                                  c.chunks, c.kind));
   if (m.layers < c.stages())

@@ -45,10 +45,11 @@ std::string cp_label(const PlanConfig& c, std::string_view format) {
 
 std::vector<std::int32_t> placement_of(const PlanConfig& c) {
   std::vector<std::int32_t> placement(static_cast<std::size_t>(c.stages()));
-  // ZB-V's V: stages s and 2p - 1 - s on device s; else looped, stage s on device s mod p.
+  // The V (zb-v, dualpipev): stages s and 2p - 1 - s on device s; else looped, stage s on device
+  // s mod p.
   for (std::int32_t s = 0; s < c.stages(); ++s)
     placement[static_cast<std::size_t>(s)] =
-        c.kind == "zb-v" && s >= c.pp ? 2 * c.pp - 1 - s : s % c.pp;
+        v_shaped(c.kind) && s >= c.pp ? 2 * c.pp - 1 - s : s % c.pp;
   return placement;
 }
 
@@ -338,6 +339,11 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
   cost.weight_grad_s = sp.pieces.weight_grad_s + sp.exposed_zero_weight_grad_s;
   cost.backward_s =
       sp.pieces.backward_total_s() + sp.exposed_zero_input_grad_s + sp.exposed_zero_weight_grad_s;
+  // What an overlapped pair (dualpipev) hides behind the other action's compute: the tensor- and
+  // context-parallel collectives and the experts' all-to-alls left exposed in each pass (DualPipe's
+  // F&B; the SMs the communication kernels take from the compute are not modelled).
+  cost.forward_comm_s = sp.pieces.forward_comm_s;
+  cost.backward_comm_s = sp.pieces.backward_comm_s;
   cost.update_s =
       sp.optimizer_s + sp.exposed_reduce_s + ((sp.embedding || sp.head) ? embedding_sync_s_ : 0.0);
   cost.activation_bytes = sp.pieces.activation_bytes;

@@ -99,12 +99,17 @@ Bounds bounds(const PlanConfig& c, const std::vector<StageCost>& stages, const S
   // Per device: the forwards, and the backwards (B or I), of the stages below its lowest.
   std::vector<double> head(D, -1.0), tail(D, 0.0);
   double forwards_below = 0.0, backwards_below = 0.0;
+  // Overlapped pairs (dualpipev) hide at most each action's communication behind the other's
+  // compute: what is left of each is sure.
+  const bool pairs = info.schedule->has_overlap();
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const StageCost& k = stages[s];
     const auto& n = info.actions[s];
     const auto d = static_cast<std::size_t>(placement[s]);
-    const double forward = static_cast<double>(n[0]) * k.forward_s,
-                 backward = static_cast<double>(n[1]) * k.backward_s +
+    const double forward_s = k.forward_s - (pairs ? k.forward_comm_s : 0.0),
+                 backward_s = k.backward_s - (pairs ? k.backward_comm_s : 0.0);
+    const double forward = static_cast<double>(n[0]) * forward_s,
+                 backward = static_cast<double>(n[1]) * backward_s +
                             static_cast<double>(n[2]) * k.input_grad_s;
     passes[d] += forward + backward;
     busy[d] += (forward + backward + static_cast<double>(n[3]) * k.weight_grad_s +
@@ -114,8 +119,8 @@ Bounds bounds(const PlanConfig& c, const std::vector<StageCost>& stages, const S
       head[d] = forwards_below;
       tail[d] = backwards_below;
     }
-    forwards_below += k.forward_s;
-    backwards_below += n[1] > 0 ? k.backward_s : k.input_grad_s;
+    forwards_below += forward_s;
+    backwards_below += n[2] > 0 ? k.input_grad_s : backward_s;  // DualPipe's stages mix both
     memory[d] += k.static_bytes();
     // In flight from F to W; a split backward frees part at I, so W's share is what is sure.
     const std::int64_t held =
@@ -360,11 +365,11 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
           std::map<std::pair<const StageCostTable*, bool>, Splits> splits;
           for (const std::string& kind : p == 1 && space.kinds.empty() ? one_stage : kinds) {
             std::vector<std::int32_t> vs{1};
-            if (kind == "zb-v") {
+            if (v_shaped(kind)) {
               vs = {2};  // the V: two stages on each device
               if (2 * p > L) {
-                invalid(
-                    fmt::format("zb-v at p = {}: {} layers are too few for its 2p stages", p, L));
+                invalid(fmt::format("{} at p = {}: {} layers are too few for its 2p stages", kind,
+                                    p, L));
                 continue;
               }
             } else if (kind == "interleaved") {
@@ -477,7 +482,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                 // kind with the same other knobs, computed for the first. Several
                                 // stages on a device (interleaved, the V): each configuration's own
                                 // costs and the default partition.
-                                const bool interleaved = kind == "interleaved" || kind == "zb-v";
+                                const bool interleaved = kind == "interleaved" || v_shaped(kind);
                                 std::optional<ConfigCosts> own;
                                 const StageCostTable* table = nullptr;
                                 if (interleaved) {
@@ -499,7 +504,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                 std::vector<std::vector<std::int32_t>> partitions;
                                 if (!space.partition.empty() || kind == "interleaved") {
                                   partitions.push_back(default_partition(c));
-                                } else if (kind == "zb-v") {
+                                } else if (v_shaped(kind)) {
                                   partitions.push_back(v_partition(c, *own));
                                 } else {
                                   // Without a memory limit the partition is the same for every

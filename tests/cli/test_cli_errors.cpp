@@ -60,6 +60,11 @@ std::vector<Case> catalogue() {
       {"validate badtok.csv",
        "paci validate: error: badtok.csv: row 1, cell 2: bad action '0X1' (expected "
        "<stage><F|B|I|W><microbatch> such as 0F3, or <stage>U)"},
+      {"validate pair.csv",
+       "paci validate: error: pair.csv: row 1, cell 2: bad overlapped pair '(0F1;1I0)OVERLAP_F_B': "
+       "0F1 and 1I0 are not a forward and a full backward (expected "
+       "(<stage>F<microbatch>;<stage>B<microbatch>)OVERLAP_F_B, a forward and a full backward, as "
+       "PyTorch's DualPipeV writes it)"},
       {"validate dup.json",
        "paci validate: error: dup.json: invalid schedule: action 1F1 appears twice"},
       {"validate huge.csv",
@@ -71,6 +76,9 @@ std::vector<Case> catalogue() {
       {"schedule -k 2bw -p 4 -m 2 -n 1",
        "paci schedule: error: 2bw needs at least as many micro-batches per step as stages (M >= "
        "P), got M=2 P=4"},
+      {"schedule -k dualpipev -p 4 -m 6",
+       "paci schedule: error: dualpipev needs at least as many micro-batches per step as model "
+       "stages (M >= 2P = 8, DualPipe's and PyTorch's bound), got M=6"},
       {"schedule -k interleaved -p 2 -m 4 --chunks 0",
        "paci schedule: error: --chunks must be at least 1 (model stages per device), got 0 (see "
        "paci schedule --help)"},
@@ -81,6 +89,9 @@ std::vector<Case> catalogue() {
        "literal)"},
       {"simulate good.json --cost neg.json",
        "paci simulate: error: neg.json: stages[0].forward_s is negative (-1)"},
+      {"simulate good.json --tf 1 --tb 2 --tfb 4",
+       "paci simulate: error: --tfb (4 s) must lie between max(F, B) = 2 s and F + B = 3 s: an "
+       "overlapped pair takes at least its longer action and at most both back to back"},
       {"simulate good.json --cost three.json",
        "paci simulate: error: three.json: cost model has 3 stages, the schedule has 2 (good.json)"},
       // Measured reports.
@@ -272,6 +283,7 @@ class ErrorCatalogue : public ::testing::Test {
     write_text(d + "/empty.json", "");
     write_text(d + "/nopeak.json", "{\"format\": \"paci.cluster/1\", \"name\": \"mine\"}\n");
     write_text(d + "/badtok.csv", "0F0,0X1\n");
+    write_text(d + "/pair.csv", "0F0,(0F1;1I0)OVERLAP_F_B\n1F0,1I0,1W0\n");
     write_text(d + "/huge.csv", "0F777777077\n");
     derive(d, "good.json", "trunc.json", [](std::string& b) { b.resize(100); });
     derive(d, "good.json", "v9.json",

@@ -129,11 +129,15 @@ INSTANTIATE_TEST_SUITE_P(EverySchedule, CliMpi,
                            std::replace(kind.begin(), kind.end(), '-', '_');
                            return kind + "_P" + std::to_string(std::get<1>(info.param));
                          });
-// ZB-V: 2P model stages, so P = 2 (four stages) on the tiny model's four blocks.
+// ZB-V and DualPipeV: 2P model stages, so P = 2 (four stages) on the tiny model's four blocks;
+// DualPipeV's overlapped pairs run back to back on a CPU, its outputs sent as each finishes.
 INSTANTIATE_TEST_SUITE_P(VShape, CliMpi,
-                         ::testing::Combine(::testing::Values("zb-v"), ::testing::Values(2)),
+                         ::testing::Combine(::testing::Values("zb-v", "dualpipev"),
+                                            ::testing::Values(2)),
                          [](const auto& info) {
-                           return "zb_v_P" + std::to_string(std::get<1>(info.param));
+                           std::string kind = std::get<0>(info.param);
+                           std::replace(kind.begin(), kind.end(), '-', '_');
+                           return kind + "_P" + std::to_string(std::get<1>(info.param));
                          });
 
 // The issue's own check: P=4 PACI for 20 steps, versions equal paci analyze's.

@@ -48,7 +48,7 @@ TEST(CliSim, CompareTakesInterleavedsOwnCostModel) {
       run_paci("compare -p 4 -m 8 -n 2 -f json --cost " + four + " --interleaved-cost " + eight);
   ASSERT_EQ(with.status, 0) << with.err;
   const auto j = nlohmann::json::parse(with.out);
-  ASSERT_EQ(j["rows"].size(), 9u);  // zb-v too: the 2P stages of --interleaved-cost
+  ASSERT_EQ(j["rows"].size(), 10u);  // zb-v and dualpipev too: the 2P stages of --interleaved-cost
   const std::string schedule = temp_path("cmp_interleaved.json");
   ASSERT_EQ(run_paci("schedule -k interleaved -p 4 -m 8 -n 2 -o " + schedule).status, 0);
   const std::string report = temp_path("cmp_interleaved.report.json");
@@ -96,9 +96,10 @@ TEST(CliSim, SweepWritesCsv) {
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string csv = testing::slurp(out);
   const auto rows = std::count(csv.begin(), csv.end(), '\n');
-  // 3 P x 3 M x 9 kinds, minus 2bw where M < P (P=2: M=1; P=3: M=1,2; P=4: M=1,2) and
-  // interleaved where P does not divide M (P=2: M=1; P=3: M=1,2,4; P=4: M=1,2), plus header.
-  EXPECT_EQ(rows, 1 + 81 - 5 - 6);
+  // 3 P x 3 M x 10 kinds, minus 2bw where M < P (P=2: M=1; P=3: M=1,2; P=4: M=1,2),
+  // interleaved where P does not divide M (P=2: M=1; P=3: M=1,2,4; P=4: M=1,2) and dualpipev
+  // where M < 2P (all but P=2, M=4), plus header.
+  EXPECT_EQ(rows, 1 + 90 - 5 - 6 - 8);
   EXPECT_THAT(csv, HasSubstr("kind,stages,microbatches,steps,makespan_s"));
   EXPECT_EQ(run_paci("sweep --stages 4:2 --microbatches 1").status, 2);
   EXPECT_EQ(run_paci("sweep --stages x --microbatches 1").status, 2);

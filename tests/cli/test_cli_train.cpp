@@ -295,19 +295,20 @@ TEST(CliTrain, AMultiProcessLaunchNeedsOneProcessPerDevice) {
 
 // The flushed schedules beyond the first five train exactly like one device accumulating the same
 // micro-batches, and their versions are the analysis': Megatron's interleaved 1F1B (two chunks per
-// device, 4 stages on 2 devices) and Zero Bubble's zb-h1 and zb-h2, whose backward is split into
-// I and W (the weight gradients added later, in the order the schedule says).
+// device, 4 stages on 2 devices), Zero Bubble's zb-h1 and zb-h2, whose backward is split into
+// I and W (the weight gradients added later, in the order the schedule says), and the V-shaped
+// zb-v and dualpipev (whose overlapped pairs run back to back on a CPU).
 TEST(CliTrain, InterleavedAndZeroBubbleTrainLikeOneDevice) {
   const std::string one = temp_path("one_device_r.json");
   auto r = run_paci("train -k gpipe -p 1 -m 4 -n 3 --quiet" + std::string(kTiny) + data_flags() +
                     "--report " + one);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto expected = nlohmann::json::parse(slurp(one));
-  for (const std::string kind : {"interleaved", "zb-h1", "zb-h2", "zb-v"}) {
+  for (const std::string kind : {"interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipev"}) {
     const std::string schedule = temp_path(kind + ".json"), report = temp_path(kind + "_r.json");
-    ASSERT_EQ(run_paci("schedule -k " + kind + " -p " +
-                       (kind == "interleaved" || kind == "zb-v" ? "2" : "4") + " -m 4 -n 3 -o " +
-                       schedule)
+    const bool two_per_device = kind == "interleaved" || kind == "zb-v" || kind == "dualpipev";
+    ASSERT_EQ(run_paci("schedule -k " + kind + " -p " + (two_per_device ? "2" : "4") +
+                       " -m 4 -n 3 -o " + schedule)
                   .status,
               0);
     r = run_paci("train --schedule " + schedule + " --quiet" + kTiny + data_flags() + "--report " +

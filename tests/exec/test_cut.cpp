@@ -26,7 +26,7 @@ namespace paci::exec {
 namespace {
 
 const std::vector<std::string> kKinds = {"paci",  "pipedream", "2bw",         "1f1b", "gpipe",
-                                         "zb-h1", "zb-h2",     "interleaved", "zb-v"};
+                                         "zb-h1", "zb-h2",     "interleaved", "zb-v", "dualpipev"};
 
 Schedule make(const std::string& kind, std::int32_t P, std::int32_t M, std::int32_t N) {
   return generate_schedule(kind, P, M, N, kind == "interleaved" ? 2 : 0);
@@ -40,7 +40,8 @@ TEST(CutPlan, NoOrphanAndExactlyTheCrossingMessages) {
         try {
           s = make(kind, P, M, 4);
         } catch (const InputError&) {
-          continue;  // a configuration the kind does not have (2BW: M >= P, interleaved: P | M)
+          continue;  // a configuration the kind does not have (2BW: M >= P, interleaved: P | M,
+                     // dualpipev: M >= 2P)
         }
         const ActionIndex index(s);
         const DependencyRules rules(s);
@@ -222,8 +223,9 @@ TEST_P(CutResume, EveryCutResumesBitwise) {
   const std::string kind = GetParam();
   for (const bool sequential : {false, true}) {
     SCOPED_TRACE(fmt::format("{}{}", kind, sequential ? " sequential" : " threaded"));
-    // 3 stages, or 2 devices of 2 (interleaved, zb-v): at most the tiny model's 4 blocks
-    resume_at_every_cut(make(kind, kind == "interleaved" || kind == "zb-v" ? 2 : 3, 4, 5),
+    // 3 stages, or 2 devices of 2 (interleaved, zb-v, dualpipev): at most the tiny model's 4
+    // blocks
+    resume_at_every_cut(make(kind, kind == "interleaved" || v_shaped(kind) ? 2 : 3, 4, 5),
                         sequential);
   }
 }

@@ -28,8 +28,8 @@ std::int64_t analysis_bound(const Schedule& s) {
 }
 
 TEST(MessageBound, NoRunHasMoreMessagesInFlight) {
-  for (const std::string kind :
-       {"gpipe", "1f1b", "pipedream", "2bw", "paci", "zb-h1", "zb-h2", "interleaved", "zb-v"})
+  for (const std::string kind : {"gpipe", "1f1b", "pipedream", "2bw", "paci", "zb-h1", "zb-h2",
+                                 "interleaved", "zb-v", "dualpipev"})
     for (const std::int32_t P : {2, 4})
       for (const std::int32_t M : {1, 4, 8}) {
         Schedule s;

@@ -137,6 +137,11 @@ CASES = [
       "--microbatch-size", "1", "--kind", "zb-v", "--recompute", "selective",
       "--sequence-parallel", "--zero", "1", "--cp", "1"],
      {"pytorch", "torchtitan"}, None),
+    ("llama3-8b dualpipev (overlapped pairs in the V)",
+     [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "2", "--pp", "4",
+      "--microbatch-size", "1", "--kind", "dualpipev", "--recompute", "selective",
+      "--sequence-parallel", "--zero", "1", "--cp", "1"],
+     {"pytorch", "torchtitan"}, None),
     ("llama3-8b interleaved mxfp8 on B200",
      [*L8[:2], "--gpu", "b200", "--gpus", "16", "--global-batch", "64", "--tp", "2", "--pp", "2",
       "--microbatch-size", "1", "--kind", "interleaved", "--chunks", "2", "--recompute", "none",
@@ -335,6 +340,10 @@ SCHEDULES = [
      "v"),
     ("zb-v P=2 M=2 (V-shaped, M = P)", ["--kind", "zb-v", "--stages", "2", "--microbatches", "2"],
      2, 2, "v"),
+    ("dualpipev P=2 M=4 (overlapped pairs, M = 2P)",
+     ["--kind", "dualpipev", "--stages", "2", "--microbatches", "4"], 2, 4, "v"),
+    ("dualpipev P=4 M=10 (overlapped pairs)",
+     ["--kind", "dualpipev", "--stages", "4", "--microbatches", "10"], 4, 10, "v"),
 ]
 
 # PyTorch's own schedules, written by its code as compute-only CSVs (dump_pytorch_schedule.py) and
@@ -347,11 +356,13 @@ PYTORCH_SCHEDULES = [
     ("PyTorch's ZBVZeroBubble P=2 M=2", "ZBVZeroBubble", 2, 2, "zb-v"),
     ("PyTorch's ZBVZeroBubble P=8 M=20", "ZBVZeroBubble", 8, 20, "zb-v"),
     ("PyTorch's Interleaved1F1B P=4 M=8", "Interleaved1F1B", 4, 8, None),
+    ("PyTorch's DualPipeV P=4 M=8", "DualPipeV", 4, 8, "dualpipev"),
+    ("PyTorch's DualPipeV P=3 M=7", "DualPipeV", 3, 7, "dualpipev"),
+    ("PyTorch's DualPipeV P=8 M=20", "DualPipeV", 8, 20, "dualpipev"),
 ]
-# ... and what paci cannot read yet, refused in one line naming it: DualPipeV's overlapped F&B.
-PYTORCH_SCHEDULE_REFUSALS = [
-    ("PyTorch's DualPipeV P=4 M=8", "DualPipeV", 4, 8, None, "OVERLAP_F_B"),
-]
+# ... and what paci cannot read, refused in one line naming it (none at present: DualPipeV's
+# overlapped pairs, once refused, now read). name, class, ranks, micro-batches, kind, word.
+PYTORCH_SCHEDULE_REFUSALS: list[tuple] = []
 
 TOOL_FILE = {"pytorch": "schedule.csv", "megatron": "megatron.sh", "torchtitan": "torchtitan.sh"}
 
@@ -458,7 +469,7 @@ class Runner:
             return self.tool("check_pytorch.py", [
                 "--csv", os.path.join(out, "schedule.csv"), "--microbatches",
                 str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement",
-                "v" if plan["kind"] == "zb-v" else "loop",
+                "v" if plan["kind"] in ("zb-v", "dualpipev") else "loop",
                 "--timeout", "240", "--pg-timeout", "120"], 300)
 
     def megatron(self, out, gpus, lps, emitted, stdout, plan):
@@ -657,14 +668,15 @@ class Runner:
             r = json.load(f)
         with open(path + ".placement") as f:
             ranks_of = [int(x) for x in f.read().strip().split(",")]
-        with open(path, newline="") as f:
-            cells = sum(1 for row in csv.reader(f) for c in row if c.strip())
+        with open(path, newline="") as f:  # an overlapped pair's cell holds two actions
+            cells = sum(2 if "OVERLAP_F_B" in c else 1
+                        for row in csv.reader(f) for c in row if c.strip())
         devices = [st["device"] for st in sorted(r["stages"], key=lambda st: st["stage"])]
         problems = []
         if devices != ranks_of:
             problems.append(f"stage devices {devices}, PyTorch's ranks {ranks_of}")
         if r["schedule"]["actions"] != cells + len(ranks_of):
-            problems.append(f"{r['schedule']['actions']} actions read of {cells} cells "
+            problems.append(f"{r['schedule']['actions']} actions read of {cells} in the cells "
                             f"+ {len(ranks_of)} U")
         same = ""
         if kind is not None:
@@ -685,7 +697,7 @@ class Runner:
                     problems.append(f"paci's {kind} differs on rank {at}")
                 else:
                     same = f"; paci's {kind} is the same order, cell for cell"
-        self.report(not problems, f"{name}: paci read {cells} cells, {len(ranks_of)} stages on "
+        self.report(not problems, f"{name}: paci read {cells} actions, {len(ranks_of)} stages on "
                                   f"{r['schedule']['devices']} ranks as PyTorch places them, "
                                   f"makespan {r['makespan_s']:g} at F=I=W=1{same}"
                                   + (f": {'; '.join(problems)}" if problems else ""))

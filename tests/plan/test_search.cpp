@@ -63,6 +63,9 @@ TEST(PlanSearch, PruningNeverChangesTheAnswer) {
   // ZB-V (searched when listed): two stages a device, its own partition.
   cases.push_back({small_space("llama3-8b", "h100-80gb", 8, 16), 0});
   cases.back().space.kinds = {"zb-v", "zb-h1", "1f1b"};
+  // DualPipeV (searched when listed): the V, its overlapped pairs under the bound too.
+  cases.push_back({small_space("llama3-8b", "h100-80gb", 8, 32), 0});
+  cases.back().space.kinds = {"dualpipev", "zb-v", "1f1b"};
   const auto best = [](const std::optional<PlanResult>& p) {
     return p ? summary({*p}) : std::vector<std::string>{};
   };

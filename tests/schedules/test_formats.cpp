@@ -2,7 +2,9 @@
 // format detection, PyTorch-style CSV inference (idle cells, interleaving, I/W, legacy B+W), file
 // and stdin I/O, atomic writes, and the error message of each kind of malformed input.
 #include "schedules/formats.hpp"
+#include "schedules/generators.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -107,7 +109,8 @@ std::vector<Schedule> samples() {
   Schedule odd_kind = zero_bubble();
   odd_kind.kind = "my kind, \"quoted\" 100%\ttab \u00e9t\u00e9 #";
   odd_kind.weight_policy = WeightPolicy::double_buffer;
-  return {small_1f1b(), zero_bubble(), interleaved(), odd_kind};
+  return {small_1f1b(), zero_bubble(), interleaved(), odd_kind,
+          generate_schedule("dualpipev", 2, 4, 2)};  // overlapped pairs, mixed backwards
 }
 
 constexpr ScheduleFormat kFormats[] = {ScheduleFormat::json, ScheduleFormat::csv,
@@ -205,6 +208,26 @@ TEST(Formats, EveryFormatRoundTrips) {
       EXPECT_EQ(write_schedule(parsed, format), written);
     }
   }
+}
+
+using ::testing::HasSubstr;
+
+TEST(Formats, OverlappedPairsAreOneCellAndPartOfEquality) {
+  const Schedule s = generate_schedule("dualpipev", 2, 4, 1);
+  ASSERT_TRUE(s.has_overlap());
+  const std::string csv = write_schedule(s, ScheduleFormat::pytorch);
+  EXPECT_THAT(csv, HasSubstr(",(0F3;3B1)OVERLAP_F_B,"));  // PyTorch's own cell
+  const Schedule back = parse_schedule(csv, ScheduleFormat::pytorch, "p.csv");
+  EXPECT_EQ(back.devices, s.devices);
+  EXPECT_EQ(write_schedule(back, ScheduleFormat::pytorch), csv);
+  Schedule apart = s;  // the same actions, run one after the other
+  for (auto& list : apart.devices)
+    for (Action& a : list) a.overlap = Overlap::none;
+  EXPECT_FALSE(apart.has_overlap());
+  EXPECT_FALSE(apart == s);
+  EXPECT_EQ(
+      parse_schedule(write_schedule(apart, ScheduleFormat::text), ScheduleFormat::text, "t.txt"),
+      apart);
 }
 
 TEST(Formats, JsonToCsvToTextToJson) {
@@ -432,11 +455,20 @@ TEST(Formats, MalformedRows) {
     expect_parse_error(std::string("0F0,") + token + "\n", ScheduleFormat::csv,
                        {std::string("row 1, cell 2: unsupported action '") + token +
                         "' (paci reads compute-only schedules)"});
-  // PyTorch's DualPipeV cell for an overlapped forward and backward: named, not a bad action.
-  expect_parse_error("0F0,(0F1;3B0)OVERLAP_F_B\n", ScheduleFormat::csv,
-                     {"row 1, cell 2: action '(0F1;3B0)OVERLAP_F_B' is PyTorch's overlapped "
-                      "forward and backward (OVERLAP_F_B, DualPipeV's): paci's schedules have no "
-                      "overlapped pair yet"});
+  // PyTorch's DualPipeV cell for an overlapped pair: a forward and a full backward, nothing else.
+  for (const auto& [cell, why] : std::vector<std::pair<std::string, std::string>>{
+           {"(0F1;3B0", "no closing parenthesis"},
+           {"(0F1;3B0)", "it does not end in )OVERLAP_F_B"},
+           {"(0F1;3B0)OVERLAP_F_BX", "it does not end in )OVERLAP_F_B"},
+           {"(0F1)OVERLAP_F_B", "it does not hold exactly two actions"},
+           {"(0F1;3B0;1F2)OVERLAP_F_B", "it does not hold exactly two actions"},
+           {"(3B0;0F1)OVERLAP_F_B", "3B0 and 0F1 are not a forward and a full backward"},
+           {"(0F1;3I0)OVERLAP_F_B", "0F1 and 3I0 are not a forward and a full backward"}})
+    expect_parse_error("0F0," + cell + "\n", ScheduleFormat::csv,
+                       {"row 1, cell 2: bad overlapped pair '" + cell + "': " + why});
+  expect_parse_error("0F0,(0F1;3X0)OVERLAP_F_B\n", ScheduleFormat::csv,
+                     {"row 1, cell 2: bad action '3X0'"});
+  EXPECT_THROW(parse_action("(0F1;3B0)OVERLAP_F_B"), InputError);  // one action, not a pair
   expect_parse_error(
       "0F0,1F0\n1B0,0B0\n", ScheduleFormat::csv,
       {"in.x: stage 1 appears on two devices: row 1 (device 0) and row 2 (device 1)"});

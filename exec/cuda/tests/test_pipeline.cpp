@@ -53,18 +53,21 @@ std::vector<float> to_float(const std::vector<double>& x) {
 class GpuPipelineTest : public cuda::testing::GpuTest {};
 class GpuPipelinePrecisionTest : public cuda::testing::GpuPrecisionTest {};
 
-// Every generator's schedule: four devices, or (interleaved) two devices holding two stages each.
-// Empty where the generator does not allow M.
+// Every generator's schedule: four devices, or (interleaved, zb-v, dualpipev) two devices holding
+// two stages each. Empty where the generator does not allow M.
 std::optional<Schedule> four_stages(const std::string& kind, std::int32_t M, std::int32_t N) {
   if (kind == "interleaved")
     return M % 2 == 0 ? std::optional(generate_schedule(kind, 2, M, N, 2)) : std::nullopt;
+  if (kind == std::string("zb-v")) return generate_schedule(kind, 2, M, N, 2);
+  if (kind == std::string("dualpipev"))
+    return M >= 4 ? std::optional(generate_schedule(kind, 2, M, N, 2)) : std::nullopt;
   if (kind == "2bw" && M < 4) return std::nullopt;
   return generate_schedule(kind, 4, M, N);
 }
 
 TEST_F(GpuPipelineTest, VersionsAndPeaksEqualTheStaticAnalysisForEveryGenerator) {
-  for (const char* kind :
-       {"gpipe", "1f1b", "pipedream", "2bw", "paci", "zb-h1", "zb-h2", "interleaved"})
+  for (const char* kind : {"gpipe", "1f1b", "pipedream", "2bw", "paci", "zb-h1", "zb-h2",
+                           "interleaved", "zb-v", "dualpipev"})
     for (std::int32_t M : {1, 2, 4, 8}) {
       const std::optional<Schedule> made = four_stages(kind, M, 3);
       if (!made) continue;
