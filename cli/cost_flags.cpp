@@ -118,8 +118,11 @@ std::string describe_costs(const CostFlags& f, const CostModel& m) {
   if (m.default_link.latency_s > 0 || std::isfinite(m.default_link.bandwidth_bytes_per_s))
     links = fmt::format("latency {:g} s, bandwidth {:g} B/s", m.default_link.latency_s,
                         m.default_link.bandwidth_bytes_per_s);
-  return fmt::format("uniform tf={:g} tb={:g} tu={:g}, {}{}", c.forward_s, c.backward_s, c.update_s,
-                     links, hosts);
+  const std::string pair = c.forward_comm_s > 0 || c.backward_comm_s > 0
+                               ? fmt::format(" tfb={:g}", pair_duration_s(c, c))
+                               : "";
+  return fmt::format("uniform tf={:g} tb={:g} tu={:g}{}, {}{}", c.forward_s, c.backward_s,
+                     c.update_s, pair, links, hosts);
 }
 
 }  // namespace paci::cli

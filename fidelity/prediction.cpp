@@ -18,6 +18,8 @@ CostModel scaled_costs(const CostModel& costs, double factor) {
     s.input_grad_s *= factor;
     s.weight_grad_s *= factor;
     s.update_s *= factor;
+    s.forward_comm_s *= factor;
+    s.backward_comm_s *= factor;
   }
   return out;
 }

@@ -136,7 +136,7 @@ void apply_legacy_backward_rule(std::vector<std::vector<Action>>& devices) {
   std::sort(weight_halves.begin(), weight_halves.end());
   for (auto& list : devices)
     for (Action& a : list)
-      if (a.kind == ActionKind::B &&
+      if (a.kind == ActionKind::B && a.overlap == Overlap::none &&  // a pair's B is a full one
           std::binary_search(weight_halves.begin(), weight_halves.end(), key(a)))
         a.kind = ActionKind::I;
 }

@@ -15,6 +15,9 @@ namespace paci {
 // CLI and reports list them.
 const std::vector<std::string>& generator_kinds();
 
+// True for the kinds that place 2P model stages in a V, two on each device (zb-v, dualpipev).
+bool v_shaped(std::string_view kind);
+
 // Generates `kind` with P stages, M micro-batches per optimizer step and N optimizer steps.
 //   gpipe     flush every step; all M forwards, all M backwards, then U          (current)
 //   1f1b      flush every step; warm-up P-1-s forwards, F/B pairs, cool-down, U   (current)
@@ -35,11 +38,8 @@ const std::vector<std::string>& generator_kinds();
 //   dualpipev flush every step; DualPipeV (DualPipe cut in half): ZB-V's V, M >= 2P, its steady
 //             state overlapped pairs (F of one stage; full B of the other), full and split
 //             backwards mixed, DualPipe's order exactly; `chunks` must be 2     (current)
-// True for the kinds that place 2P model stages in a V, two on each device (zb-v, dualpipev).
-bool v_shaped(std::string_view kind);
-
-// `chunks` 0 means the kind's default (2 for interleaved, 1 otherwise). Throws InputError for an
-// unknown kind or an impossible configuration.
+// `chunks` 0 means the kind's default (2 for interleaved, zb-v and dualpipev, 1 otherwise). Throws
+// InputError for an unknown kind or an impossible configuration.
 Schedule generate_schedule(std::string_view kind, std::int32_t stages, std::int32_t microbatches,
                            std::int32_t steps, std::int32_t chunks = 0);
 

@@ -26,10 +26,15 @@ char kind_letter(ActionKind kind);
 enum class Overlap : std::uint8_t { none = 0, first = 1, second = 2 };
 
 struct Action {
-  ActionKind kind = ActionKind::F;
-  std::int32_t stage = 0;
-  std::int32_t microbatch = -1;     // global micro-batch index; -1 for U
-  Overlap overlap = Overlap::none;  // its part in an overlapped pair, if any
+  // 12 bytes: the mark sits beside the kind (schedules hold millions of actions).
+  constexpr Action(ActionKind k = ActionKind::F, std::int32_t s = 0, std::int32_t m = -1,
+                   Overlap o = Overlap::none)
+      : kind(k), overlap(o), stage(s), microbatch(m) {}
+
+  ActionKind kind;
+  Overlap overlap;  // its part in an overlapped pair, if any
+  std::int32_t stage;
+  std::int32_t microbatch;  // global micro-batch index; -1 for U
 
   // The same action (kind, stage, micro-batch), whether or not it runs in an overlapped pair:
   // what the dependency rules and the index compare. Schedule's == compares the pairs too.
@@ -37,6 +42,7 @@ struct Action {
     return a.kind == b.kind && a.stage == b.stage && a.microbatch == b.microbatch;
   }
 };
+static_assert(sizeof(Action) == 12);
 
 // Text form of one action, PyTorch pipelining's grammar extended with U: 0F3, 2B3, 1I0, 1W0, 1U.
 // The pair marking is not part of it: a schedule file writes a pair as one cell, parse_cell's.

@@ -70,16 +70,37 @@ def interop_headline():
         "process), their torchtitan 0.3.0 commands through its parser, parallel dimensions, FSDP "
         "resharding, HSDP groups and stage split, their Megatron-LM flags through core_v0.16.1's "
         "recorded parser and megatron-core's config and stage split; "
-        + (f"{s['schedules']} ZB-V schedules (V-shaped: two stages a rank) on the same pipelines; "
+        + (f"{s['schedules']} ZB-V and DualPipeV schedules (V-shaped: two stages a rank; "
+           "DualPipeV's overlapped F&B pairs) on the same pipelines; "
            if s.get("schedules") else "")
-        + (f"{s['pytorch_schedules']} of PyTorch's own schedules (ZBVZeroBubble, Interleaved1F1B) "
-           "written by its code and read by `paci simulate`, each stage on PyTorch's rank, and "
-           f"{s['pytorch_schedule_refusals']} it cannot read yet refused (DualPipeV's overlapped "
-           "F&B); " if s.get("pytorch_schedules") else "") +
+        + (f"{s['pytorch_schedules']} of PyTorch's own schedules (ZBVZeroBubble, Interleaved1F1B, "
+           "DualPipeV) written by its code and read by `paci simulate`, each stage on PyTorch's "
+           "rank, ZB-V's and DualPipeV's equal to paci's cell for cell"
+           + (f", and {s['pytorch_schedule_refusals']} it cannot read refused"
+              if s.get("pytorch_schedule_refusals") else "") + "; "
+           if s.get("pytorch_schedules") else "") +
         f"{s['launches']} users' launches read by `--from-*` exactly as megatron-core and "
         "torchtitan read them (the GEMM precision among what must agree); "
         f"{s['refusals']} refused plans (with and without `-o DIR`), {s['refused_launches']} "
         f"refused launches and {s['self_tests']} self-tests ([interop.md](docs/interop.md))")
+
+
+def moe_headline():
+    path = os.path.join(ROOT, "docs", "results", "moe.json")
+    if not os.path.exists(path):
+        return ""
+    rows = json.load(open(path))["rows"]
+    fits = [r for r in rows if r["default"]["fits"]]
+    ep = sum(" e=1 " not in r["default"]["label"] for r in fits)
+    better = sum(r["v"]["fits"] and r["default"]["fits"] and r["v"]["step_s"] < r["default"]["step_s"]
+                 for r in rows)
+    dual = sum(r["v"]["fits"] and r["v"]["kind"] == "dualpipev" for r in rows)
+    mfu = [100 * r["default"]["mfu"] for r in fits]
+    return (f"Mixtral 8x7B and 8x22B, Qwen3-30B-A3B and 235B-A22B on 64 and 256 H100s and B200s "
+            f"({len(rows)} cases, predictions, none run): {len(fits)} fit; the default pick "
+            f"shards the experts (e > 1) in {ep} of them, MFU {min(mfu):.0f}-{max(mfu):.0f}% on "
+            f"active parameters; listed, the V schedules beat the default pick in {better} of "
+            f"{len(rows)}, DualPipeV the better V in {dual} ([moe.md](docs/results/moe.md))")
 
 
 def results_headlines():
@@ -98,6 +119,10 @@ def results_headlines():
     if picks:
         lines.append("- **What `paci plan` picks** (`bash scripts/experiments/plan.sh`, with staleness "
                      "allowed up to one update): " + picks)
+    moe = moe_headline()
+    if moe:
+        lines.append("- **`paci plan` on mixtures of experts** "
+                     "(`python3 scripts/experiments/moe.py`): " + moe)
     cpu = read("docs/results/plan_cpu_headline.md", "")
     if cpu:
         lines.append("- **`paci plan` on this CPU, its top plans trained** "
@@ -118,7 +143,28 @@ for n in (8, 32, 128, 512):
     f = next(r for r in j["rows"] if r["kind"] == "1f1b")
     p = next(r for r in j["rows"] if r["kind"] == "paci")
     rows.append(f"| {n} | {f['makespan_s']:g} | {p['makespan_s']:g} | {p['speedup_vs_1f1b']:.3f}× |")
+# The V-shaped schedules beside 1F1B, ZB-H1 and PACI, simulated at uniform costs with an F&B that
+# hides half a forward's time; activations in one stage's worth of one micro-batch (1 MB each).
+V_COMPARE = ("paci compare -p 4 -m 8 -n 8 --tf 1 --tb 2 --tw 1 --tfb 2.5 --activation-bytes 1000000 "
+             "--kinds 1f1b,zb-h1,zb-v,dualpipev,paci")
+
+
+def v_table():
+    j = json.loads(run(V_COMPARE + " -f json"))
+    lines = ["| kind | makespan s | bubble | activations a device (stages' worth) | staleness | "
+             "vs 1F1B |", "|---|---|---|---|---|---|"]
+    for r in j["rows"]:
+        lines.append(f"| {r['kind']} | {r['makespan_s']:g} | {100 * r['bubble_ratio']:.1f}% | "
+                     f"{r['peak_memory_bytes'] / 1e6:g} | {r['max_staleness']} | "
+                     f"{r['speedup_vs_1f1b']:.2f}x |")
+    return "\n".join(lines)
+
+
 blocks = {
+    "V_SCHEDULES_COMMAND": V_COMPARE,
+    "V_SCHEDULES_TABLE": v_table(),
+    "FIDELITY_V_LINK": read("docs/results/fidelity_v_headline.md",
+                            "not yet: bash scripts/experiments/fidelity_v.sh"),
     "RESULTS_HEADLINES": results_headlines(),
     "INTEROP_HEADLINE": interop_headline(),
     "PUBLISHED_HEADLINE": published_headline(),

@@ -91,9 +91,11 @@ double StageCost::duration_s(ActionKind kind) const {
 }
 
 double pair_duration_s(const StageCost& forward, const StageCost& backward) {
+  // The forward's communication behind the backward's compute, and the backward's behind the
+  // forward's: neither behind its own.
   const double f = forward.forward_s, b = backward.backward_s;
-  const double hidden = std::min(forward.forward_comm_s + backward.backward_comm_s,
-                                 (f - forward.forward_comm_s) + (b - backward.backward_comm_s));
+  const double hidden = std::min(forward.forward_comm_s, b - backward.backward_comm_s) +
+                        std::min(backward.backward_comm_s, f - forward.forward_comm_s);
   return f + b - std::max(0.0, hidden);
 }
 

@@ -52,9 +52,10 @@ struct StageCost {
   friend bool operator==(const StageCost&, const StageCost&) = default;
 };
 
-// The time of an overlapped pair: `forward`'s stage forward and `backward`'s stage full backward,
-// each one's communication hidden behind the other's compute as far as that compute lasts:
-// F + B − min(cf + cb, (F − cf) + (B − cb)). Between max(F, B)-ish and F + B; F + B with no
+// The time of an overlapped pair: `forward`'s stage forward F and `backward`'s stage full
+// backward B, the forward's communication c_F hidden behind the backward's compute and the
+// backward's c_B behind the forward's, each as far as that compute lasts:
+// F + B − min(c_F, B − c_B) − min(c_B, F − c_F). At least max(F, B); F + B with no
 // communication stated.
 double pair_duration_s(const StageCost& forward, const StageCost& backward);
 

@@ -2,7 +2,9 @@
 // in time order from a binary heap; a completion frees its device, and sends each output that
 // another device needs over that link (FIFO: a message starts when the link's previous send has
 // left). A device starts its next action as soon as the device is free and every dependency (from
-// DependencyRules) has arrived. On a shared host every start and end re-rates the actions running
+// DependencyRules) has arrived; an overlapped pair (DualPipe's F&B) that hides communication starts
+// when both its actions' inputs have, takes pair_duration_s() in all, and sends both outputs at its
+// end. On a shared host every start and end re-rates the actions running
 // there (slowdown for the number computing) and reschedules their ends; stale ends are skipped.
 #include "sim/engine.hpp"
 
@@ -60,6 +62,9 @@ class Engine {
   bool on_end(std::int32_t device, double t, std::uint32_t generation);
   void send(const Action& producer, std::int32_t src, std::uint32_t consumer_vertex,
             DependencyKind kind, double now);
+  // Whether the overlapped pair opening at device d's action `first` hides anything (and so runs
+  // as one unit): not in a replay, whose measured actions each waited for their own inputs.
+  bool hides(std::int32_t d, std::size_t first) const;
   // Sends the output of action `a` (vertex v, on device d) to every other device that needs it.
   void send_outputs(const Action& a, std::int32_t d, std::int64_t v, double now);
   void sample_memory(std::int32_t device, double now);
@@ -133,9 +138,10 @@ void Engine::try_start(std::int32_t d) {
   std::int32_t pred = pc_[du] > 0 ? static_cast<std::int32_t>(v - 1) : -1;
   bool via_message = false;
   DependencyRules::List deps;
-  // An overlapped pair starts when both its actions have their inputs (its second then starts
-  // where its first ends, every input long there).
-  const bool opens_pair = a.overlap == Overlap::first;
+  // An overlapped pair that hides something starts when both its actions have their inputs (its
+  // second then starts where its first ends, every input long there); one that hides nothing is
+  // two actions back to back, as the executors run it.
+  const bool opens_pair = a.overlap == Overlap::first && hides(d, pc_[du]);
   for (std::size_t part = 0; part < (opens_pair ? 2u : 1u); ++part) {
     const Action& b = list[pc_[du] + part];
     const int k = rules_.depends_on(b, deps);
@@ -158,6 +164,7 @@ void Engine::try_start(std::int32_t d) {
   double start = ready, duration = cost(a.stage).duration_s(a.kind);
   if (a.overlap != Overlap::none) {  // the pair's time, shared in proportion to the two alone
     const std::size_t first = pc_[du] - (a.overlap == Overlap::second ? 1 : 0);
+    if (first + 1 >= list.size()) throw std::logic_error("simulate: a pair without its second");
     const Action& f = list[first];
     const Action& b = list[first + 1];
     const double alone = cost(f.stage).forward_s + cost(b.stage).backward_s;
@@ -293,9 +300,7 @@ void Engine::complete(std::int32_t d, double now) {
   }
   // An overlapped pair's outputs leave when both are done (DualPipe's and PyTorch's runtimes send
   // after the pair); a pair that hides nothing is two actions back to back, as the CPU runs it.
-  if (a.overlap == Overlap::first && replay_ == nullptr &&
-      pair_duration_s(cost(a.stage), cost(s_.devices[du][i + 1].stage)) <
-          cost(a.stage).forward_s + cost(s_.devices[du][i + 1].stage).backward_s) {
+  if (a.overlap == Overlap::first && hides(d, i)) {
     held_[du] = static_cast<std::int64_t>(v);
   } else {
     if (a.overlap == Overlap::second && held_[du] >= 0) {
@@ -305,6 +310,15 @@ void Engine::complete(std::int32_t d, double now) {
     send_outputs(a, d, static_cast<std::int64_t>(v), now);
   }
   try_start(d);
+}
+
+bool Engine::hides(std::int32_t d, std::size_t first) const {
+  if (replay_ != nullptr) return false;  // measured: each action waited for its own inputs
+  const auto& list = s_.devices[static_cast<std::size_t>(d)];
+  if (first + 1 >= list.size()) return false;  // not a pair (validate() refuses it)
+  const StageCost& f = cost(list[first].stage);
+  const StageCost& b = cost(list[first + 1].stage);
+  return pair_duration_s(f, b) < f.forward_s + b.backward_s;
 }
 
 void Engine::send_outputs(const Action& a, std::int32_t d, std::int64_t v, double now) {

@@ -22,9 +22,10 @@
 namespace paci::plan {
 
 const std::vector<std::string>& all_kinds() {
-  // zb-v is searched when listed (--kind ...,zb-v): its configurations are often among the
-  // fastest, so the bound prunes few of them, and with them the whole default space of Llama 3
-  // 405B on 16,384 H100s took 3.2 s instead of 1.8 (docs/results/bench_plan.md).
+  // The V-shaped zb-v and dualpipev are searched when listed (--kind ...,zb-v,dualpipev): their
+  // configurations are often among the fastest, so the bound prunes few of them, and with zb-v
+  // the whole default space of Llama 3 405B on 16,384 H100s took 3.2 s instead of 1.8
+  // (docs/results/bench_plan.md).
   static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream", "2bw",
                                                  "paci",  "zb-h1", "zb-h2",     "interleaved"};
   return kinds;
@@ -51,7 +52,8 @@ struct ScheduleInfo {
   std::vector<std::int32_t> in_flight;               // per stage, peak activations
   std::vector<std::array<std::int64_t, 5>> actions;  // per stage: F, B, I, W, U counts
   std::int32_t max_staleness = 0;
-  std::string error;  // the generator's refusal
+  bool pairs = false;  // overlapped F&B pairs (dualpipev)
+  std::string error;   // the generator's refusal
 };
 
 using ScheduleKey = std::tuple<std::string, std::int32_t, std::int64_t, std::int32_t, std::int32_t>;
@@ -101,7 +103,7 @@ Bounds bounds(const PlanConfig& c, const std::vector<StageCost>& stages, const S
   double forwards_below = 0.0, backwards_below = 0.0;
   // Overlapped pairs (dualpipev) hide at most each action's communication behind the other's
   // compute: what is left of each is sure.
-  const bool pairs = info.schedule->has_overlap();
+  const bool pairs = info.pairs;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const StageCost& k = stages[s];
     const auto& n = info.actions[s];
@@ -286,6 +288,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
       const Analysis a = analyze(*s);
       for (const auto& st : a.stages) info.in_flight.push_back(st.peak_activations);
       info.max_staleness = a.max_lag();
+      info.pairs = s->has_overlap();
       info.actions.assign(static_cast<std::size_t>(s->stages), {0, 0, 0, 0, 0});
       for (const auto& device : s->devices)
         for (const Action& act : device)

@@ -40,7 +40,7 @@ struct SearchSpace {
   std::vector<bool> cp_all_gather{false};
   std::vector<std::int32_t> pp;  // whole range: the divisors of gpus/(t·c) up to the layers
   std::vector<std::int64_t> microbatch_size;  // whole range: the divisors of global batch / d
-  std::vector<std::string> kinds;             // whole range: all but zb-v (searched when listed)
+  std::vector<std::string> kinds;  // whole range: all but zb-v and dualpipev (when listed)
   // Interleaved; whole range: v >= 2 with p·v dividing L, or L + 2 (one layer fewer on the first
   // and the last stage).
   std::vector<std::int32_t> chunks;

@@ -155,7 +155,8 @@ CostModel costs(std::int32_t stages, double F, double B, double W, std::optional
 //   DualPipeV  (PP/2 − 1)(F&B + B − 3W)  2×   PP + 1   (on PP/2 devices)
 // B is a full backward (its input-gradient half I = B − W). The 1F1B and ZB1P bubbles are every
 // device's; DualPipeV's is its last devices' (the others idle less), and exact when F = I and
-// W <= F, as the README's figures draw them, for any F&B from max(F, B) to F + B.
+// W <= F, as the README's figures draw them, for any F&B from max(F, B) up to (not at) F + B: a
+// pair that hides nothing runs as two actions, as paci's executors run it, and idles less.
 TEST(DualPipeReadme, OneFOneBRow) {
   for (const auto& [F, B] : std::vector<std::pair<double, double>>{{1, 2}, {1, 3}, {2, 3}})
     for (std::int32_t PP : {2, 4, 8}) {
@@ -186,7 +187,8 @@ TEST(DualPipeReadme, DualPipeVRow) {
     for (std::int32_t devices : {2, 3, 4, 8}) {
       const std::int32_t PP = 2 * devices;
       const double B = F + W;  // I = F
-      for (const double FB : {std::max(F, B), (std::max(F, B) + F + B) / 2, F + B})
+      for (const double FB :
+           {std::max(F, B), (std::max(F, B) + F + B) / 2, (std::max(F, B) + 3 * (F + B)) / 4})
         for (const std::int32_t M : {PP, PP + 3, 3 * PP}) {
           const std::string what =
               fmt::format("PP={} M={} F={} B={} W={} F&B={}", PP, M, F, B, W, FB);
@@ -200,30 +202,59 @@ TEST(DualPipeReadme, DualPipeVRow) {
           }
           ++checked;
         }
+      // F&B = F + B hides nothing: two actions, the forward free to start on its own input.
+      const auto x = idle(generate_schedule("dualpipev", devices, PP + 3, 1),
+                          costs(PP, F, B, W, F + B), nullptr);
+      EXPECT_LE(*std::max_element(x.begin(), x.end()), (PP / 2 - 1) * (F + B + B - 3 * W) + 1e-9);
     }
   EXPECT_EQ(checked, 6 * 4 * 3 * 3);
 }
 
-// The pair waits for both inputs; what it sends leaves when both are done, unless it hides nothing
-// (then the CPU's back-to-back order: the forward's output leaves at its own end).
+// A pair that hides something waits for both inputs and sends both outputs when both are done;
+// one that hides nothing is two actions back to back, each waiting for its own input and sending
+// at its own end (the CPU executor's order). Messages take 0.3 s, so waits show.
 TEST(DualPipeV, SimulatedPairsStartTogetherAndSendTogether) {
-  const Schedule s = generate_schedule("dualpipev", 2, 4, 1);
+  const Schedule s = generate_schedule("dualpipev", 3, 8, 1);
   for (const bool overlapped : {false, true}) {
-    const CostModel c = costs(4, 1.0, 2.0, 1.0, overlapped ? std::optional(2.0) : std::nullopt);
+    SCOPED_TRACE(overlapped ? "F&B 2 s" : "F&B = F + B");
+    CostModel c = costs(6, 1.0, 2.0, 1.0, overlapped ? std::optional(2.0) : std::nullopt);
+    c.default_link.latency_s = 0.3;
     const SimResult r = simulate(s, c, {true});
+    const auto arrival = [&](const Action& consumer, std::int32_t device) {
+      double t = 0.0;  // when its cross-device input arrived, 0 if none
+      for (const auto& m : r.timeline.messages)
+        if (m.consumer == consumer && m.dst_device == device) t = std::max(t, m.recv_end_s);
+      return t;
+    };
+    int sends = 0, waits = 0;
     for (std::size_t d = 0; d < s.devices.size(); ++d) {
       const auto& list = s.devices[d];
+      const auto device = static_cast<std::int32_t>(d);
       for (std::size_t i = 0; i + 1 < list.size(); ++i) {
         if (list[i].overlap != Overlap::first) continue;
         const ActionTime& f = r.times[d][i];
         const ActionTime& b = r.times[d][i + 1];
-        EXPECT_DOUBLE_EQ(b.start_s, f.end_s);  // back to back within the pair
-        EXPECT_NEAR(b.end_s - f.start_s, overlapped ? 2.0 : 3.0, 1e-12);
+        const double backward_input = arrival(list[i + 1], device);
+        if (overlapped) {  // one unit: both inputs first, 2 s in all
+          EXPECT_DOUBLE_EQ(b.start_s, f.end_s);
+          EXPECT_NEAR(b.end_s - f.start_s, 2.0, 1e-12);
+          EXPECT_GE(f.start_s, backward_input - 1e-12) << to_string(list[i]);
+        } else {  // two actions: F 1 s, then B 2 s once its input is there
+          EXPECT_NEAR(f.end_s - f.start_s, 1.0, 1e-12);
+          EXPECT_NEAR(b.end_s - b.start_s, 2.0, 1e-12);
+          EXPECT_GE(b.start_s, std::max(f.end_s, backward_input) - 1e-12);
+          if (f.start_s < backward_input - 1e-12) ++waits;  // the F went ahead
+        }
         for (const auto& m : r.timeline.messages) {
-          if (!(m.producer == list[i]) || m.src_device != static_cast<std::int32_t>(d)) continue;
+          if (!(m.producer == list[i]) || m.src_device != device) continue;
           EXPECT_DOUBLE_EQ(m.send_start_s, overlapped ? b.end_s : f.end_s) << to_string(list[i]);
+          ++sends;
         }
       }
+    }
+    EXPECT_GT(sends, 0);
+    if (!overlapped) {
+      EXPECT_GT(waits, 0);  // some forward started before its partner's input
     }
   }
 }
@@ -239,6 +270,8 @@ TEST(DualPipeV, PairTimeHidesCommunicationBehindTheOthersCompute) {
   f.forward_comm_s = 1.0;
   b.backward_comm_s = 1.5;
   EXPECT_DOUBLE_EQ(pair_duration_s(f, b), 2.5);  // only 0.5 s of compute to hide behind
+  f.forward_comm_s = 0.1;  // the backward's 1.5 s hides behind the forward's 0.9 s only,
+  EXPECT_DOUBLE_EQ(pair_duration_s(f, b), 2.0);  // never behind its own: max(F, B) at least
   UniformCosts u;
   u.tfb = 1.5;  // below max(F, B) = 2
   EXPECT_THROW(uniform_cost_model(2, u), InputError);
