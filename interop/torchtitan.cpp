@@ -16,6 +16,11 @@ std::pair<std::string, std::string> torchtitan_model(const plan::ModelSpec& m) {
     preset.name = m.name;
     if (m == preset) return {"llama3", fmt::format("llama3_{}", std::string_view(name).substr(7))};
   }
+  // Its only mixture of experts with a config (qwen3_235b_a22b has a model but no config).
+  plan::ModelSpec qwen3 = plan::model_preset("qwen3-30b-a3b");
+  qwen3.seq_len = m.seq_len;
+  qwen3.name = m.name;
+  if (m == qwen3) return {"qwen3", "qwen3_30b_a3b"};
   return {"", ""};
 }
 
@@ -28,7 +33,7 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
   if (torchtitan_model(c.model).first.empty())
     return fmt::format(
         "torchtitan {} cannot train {}: it builds models from its own configs (of paci's presets: "
-        "llama3-8b, llama3-70b, llama3-405b)",
+        "llama3-8b, llama3-70b, llama3-405b, qwen3-30b-a3b)",
         kTorchtitanVersion, c.model.name);
   if (c.bf16_moments)
     return fmt::format(
@@ -62,6 +67,19 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
   // torchtitan's data parallelism (docs/interop.md): replicated (ZeRO 0: DDP, or beside TP or PP
   // HSDP with a shard degree of 1), or FSDP: with PP the weights stay whole through the step
   // (ZeRO 1) or are resharded (3); without PP, ZeRO 3.
+  // torchtitan's experts: EP borrows ranks from FSDP and TP (dp_shard x cp x tp = efsdp x ep;
+  // ParallelismConfig.expert_parallel_degree), each expert whole (no expert TP).
+  if (c.ep > 1) {
+    const std::int64_t replicas =
+        c.zero == 0 ? c.dp() : (c.shard_group > 0 ? c.dp() * c.cp / c.shard_group : 1);
+    const std::int64_t dense = c.dp() / replicas * c.cp * c.tp;
+    if (dense % c.ep != 0)
+      return fmt::format(
+          "torchtitan {}'s expert parallelism takes its ranks from FSDP's shards and TP "
+          "(data_parallel_shard x cp x tp = {}), which --ep {} does not divide: plan an --ep "
+          "dividing it, or ZeRO 1 or 3 without --shard-group",
+          kTorchtitanVersion, dense, c.ep);
+  }
   if (c.cp > 1 && !c.cp_all_gather)
     return fmt::format(
         "torchtitan {}'s context parallelism all-gathers the keys and values (PyTorch's SDPA "
@@ -125,6 +143,7 @@ std::vector<std::string> torchtitan_args(const plan::PlanResult& p, const std::s
   if (c.cp > 1) add("--parallelism.context-parallel-degree", c.cp);
   if (c.tp > 1 && !c.sequence_parallel) a.push_back("--parallelism.no-enable-sequence-parallel");
   add("--parallelism.pipeline-parallel-degree", c.pp);
+  if (c.ep > 1) add("--parallelism.expert-parallel-degree", c.ep);
   // ZeRO 0 replicates (DDP alone, HSDP with one shard beside TP or PP); else torchtitan shards
   // (FSDP): ZeRO 3 reshards after forward, ZeRO 1 (with PP) does not.
   // HSDP: FSDP over shard_group of the data x context GPUs, replicated over the rest.

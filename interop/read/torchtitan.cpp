@@ -194,19 +194,25 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
     refuse(
         "--module and --config are missing (torchtitan needs both, e.g. --module llama3 "
         "--config llama3_8b)");
-  if (module != "llama3" && module != "torchtitan.models.llama3")
-    refuse(fmt::format("--module {}: paci has presets for torchtitan's llama3 only", module));
+  if (module.starts_with("torchtitan.models.")) module = module.substr(18);
+  if (module != "llama3" && module != "qwen3")
+    refuse(fmt::format("--module {}: paci has presets for torchtitan's llama3 and qwen3 only",
+                       module));
   if (config_name == "llama3_405b")
     refuse(
         fmt::format("--config llama3_405b trains its linear layers in float8 (torchtitan {}, "
                     "fixed when the config is built), and paci models bf16",
                     kTorchtitanVersion));
   const auto recorded = torchtitan_config(config_name);
-  if (!recorded)
-    refuse(
-        fmt::format("--config {}: paci has torchtitan's llama3_8b and llama3_70b recorded "
-                    "(interop/data/torchtitan_options_{}.json)",
-                    config_name, kTorchtitanVersion));
+  const std::string preset = config_name == "llama3_8b"       ? "llama3-8b"
+                             : config_name == "llama3_70b"    ? "llama3-70b"
+                             : config_name == "qwen3_30b_a3b" ? "qwen3-30b-a3b"
+                                                              : "";
+  if (!recorded || preset.empty() || (module == "qwen3") != (config_name == "qwen3_30b_a3b"))
+    refuse(fmt::format(
+        "--module {} --config {}: paci has torchtitan's llama3 llama3_8b and llama3_70b and "
+        "qwen3 qwen3_30b_a3b recorded (interop/data/torchtitan_options_{}.json)",
+        module, config_name, kTorchtitanVersion));
   std::vector<std::string> sub_words;
   Reader r{parse_options(torchtitan_options(), rest, &sub_words), recorded->values};
   std::string checkpoint = recorded->activation_checkpoint;
@@ -228,14 +234,15 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
   plan::PlanConfig& c = out.config;
   c.cluster = context.cluster;
   c.gpus = launch_gpus(context, words, "torchtitan");
-  c.model = plan::model_preset(config_name == "llama3_8b" ? "llama3-8b" : "llama3-70b");
+  c.model = plan::model_preset(preset);
   c.model.seq_len = r.number("--training.seq-len");
   if (c.model.seq_len != plan::model_preset(c.model.name).seq_len) c.model.name += " (modified)";
-  if (r.number("--parallelism.expert-parallel-degree") != 1)
-    refuse(
-        fmt::format("--parallelism.expert-parallel-degree {}: paci does not model expert "
-                    "parallelism yet",
-                    r.value("--parallelism.expert-parallel-degree")));
+  // Expert parallelism borrows ranks from FSDP and TP; paci's experts are whole on each rank, as
+  // torchtitan's. Checked with the rest by the plan (check_experts).
+  c.ep = static_cast<std::int32_t>(r.number("--parallelism.expert-parallel-degree"));
+  if (c.ep > 1 && c.model.experts == 0)
+    refuse(fmt::format("--parallelism.expert-parallel-degree {}: {} has no experts", c.ep,
+                       c.model.name));
   // Context parallelism: PyTorch's SDPA dispatcher all-gathers the keys and values.
   c.cp = static_cast<std::int32_t>(r.number("--parallelism.context-parallel-degree"));
   if (c.cp < 1) refuse("torchtitan refuses a context-parallel degree below 1");

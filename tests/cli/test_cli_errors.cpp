@@ -176,8 +176,8 @@ std::vector<Case> catalogue() {
        "paci plan: error: Megatron-LM core_v0.16.1 has no option --tensor-parallel-size"},
       {"plan --gpu h100-80gb --gpus 16 --from-torchtitan '--module llama3 --config llama3_8b "
        "--parallelism.expert-parallel-degree 2'",
-       "paci plan: error: --from-torchtitan: --parallelism.expert-parallel-degree 2: paci does not "
-       "model expert parallelism yet"},
+       "paci plan: error: --from-torchtitan: --parallelism.expert-parallel-degree 2: llama3-8b has "
+       "no experts"},
       {"plan --preset llama3-8b --gpu a100-80gb --gpus 16 --global-batch 16 --tp 2 --pp 1 "
        "--microbatch-size 1 --kind 1f1b --recompute none --precision fp8",
        "paci plan: error: --precision fp8: a100-80gb has no FP8 tensor cores (its cluster file "

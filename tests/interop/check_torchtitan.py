@@ -360,13 +360,13 @@ def worker(words: list[str], world: int, lps: list[int]) -> dict:
                   "M": inline["n_microbatches"] * inline["grad_accum"],
                   "sp": bool(par.enable_sequence_parallel and pd.tp > 1),
                   "recompute": _ac_mode(ac), "schedule": sched_cls_name or "none",
-                  "zero": zero,
+                  "zero": zero, "ep": pd.ep,
                   # FSDP's group: data_parallel_shard x cp (HSDP when replicated as well).
                   "shard_group": pd.dp_shard * pd.cp if pd.dp_shard * pd.cp > 1 else 0},
         "ok": True,
         "model": f"{cfg.model_spec.name}/{cfg.model_spec.flavor}",
         "dims": f"dp_replicate={pd.dp_replicate} dp_shard={pd.dp_shard} cp={pd.cp} "
-        f"tp={pd.tp} pp={pd.pp}",
+        f"tp={pd.tp} pp={pd.pp}" + (f" ep={pd.ep}" if pd.ep > 1 else ""),
         "schedule": sched_cls_name,
         "stages": got,
         "stage_to_pp_rank": [rank_of[k] for k in range(num)],

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Record torchtitan's command-line options and the Llama 3 configs' values (by hand).
+"""Record torchtitan's command-line options and its configs' values (by hand).
 
     python record_torchtitan_options.py -o interop/data/torchtitan_options_0.3.0.json
 
 Run with the interop venv's python (scripts/interop.sh installs torchtitan there). For each of
-torchtitan's Llama 3 configs that paci has a preset for, it loads the config exactly as
-ConfigManager.parse_args does (--module llama3 --config NAME), builds the argument parser tyro
+torchtitan's configs that paci has a preset for (Llama 3 8B and 70B, Qwen3-30B-A3B), it loads the
+config exactly as ConfigManager.parse_args does (--module MODULE --config NAME), builds the argument parser tyro
 builds from it (tyro.extras.get_parser, the parser tyro.cli runs) and writes:
   - every option: its names (the --no- form of a switch too), whether it takes a value and how
     many, its choices and tyro's metavar (INT, FLOAT|INT, STR, {None}|INT, ...);
@@ -29,7 +29,8 @@ import warnings
 
 # llama3_405b is left out: its config builds torchao's Float8Linear converter when it is loaded (it
 # fails without torchao), and paci refuses it for torchtitan (bf16 only; interop/torchtitan.cpp).
-CONFIGS = ("llama3_8b", "llama3_70b")
+# The module each config is loaded from (--module), by config name.
+CONFIGS = {"llama3_8b": "llama3", "llama3_70b": "llama3", "qwen3_30b_a3b": "qwen3"}
 
 
 def jsonable(value):
@@ -100,15 +101,16 @@ def main() -> int:
     from torchtitan.config.manager import ConfigManager, custom_registry
 
     shared_options, shared_subcommands, configs = None, None, {}
-    for name in CONFIGS:
+    first = next(iter(CONFIGS))
+    for name, module in CONFIGS.items():
         manager = ConfigManager()
-        config, _ = manager._load_config(["--module", "llama3", "--config", name])
+        config, _ = manager._load_config(["--module", module, "--config", name])
         parser = tyro.extras.get_parser(type(config), default=config, registry=custom_registry)
         options, subcommands = options_of(parser)
         if shared_options is None:
             shared_options, shared_subcommands = options, subcommands
         elif options != shared_options or subcommands != shared_subcommands:
-            print(f"{name}'s options differ from {CONFIGS[0]}'s: record them apart", file=sys.stderr)
+            print(f"{name}'s options differ from {first}'s: record them apart", file=sys.stderr)
             return 1
         ac = type(config.activation_checkpoint).__qualname__  # FullAC.Config, SelectiveAC.Config, ...
         chosen = None
@@ -125,12 +127,13 @@ def main() -> int:
             return 1
         model = config.model_spec
         configs[name] = {
+            "module": module,
             "values": {o: value_at(config, e["dest"]) for o, e in options.items()},
             "activation_checkpoint": chosen,
             "model": repr(model)[:200],
         }
     out = {
-        "source": "torchtitan's tyro parser for ConfigManager's --module llama3 --config NAME, "
+        "source": "torchtitan's tyro parser for ConfigManager's --module MODULE --config NAME, "
         "run by tests/interop/record_torchtitan_options.py",
         "torchtitan": version("torchtitan"),
         "tyro": version("tyro"),

@@ -167,6 +167,11 @@ CASES = [
       "--tp", "2", "--pp", "2", "--ep", "4", "--microbatch-size", "1", "--kind", "1f1b",
       "--recompute", "full", "--sequence-parallel", "--zero", "1", "--cp", "1"],
      {"pytorch", "megatron"}, None),
+    ("qwen3-30b-a3b, expert parallelism 8 (torchtitan's qwen3 and Megatron-LM)",
+     ["--preset", "qwen3-30b-a3b", "--gpu", "h100-80gb", "--gpus", "16", "--global-batch", "32",
+      "--tp", "1", "--pp", "2", "--ep", "8", "--microbatch-size", "1", "--kind", "1f1b",
+      "--recompute", "full", "--zero", "1", "--cp", "1"],
+     {"pytorch", "megatron", "torchtitan"}, None),
     ("gpt2-medium 1f1b d2",
      ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
       "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
@@ -303,6 +308,10 @@ READS = [
      "--module llama3 --config llama3_70b --parallelism.pipeline-parallel-degree 4 "
      "--parallelism.tensor-parallel-degree 8 --parallelism.fsdp-reshard-after-forward always "
      "--training.local-batch-size 8 --training.disable-cuda-graphs"),
+    ("torchtitan qwen3_30b_a3b pp2 ep8", "torchtitan", 16,
+     "--module qwen3 --config qwen3_30b_a3b --parallelism.pipeline-parallel-degree 2 "
+     "--parallelism.expert-parallel-degree 8 --parallelism.pipeline-parallel-microbatch-size 1 "
+     "--training.local-batch-size 4 --training.disable-cuda-graphs"),
     ("torchtitan llama3_70b tp8 pp4 hsdp", "torchtitan", 128,
      "--module llama3 --config llama3_70b --parallelism.pipeline-parallel-degree 4 "
      "--parallelism.data-parallel-replicate-degree 2 --parallelism.data-parallel-shard-degree 2 "
@@ -328,6 +337,12 @@ READ_REFUSALS = [
      "--micro-batch-size 1 --global-batch-size 64 --tensor-model-parallel-size 2 "
      "--sequence-parallel --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 2",
      "--expert-tensor-parallel-size 1"),
+    ("torchtitan qwen3 experts not dividing the shards", "torchtitan", 16,
+     "--module qwen3 --config qwen3_30b_a3b --parallelism.pipeline-parallel-degree 2 "
+     "--parallelism.data-parallel-replicate-degree 2 --parallelism.data-parallel-shard-degree 4 "
+     "--parallelism.expert-parallel-degree 8 --parallelism.pipeline-parallel-microbatch-size 1 "
+     "--training.local-batch-size 4 --training.disable-cuda-graphs",
+     "takes its ranks from FSDP's shards"),
     ("torchtitan PP with CUDA graphs", "torchtitan", 8,
      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 2", "cuda-graphs"),
 ]
@@ -451,7 +466,8 @@ class Runner:
             jobs.append(("torchtitan", lambda: self.torchtitan(out, gpus, lps,
                                                                 emit == "torchtitan", p.stdout,
                                                                 plan["zero"],
-                                                                plan["shard_group"])))
+                                                                plan["shard_group"],
+                                                                plan.get("ep", 1))))
         if emit == "pytorch" and os.path.exists(os.path.join(out, "schedule.csv")):
             body = [l for l in p.stdout.splitlines() if l and not l.startswith("#")]
             with open(os.path.join(out, "schedule.csv")) as f:
@@ -499,7 +515,7 @@ class Runner:
             line = f"{line} | {line2}"
         return ok, line
 
-    def torchtitan(self, out, gpus, lps, emitted, stdout, zero, shards):
+    def torchtitan(self, out, gpus, lps, emitted, stdout, zero, shards, ep=1):
         words, _ = self.dry_run(os.path.join(out, "torchtitan.sh"))
         i = words.index("torchtitan.train")
         args = words[i + 1:]
@@ -517,7 +533,8 @@ class Runner:
         return self.tool("check_torchtitan.py", ["--args-file", path, "--world", str(gpus),
                                                  "--layers-per-stage", lps, "--timeout", "300",
                                                  "--expect", f"zero={zero}",
-                                                 "--expect", f"shard_group={shards}"], 330)
+                                                 "--expect", f"shard_group={shards}",
+                                                 "--expect", f"ep={ep}"], 330)
 
     def self_test(self) -> None:
         """Each checker must fail on a plan it should refuse: the first case's files with a
@@ -607,7 +624,7 @@ class Runner:
                       "M": plan["microbatches"], "sp": plan["sequence_parallel"],
                       "recompute": plan["recompute"], "gbs": read["global_batch"],
                       "seq_len": read["seq_len"], "zero": plan["zero"], "cp": plan["cp"],
-                      "shard_group": plan["shard_group"]}
+                      "shard_group": plan["shard_group"], "ep": plan["ep"]}
             args = ["--args-file", path, "--world", str(world), "--layers-per-stage", lps,
                     "--timeout", "300"]
             script = "check_torchtitan.py"

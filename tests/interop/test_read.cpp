@@ -424,7 +424,7 @@ TEST(InteropRead, TorchtitanRefusalsAreOneLine) {
       {"--parallelism.pipeline-parallel-degree 2", "add --training.disable-cuda-graphs"},
       {"--parallelism.tensor-parallel-degree 2 --compile.enable-async-tensor-parallel",
        "refuses async TP without --compile.enable"},
-      {"--parallelism.expert-parallel-degree 2", "paci does not model expert parallelism yet"},
+      {"--parallelism.expert-parallel-degree 2", "llama3-8b has no experts"},
       {"--parallelism.tensor-parallel-degree 3", "not divisible"},
       {"--parallelism.tensor-parallel-size 2", "torchtitan 0.3.0 has no option"},
       {"--parallelism.fsdp-reshard-after-forward sometimes", "takes one of default, always, never"},
@@ -448,9 +448,44 @@ TEST(InteropRead, TorchtitanRefusalsAreOneLine) {
               HasSubstr("--module and --config are missing"));
   EXPECT_THAT(torchtitan_error("--module llama3 --config llama3_405b"), HasSubstr("float8"));
   EXPECT_THAT(torchtitan_error("--module llama3 --config llama3_debugmodel"),
-              HasSubstr("paci has torchtitan's llama3_8b and llama3_70b recorded"));
+              HasSubstr("paci has torchtitan's llama3 llama3_8b and llama3_70b and qwen3 "
+                        "qwen3_30b_a3b recorded"));
+  EXPECT_THAT(torchtitan_error("--module qwen3 --config llama3_8b"),
+              HasSubstr("--module qwen3 --config llama3_8b: paci has"));
   EXPECT_THAT(torchtitan_error("--module deepseek_v3 --config deepseek_v3_16b"),
-              HasSubstr("llama3 only"));
+              HasSubstr("llama3 and qwen3 only"));
+  // Expert parallelism borrows FSDP's shards and TP: 8 does not divide 4 shards (replicated 2).
+  EXPECT_THAT(torchtitan_error("--module qwen3 --config qwen3_30b_a3b "
+                               "--parallelism.pipeline-parallel-degree 2 "
+                               "--parallelism.data-parallel-replicate-degree 2 "
+                               "--parallelism.data-parallel-shard-degree 4 "
+                               "--parallelism.expert-parallel-degree 8 "
+                               "--parallelism.pipeline-parallel-microbatch-size 1 "
+                               "--training.local-batch-size 4 --training.disable-cuda-graphs"),
+              HasSubstr("(data_parallel_shard x cp x tp = 4), which --ep 8 does not divide"));
+}
+
+// torchtitan's Qwen3-30B-A3B: its config is paci's preset, its expert-parallel degree paci's e,
+// and a plan with experts goes out and reads back the same.
+TEST(InteropRead, TorchtitanQwen3ExpertsReadAndRoundTrip) {
+  const ReadLaunch r = read_torchtitan(
+      "--module qwen3 --config qwen3_30b_a3b --parallelism.pipeline-parallel-degree 2 "
+      "--parallelism.expert-parallel-degree 8 --parallelism.pipeline-parallel-microbatch-size 1 "
+      "--training.local-batch-size 4 --training.disable-cuda-graphs",
+      on_h100(16));
+  EXPECT_EQ(r.config.model.name, "qwen3-30b-a3b");
+  EXPECT_EQ(r.config.model.experts, 128);
+  EXPECT_EQ(r.config.ep, 8);
+  EXPECT_EQ(r.config.pp, 2);
+  EXPECT_EQ(r.config.dp(), 8);
+  plan::PlanConfig c = r.config;
+  const plan::PlanResult p = plan::evaluate(c);
+  const ReadLaunch back = read_torchtitan(shell_join(torchtitan_args(p, "")), on_h100(16));
+  EXPECT_EQ(back.config.ep, 8);
+  EXPECT_EQ(back.config.model, r.config.model);
+  // Mixtral has no torchtitan config: refused by name.
+  c.model = plan::model_preset("mixtral-8x7b");
+  EXPECT_THAT(torchtitan_refusal(c), HasSubstr("cannot train mixtral-8x7b"));
 }
 
 TEST(InteropRead, OptionTablesAreTheRecordedOnes) {
