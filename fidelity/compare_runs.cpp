@@ -42,7 +42,7 @@ std::string calibration_key(const exec::TrainSetup& t) {
 // fewer layers than P·v), zb-v (fewer layers than 2P) and dualpipev (that, or M < 2P) — are
 // skipped with the generator's or the partition's reason; any other refusal is an error.
 bool may_be_skipped(const std::string& kind) {
-  return kind == "2bw" || kind == "interleaved" || kind == "zb-v" || kind == "dualpipev";
+  return kind == "2bw" || kind == "interleaved" || v_shaped(kind);
 }
 
 void check_process_kinds(const std::vector<std::string>& kinds, std::int32_t stages,

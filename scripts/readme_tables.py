@@ -151,13 +151,21 @@ V_COMPARE = ("paci compare -p 4 -m 8 -n 8 --tf 1 --tb 2 --tw 1 --tfb 2.5 --activ
 
 def v_table():
     j = json.loads(run(V_COMPARE + " -f json"))
+    rows = {r["kind"]: r for r in j["rows"]}
+    d, z, p = rows["dualpipev"], rows["zb-v"], rows["paci"]
+    findings = (
+        f"DualPipeV's pairs buy it {d['speedup_vs_1f1b']:.2f}x over 1F1B at "
+        f"{d['peak_memory_bytes'] / z['peak_memory_bytes']:.3g}x ZB-V's activations (PP + 1 "
+        f"half-stages a device against PP); ZB-V, with no pair but a zero bubble at F = I = W, "
+        f"runs at {z['speedup_vs_1f1b']:.2f}x; PACI at {p['speedup_vs_1f1b']:.2f}x without a V, "
+        f"at {p['max_staleness']} update of staleness.")
     lines = ["| kind | makespan s | bubble | activations a device (stages' worth) | staleness | "
              "vs 1F1B |", "|---|---|---|---|---|---|"]
     for r in j["rows"]:
         lines.append(f"| {r['kind']} | {r['makespan_s']:g} | {100 * r['bubble_ratio']:.1f}% | "
                      f"{r['peak_memory_bytes'] / 1e6:g} | {r['max_staleness']} | "
                      f"{r['speedup_vs_1f1b']:.2f}x |")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + findings
 
 
 blocks = {

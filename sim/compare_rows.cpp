@@ -180,7 +180,7 @@ std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std:
             fmt::format("dualpipev needs M >= 2P (DualPipe's bound; M={}, P={})", M, P));
       continue;
     }
-    if (kind == "zb-v" || kind == "dualpipev") {  // two half-stages per device, in a V
+    if (v_shaped(kind)) {  // two half-stages per device, in a V
       if (chunk_costs && chunk_costs->stages.size() == 2 * static_cast<std::size_t>(P))
         chunks = *chunk_costs;
       else

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "model/checkpoint_state.hpp"
+#include "schedules/generators.hpp"
 #include "tests/cli/run.hpp"
 #include "traces/chrome_trace.hpp"
 
@@ -306,7 +307,7 @@ TEST(CliTrain, InterleavedAndZeroBubbleTrainLikeOneDevice) {
   const auto expected = nlohmann::json::parse(slurp(one));
   for (const std::string kind : {"interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipev"}) {
     const std::string schedule = temp_path(kind + ".json"), report = temp_path(kind + "_r.json");
-    const bool two_per_device = kind == "interleaved" || kind == "zb-v" || kind == "dualpipev";
+    const bool two_per_device = kind == "interleaved" || v_shaped(kind);
     ASSERT_EQ(run_paci("schedule -k " + kind + " -p " + (two_per_device ? "2" : "4") +
                        " -m 4 -n 3 -o " + schedule)
                   .status,

@@ -33,7 +33,7 @@ TEST(RankPlan, EveryGeneratorSendsInTheOrderItsConsumersReceive) {
           EXPECT_EQ(links.size(), static_cast<std::size_t>(P == 2 ? 2 : 2 * P)) << what;
           continue;
         }
-        if (kind == "zb-v" || kind == "dualpipev") {
+        if (v_shaped(kind)) {
           // The V: each link carries one stage's activations and another's gradients each way
           // (the turn, stages P-1 and P, stays on its device), and ZB-V's order receives some
           // of them in another order than they were sent: NCCL's in-order links refuse it (the
