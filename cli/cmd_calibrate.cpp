@@ -178,6 +178,10 @@ int run_calibrate(const std::vector<std::string>& args) {
             "apply",
             flag));
     const TrainSetup t = setup();
+    if (t.exec.config.moe.enabled())
+      throw UsageError(
+          "--per-layer calibrates the dense GPT that paci plan --cpu plans: a mixture of experts "
+          "(--experts) has no CPU plan yet; calibrate it without --per-layer");
     const auto cores = static_cast<std::int32_t>(std::max(1u, std::thread::hardware_concurrency()));
     const plan::LayerCalibration c = fidelity::calibrate_layers(
         t.exec, o, cores, 4,

@@ -43,6 +43,19 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_model("seq-len", po::value(&f.seq_len)->default_value(f.seq_len), "tokens per sequence T");
   add_model("vocab", po::value(&f.vocab)->default_value(f.vocab), "vocabulary V (256: bytes)");
   add_model("batch", po::value(&f.batch)->default_value(f.batch), "sequences per micro-batch B");
+  add_model("experts", po::value(&f.experts)->default_value(f.experts),
+            "mixture of experts: E SwiGLU experts in every block's MLP (0: dense)");
+  add_model("top-k", po::value(&f.top_k)->default_value(f.top_k), "experts per token K (1..E)");
+  add_model("expert-hidden", po::value(&f.expert_hidden)->default_value(0, "auto"),
+            "an expert's hidden width H (auto: the K experts, and the shared one, cost the dense "
+            "MLP's FLOPs: 8C/(3K))");
+  add_model("shared-expert", po::bool_switch(&f.shared_expert),
+            "also one ungated expert of width H that every token passes through");
+  add_model("capacity-factor", po::value(&f.capacity_factor)->default_value(f.capacity_factor),
+            "each expert takes ceil(c*B*T*K/E) tokens of a micro-batch, the rest dropped "
+            "(0: dropless)");
+  add_model("aux-loss-coef", po::value(&f.aux_loss_coef)->default_value(f.aux_loss_coef),
+            "load-balancing loss coefficient (Switch Transformer's alpha)");
   add_model("init", po::value(&f.init_path), "start from an llm.c GPT-2 fp32 model file");
   add_model("seed", po::value(&f.seed)->default_value(f.seed),
             "initialisation and data-order seed");

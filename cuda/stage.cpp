@@ -33,6 +33,8 @@ Stage::Stage(const model::StageShape& shape, Precision precision)
       loss_host_(1),
       group_keys_(shape.rows()) {
   shape_.validate();
+  PACI_MODEL_CHECK(!shape.config.moe.enabled(),
+                   "the CUDA backend's GPT is dense: a mixture of experts runs on the CPU");
   const std::size_t R = shape.rows(), C = shape.config.d_model;
   if (is_last()) {
     logits_ld_ = model::llmc_padded_vocab(shape.config.vocab);

@@ -51,7 +51,7 @@ void StageRuntime::forward(std::int32_t mb, const Input& input,
   model::ActivationSlot& slot = activations_.acquire(mb);
   book_.forward(mb);
   if (!stage_.is_last()) {
-    stage_.forward(params_, input, slot);
+    stage_.forward(params_, input, slot, plan_.loss_scale);
     return;
   }
   const float value = stage_.forward_loss(params_, input, targets, plan_.loss_scale, slot);

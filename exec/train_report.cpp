@@ -3,6 +3,7 @@
 
 #include "exec/machine.hpp"
 #include "model/blas_kernel.hpp"
+#include "model/checkpoint_state.hpp"
 #include "traces/report_timeline.hpp"
 
 namespace paci::exec {
@@ -14,6 +15,8 @@ std::string measured_report(const TrainSetup& t, const ExecResult& result, const
   head["model"] = {{"layers", t.exec.config.layers},   {"heads", t.exec.config.heads},
                    {"d_model", t.exec.config.d_model}, {"seq_len", t.exec.seq_len},
                    {"vocab", t.exec.config.vocab},     {"batch", t.exec.batch}};
+  if (const model::MoeConfig& m = t.exec.config.moe; m.enabled())
+    head["model"]["moe"] = model::moe_json<ordered_json>(m);
   head["partition"] = ordered_json::array();
   for (const auto& r : t.exec.ranges) head["partition"].push_back(r.num_layers);
   head["blas"] = blas_json(model::blas_identity());  // the CPU BLAS and kernel this run used

@@ -32,13 +32,47 @@ model::ShapeRequest requested_shape(const TrainOptions& f) {
   return r;
 }
 
-void check_shape(const model::GptConfig& c, const model::ShapeRequest& r,
-                 const std::string& source) {
+std::size_t given_moe_flags(const TrainOptions& f) {
+  std::size_t n = 0;
+  for (const char* flag :
+       {"experts", "top-k", "expert-hidden", "shared-expert", "capacity-factor", "aux-loss-coef"})
+    n += f.was_given(flag);
+  return n;
+}
+
+bool moe_given(const TrainOptions& f) {
+  return given_moe_flags(f) > 0;
+}
+
+// The MoE flags on a model of width d_model; --expert-hidden auto: 3·C·H per active expert
+// against the dense MLP's 8·C², H = 8C / (3·active), rounded.
+model::MoeConfig requested_moe(const TrainOptions& f, std::size_t d_model) {
+  model::MoeConfig m{.experts = f.experts,
+                     .top_k = f.top_k,
+                     .hidden = f.expert_hidden,
+                     .shared_expert = f.shared_expert,
+                     .capacity_factor = f.capacity_factor,
+                     .aux_loss_coef = f.aux_loss_coef};
+  if (m.enabled() && m.hidden == 0 && m.top_k <= m.experts) {
+    const std::size_t active = m.top_k + (m.shared_expert ? 1 : 0);
+    m.hidden = std::max<std::size_t>(1, (8 * d_model + 3 * active / 2) / (3 * active));
+  }
+  return m;
+}
+
+struct Request {
+  model::ShapeRequest shape;
+  const TrainOptions* moe = nullptr;  // set when a mixture-of-experts flag was given
+};
+
+void check_shape(const model::GptConfig& c, const Request& request, const std::string& source) {
+  const model::ShapeRequest& r = request.shape;
   auto differs = [](const std::optional<std::size_t>& want, std::size_t have) {
     return want && *want != have;
   };
   if (differs(r.layers, c.layers) || differs(r.heads, c.heads) || differs(r.d_model, c.d_model) ||
-      differs(r.vocab, c.vocab))
+      differs(r.vocab, c.vocab) ||
+      (request.moe && requested_moe(*request.moe, r.d_model.value_or(c.d_model)) != c.moe))
     throw InputError(
         fmt::format("{}: the checkpoint's shape is {}, the flags ask for another "
                     "(drop the shape flags to use the checkpoint's)",
@@ -84,11 +118,23 @@ TrainSetup make_train_setup(const TrainOptions& f) {
   config.d_model = f.d_model;
   config.max_seq_len = f.seq_len;
   config.vocab = f.vocab;
+  for (const auto& [flag, value] :
+       {std::pair{"--experts", f.experts}, std::pair{"--top-k", f.top_k},
+        std::pair{"--expert-hidden", f.expert_hidden}})
+    if (value > kMaxSize)
+      throw InputError(
+          fmt::format("{} must be a whole number, got {}", flag, static_cast<std::int64_t>(value)));
+  if (f.experts == 0 && given_moe_flags(f) > (f.was_given("experts") ? 1u : 0u))
+    throw UsageError(
+        "--top-k, --expert-hidden, --shared-expert, --capacity-factor and --aux-loss-coef shape a "
+        "mixture of experts: give --experts E too");
+  config.moe = requested_moe(f, f.d_model);
+  const Request request{requested_shape(f), moe_given(f) ? &f : nullptr};
   if (!f.resume_path.empty()) {
     if (!f.init_path.empty()) throw UsageError("--init and --resume cannot be combined");
     state = model::load_state(f.resume_path);
     config = state->metadata.config;
-    check_shape(config, requested_shape(f), f.resume_path);
+    check_shape(config, request, f.resume_path);
     resumed_step = state->metadata.step;
     // A cut continues the schedule it was taken in, which starts at its base step.
     t.first_step = holds_cut(*state) ? cut_base_step(*state) : resumed_step;
@@ -106,6 +152,10 @@ TrainSetup make_train_setup(const TrainOptions& f) {
                         f.resume_path, key, extra[key].get<std::size_t>(), value));
     }
   } else if (!f.init_path.empty()) {
+    if (config.moe.enabled())
+      throw UsageError(
+          "--init reads an llm.c GPT-2 file, a dense model: it cannot start a mixture of experts "
+          "(--experts)");
     config = model::read_llmc_config(f.init_path, requested_shape(f));
   }
   if (f.seq_len > config.max_seq_len)
@@ -116,6 +166,13 @@ TrainSetup make_train_setup(const TrainOptions& f) {
   } catch (const model::ModelError& e) {
     throw InputError(e.explanation());  // the user's shape flags, not a bug: no file and line
   }
+  if (config.moe.enabled() && !f.export_path.empty())
+    throw UsageError(
+        "--export-llmc writes llm.c's dense GPT-2 file: a mixture of experts has no such layout "
+        "(--save writes a training state that holds it)");
+  if (config.moe.enabled() && f.device == "cuda")
+    throw UsageError(
+        "--experts: the CUDA backend's GPT is dense; a mixture of experts runs on --device cpu");
   // A cut of a schedule file's run carries that schedule: --resume runs it again, with or without
   // --schedule (which must then name the same schedule).
   std::optional<Schedule> carried;

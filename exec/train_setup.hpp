@@ -23,6 +23,11 @@ struct TrainOptions {
   std::string kind = "paci", schedule_path, partition;
   std::int32_t stages = 1, microbatches = 1, steps = 1, stop_after = 0, chunks = 0, save_every = 0;
   std::size_t layers = 4, heads = 4, d_model = 128, seq_len = 128, vocab = 256, batch = 16;
+  // Mixture of experts (model/config.hpp, MoeConfig): experts 0 is dense; expert_hidden 0 is the
+  // width that gives the top_k experts (and the shared one) the dense MLP's 8·C² FLOPs a token.
+  std::size_t experts = 0, top_k = 2, expert_hidden = 0;
+  bool shared_expert = false;
+  double capacity_factor = 0, aux_loss_coef = 0.01;
   double lr = 1e-3, min_lr = -1, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8,
          clip = 0.0;
   std::int64_t warmup_steps = -1;

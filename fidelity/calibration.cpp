@@ -8,6 +8,7 @@
 #include <map>
 #include <stdexcept>
 #include "exec/machine.hpp"
+#include "model/checkpoint_io.hpp"
 
 namespace paci::fidelity {
 
@@ -252,13 +253,13 @@ std::string describe_calibration(const exec::Calibration& c, const exec::TrainSe
   for (std::size_t k = 1; k < c.slowdown_by_count.size(); ++k)
     sharing += fmt::format("{}{:.3f}", k == 1 ? "" : ",", c.slowdown_by_count[k]);
   return fmt::format(
-      "calibrated on {} ({}): gpt L={} d={} heads={} T={} V={} B={}, partition {}, {} thread(s) "
+      "calibrated on {} ({}): gpt L={} d={} heads={} T={} V={} B={}{}, partition {}, {} thread(s) "
       "per "
       "stage; each stage alone: medians of {} repeats x {} rounds; slowdown with 2.. "
       "stages computing at once: {}{}",
       host, exec::machine_line(), t.exec.config.layers, t.exec.config.d_model, t.exec.config.heads,
-      t.exec.seq_len, t.exec.config.vocab, t.exec.batch, partition, t.exec.threads_per_device,
-      c.repeats, c.rounds, sharing.empty() ? "-" : sharing,
+      t.exec.seq_len, t.exec.config.vocab, t.exec.batch, model::describe_moe(t.exec.config.moe),
+      partition, t.exec.threads_per_device, c.repeats, c.rounds, sharing.empty() ? "-" : sharing,
       c.stable ? "" : "; " + settling_note(c));
 }
 

@@ -14,19 +14,32 @@ void StageShape::validate() const {
   PACI_MODEL_CHECK(seq_len > 0 && seq_len <= config.max_seq_len,
                    "sequence length {} must be in [1, max_seq_len {}]", seq_len,
                    config.max_seq_len);
+  // Expert rows are numbered in 32-bit integers (the slot's routes).
+  PACI_MODEL_CHECK(!config.moe.enabled() || rows() * config.moe.top_k <= 0x7fffffff,
+                   "{} tokens a micro-batch times top-{} is more expert rows than routes can "
+                   "number",
+                   rows(), config.moe.top_k);
 }
 
-ActivationSlot::ActivationSlot(const StageShape& shape) : shape_(shape) {
+std::pair<std::size_t, std::size_t> ActivationSlot::plan(const StageShape& shape,
+                                                         ActivationSlot* slot) {
   shape.validate();
-  const std::size_t R = shape.rows(), C = shape.config.d_model, T = shape.seq_len;
-  const std::size_t att = shape.batch * shape.config.heads * T * T;
-  std::size_t size = 0;
-  auto take = [&size](std::size_t floats) {
-    const std::size_t offset = size;
-    size += floats;
+  const GptConfig& c = shape.config;
+  const std::size_t R = shape.rows(), C = c.d_model, T = shape.seq_len;
+  const std::size_t att = shape.batch * c.heads * T * T;
+  std::size_t floats = 0, ids = 0;
+  auto take = [&floats](std::size_t n) {
+    const std::size_t offset = floats;
+    floats += n;
     return offset;
   };
-  input_ = take(R * C);
+  auto take_ids = [&ids](std::size_t n) {
+    const std::size_t offset = ids;
+    ids += n;
+    return offset;
+  };
+  const std::size_t input = take(R * C);
+  if (slot != nullptr) slot->input_ = input;
   for (std::size_t l = 0; l < shape.range.num_layers; ++l) {
     BlockActivations b;
     b.ln1 = take(R * C);
@@ -39,40 +52,111 @@ ActivationSlot::ActivationSlot(const StageShape& shape) : shape_(shape) {
     b.ln2 = take(R * C);
     b.ln2_mean = take(R);
     b.ln2_rstd = take(R);
-    b.fch = take(4 * R * C);
-    b.fch_gelu = take(4 * R * C);
+    if (c.moe.enabled()) {
+      const std::size_t E = c.moe.experts, K = c.moe.top_k, H = c.moe.hidden, N = R * K;
+      b.probs = take(R * E);
+      b.gates = take(R * K);
+      b.xe = take(N * C);
+      b.ea = take(N * H);
+      b.eb = take(N * H);
+      b.eh = take(N * H);
+      b.ey = take(N * C);
+      if (c.moe.shared_expert) {
+        b.sa = take(R * H);
+        b.sb = take(R * H);
+        b.sh = take(R * H);
+      }
+      b.aux = take(1);
+      b.choice = take_ids(N);
+      b.row = take_ids(N);
+      b.first_row = take_ids(E + 1);
+      b.chosen = take_ids(E);
+    } else {
+      b.fch = take(4 * R * C);
+      b.fch_gelu = take(4 * R * C);
+    }
     b.out = take(R * C);
-    blocks_.push_back(b);
+    if (slot != nullptr) slot->blocks_.push_back(b);
   }
-  if (shape.range.is_first()) tokens_.resize(R);
-  if (shape.range.is_last(shape.config)) {
-    lnf_ = take(R * C);
-    lnf_mean_ = take(R);
-    lnf_rstd_ = take(R);
-    probs_ = take(R * shape.config.vocab);
-    losses_ = take(R);
-    targets_.resize(R);
+  if (shape.range.is_first()) ids += R;  // tokens
+  if (shape.range.is_last(c)) {
+    const std::size_t lnf = take(R * C), mean = take(R), rstd = take(R);
+    const std::size_t probs = take(R * c.vocab), losses = take(R);
+    ids += R;  // targets
+    if (slot != nullptr) {
+      slot->lnf_ = lnf;
+      slot->lnf_mean_ = mean;
+      slot->lnf_rstd_ = rstd;
+      slot->probs_ = probs;
+      slot->losses_ = losses;
+    }
   }
-  floats_.resize(size);
-  PACI_MODEL_CHECK(bytes() == bytes_for(shape), "slot layout and bytes_for() disagree");
+  return {floats, ids};
+}
+
+ActivationSlot::ActivationSlot(const StageShape& shape) : shape_(shape) {
+  const auto [floats, ids] = plan(shape, this);
+  floats_.resize(floats);
+  if (shape.range.is_first()) tokens_.resize(shape.rows());
+  if (shape.range.is_last(shape.config)) targets_.resize(shape.rows());
+  ids_.resize(ids - tokens_.size() - targets_.size());
 }
 
 std::size_t ActivationSlot::bytes() const {
-  return floats_.size() * sizeof(float) + (tokens_.size() + targets_.size()) * sizeof(std::int32_t);
+  return floats_.size() * sizeof(float) +
+         (tokens_.size() + targets_.size() + ids_.size()) * sizeof(std::int32_t);
 }
 
 std::size_t ActivationSlot::bytes_for(const StageShape& shape) {
-  shape.validate();
-  const std::size_t R = shape.rows(), C = shape.config.d_model, T = shape.seq_len;
-  const std::size_t att = shape.batch * shape.config.heads * T * T;
-  std::size_t floats = R * C + shape.range.num_layers * (16 * R * C + 4 * R + att);
-  std::size_t ids = 0;
-  if (shape.range.is_first()) ids += R;
-  if (shape.range.is_last(shape.config)) {
-    floats += R * C + 3 * R + R * shape.config.vocab;
-    ids += R;
-  }
+  const auto [floats, ids] = plan(shape, nullptr);
   return floats * sizeof(float) + ids * sizeof(std::int32_t);
+}
+
+bool ActivationSlot::routes_valid() const {
+  const MoeConfig& m = shape_.config.moe;
+  if (!m.enabled()) return true;
+  const std::size_t K = m.top_k, N = shape_.rows() * K, E = m.experts;
+  std::vector<std::int64_t> chosen(E), kept(E);
+  std::vector<bool> taken(N);
+  for (const BlockActivations& b : blocks_) {
+    const std::int32_t* first = ids(b.first_row);
+    if (first[0] != 0) return false;
+    for (std::size_t e = 0; e < E; ++e)
+      if (first[e + 1] < first[e]) return false;
+    if (static_cast<std::size_t>(first[E]) > N) return false;
+    std::fill(chosen.begin(), chosen.end(), 0);
+    std::fill(kept.begin(), kept.end(), 0);
+    std::fill(taken.begin(), taken.end(), false);
+    // Each assignment an expert in range, a token's K experts distinct, each row used once and
+    // inside its expert's rows, and the counts moe_route wrote: rows an expert owns = kept,
+    // chosen = assignments (the load-balancing loss's f_e).
+    for (std::size_t i = 0; i < N; ++i) {
+      const std::int32_t e = ids(b.choice)[i], row = ids(b.row)[i];
+      if (e < 0 || static_cast<std::size_t>(e) >= E) return false;
+      for (std::size_t j = i - i % K; j < i; ++j)
+        if (ids(b.choice)[j] == e) return false;
+      ++chosen[static_cast<std::size_t>(e)];
+      if (row == -1) continue;
+      if (row < first[e] || row >= first[e + 1] || taken[static_cast<std::size_t>(row)])
+        return false;
+      taken[static_cast<std::size_t>(row)] = true;
+      ++kept[static_cast<std::size_t>(e)];
+    }
+    for (std::size_t e = 0; e < E; ++e)
+      if (chosen[e] != ids(b.chosen)[e] || kept[e] != first[e + 1] - first[e]) return false;
+  }
+  return true;
+}
+
+float ActivationSlot::block_aux_loss(std::size_t local_block) const {
+  return shape_.config.moe.enabled() ? *data(blocks_.at(local_block).aux) : 0.0f;
+}
+
+float ActivationSlot::aux_loss() const {
+  float sum = 0;
+  if (shape_.config.moe.enabled())
+    for (const BlockActivations& b : blocks_) sum += *data(b.aux);
+  return sum;
 }
 
 std::span<const float> ActivationSlot::output() const {
@@ -139,6 +223,7 @@ void ActivationStore::save_image(ImageWriter& out) const {
     out.put(std::span<const float>(slot.floats_));
     out.put(std::span<const std::int32_t>(slot.tokens_));
     out.put(std::span<const std::int32_t>(slot.targets_));
+    out.put(std::span<const std::int32_t>(slot.ids_));
     out.put(slot.loss_scale_);
     out.put(static_cast<std::uint8_t>(slot.filled_));
   }
@@ -160,8 +245,10 @@ void ActivationStore::load_image(ImageReader& in) {
     in.get(std::span<float>(slot.floats_));
     in.get(std::span<std::int32_t>(slot.tokens_));
     in.get(std::span<std::int32_t>(slot.targets_));
+    in.get(std::span<std::int32_t>(slot.ids_));
     slot.loss_scale_ = in.get<float>();
     slot.filled_ = in.get<std::uint8_t>() != 0;
+    in.check(!slot.filled_ || slot.routes_valid(), "an activation slot's expert routes");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "model/config.hpp"
@@ -35,8 +36,21 @@ struct BlockActivations {
   std::size_t atty = 0;                             // (R,C) attention output before projection
   std::size_t residual2 = 0;                        // (R,C) x + attention branch
   std::size_t ln2 = 0, ln2_mean = 0, ln2_rstd = 0;  // (R,C), (R), (R)
-  std::size_t fch = 0, fch_gelu = 0;                // (R,4C) before and after GELU
+  std::size_t fch = 0, fch_gelu = 0;                // (R,4C) before and after GELU (dense)
   std::size_t out = 0;                              // (R,C) block output
+  // Mixture-of-experts blocks, in place of fch and fch_gelu (N = R·K expert rows at most):
+  std::size_t probs = 0;               // (R,E) the router's softmax
+  std::size_t gates = 0;               // (R,K) the chosen experts' renormalised probabilities
+  std::size_t xe = 0;                  // (N,C) ln2's rows gathered expert by expert
+  std::size_t ea = 0, eb = 0, eh = 0;  // (N,H) w1·x, w3·x, silu(a) ⊙ b
+  std::size_t ey = 0;                  // (N,C) each row's expert output, before its gate
+  std::size_t sa = 0, sb = 0, sh = 0;  // (R,H) the shared expert's a, b, h
+  std::size_t aux = 0;                 // (1) the block's load-balancing loss, unscaled
+  // Integers, in the slot's id buffer:
+  std::size_t choice = 0;     // (R,K) each token's experts, most probable first
+  std::size_t row = 0;        // (R,K) each assignment's expert row, −1 when over capacity
+  std::size_t first_row = 0;  // (E+1) expert e owns rows [first_row[e], first_row[e+1])
+  std::size_t chosen = 0;     // (E) assignments that chose e, before capacity
 };
 
 class ActivationSlot {
@@ -57,17 +71,29 @@ class ActivationSlot {
   // Stage output (R,C) of a non-last stage (the last block's output).
   std::span<const float> output() const;
   float loss_scale() const { return loss_scale_; }
+  // The load-balancing losses of this forward's mixture-of-experts blocks, summed (unscaled by
+  // loss_scale; 0 for a dense model).
+  float aux_loss() const;
+  // That of this stage's local_block-th block alone (0 for a dense block).
+  float block_aux_loss(std::size_t local_block) const;
 
  private:
   friend class Stage;
   friend class ActivationStore;
   float* data(std::size_t offset) { return floats_.data() + offset; }
   const float* data(std::size_t offset) const { return floats_.data() + offset; }
+  std::int32_t* ids(std::size_t offset) { return ids_.data() + offset; }
+  const std::int32_t* ids(std::size_t offset) const { return ids_.data() + offset; }
+  // Every route in range (a slot read from a cut image is checked before a backward trusts it).
+  bool routes_valid() const;
+  // Lays the slot out for shape: offsets into `slot` when given; returns {floats, ids}.
+  static std::pair<std::size_t, std::size_t> plan(const StageShape& shape, ActivationSlot* slot);
 
   StageShape shape_;
   std::vector<float> floats_;
   std::vector<std::int32_t> tokens_;   // (R) first stage
   std::vector<std::int32_t> targets_;  // (R) last stage
+  std::vector<std::int32_t> ids_;      // mixture-of-experts routing (BlockActivations)
   std::size_t input_ = 0;              // (R,C)
   std::vector<BlockActivations> blocks_;
   std::size_t lnf_ = 0, lnf_mean_ = 0, lnf_rstd_ = 0;  // last stage: (R,C), (R), (R)

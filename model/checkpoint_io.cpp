@@ -23,8 +23,17 @@
 namespace paci::model {
 
 std::string describe_shape(const GptConfig& config) {
-  return fmt::format("layers {}, heads {}, d_model {}, max_seq_len {}, vocab {}", config.layers,
-                     config.heads, config.d_model, config.max_seq_len, config.vocab);
+  std::string text =
+      fmt::format("layers {}, heads {}, d_model {}, max_seq_len {}, vocab {}", config.layers,
+                  config.heads, config.d_model, config.max_seq_len, config.vocab);
+  return text + describe_moe(config.moe);
+}
+
+std::string describe_moe(const MoeConfig& m) {
+  if (!m.enabled()) return "";
+  return fmt::format(", {} experts of width {}, top-{}{}, capacity factor {}, aux loss {}",
+                     m.experts, m.hidden, m.top_k, m.shared_expert ? " and a shared one" : "",
+                     m.capacity_factor, m.aux_loss_coef);
 }
 
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes) {

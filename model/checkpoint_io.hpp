@@ -16,6 +16,8 @@ namespace paci::model {
 
 // "layers 4, heads 4, d_model 128, max_seq_len 128, vocab 256": a shape in error messages.
 std::string describe_shape(const GptConfig& config);
+// ", E experts of width H, top-K, ..." for a mixture of experts; "" for a dense model.
+std::string describe_moe(const MoeConfig& moe);
 
 // zlib's CRC-32 (polynomial 0xEDB88320) of `bytes` continuing from `crc` (0 to start).
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes);

@@ -36,6 +36,10 @@ struct Run {
 // fcprojb (L, C) — then lnfw (C), lnfb (C). Linear weights are (OC, C) in both layouts.
 std::vector<Run> llmc_runs(const ParamLayout& layout, std::size_t padded_vocab) {
   const GptConfig& config = layout.config();
+  PACI_MODEL_CHECK(!config.moe.enabled(),
+                   "an llm.c GPT-2 file holds a dense model: a mixture of experts ({}) has no "
+                   "llm.c layout (save a training state with --save instead)",
+                   describe_shape(config));
   const StageRange range = layout.range();
   const std::size_t C = config.d_model;
   const bool first = range.is_first(), last = range.is_last(config);

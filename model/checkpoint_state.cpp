@@ -79,6 +79,8 @@ json metadata_json(const StateMetadata& m, json sections, json blobs) {
       {"extra", m.extra},
   };
   if (!blobs.empty()) j["blobs"] = std::move(blobs);
+  if (c.moe.enabled())  // absent: dense, as every state written before MoE
+    j["config"]["moe"] = moe_json<json>(c.moe);
   return j;
 }
 
@@ -104,7 +106,14 @@ std::size_t section_floats(const GptConfig& c, std::size_t first_layer, std::siz
     throw InputError(fmt::format("blocks [{}, {} + {}) leave a model of {} layers", first_layer,
                                  first_layer, num_layers, c.layers));
   const std::size_t C = c.d_model;
-  const std::size_t block = checked(checked(checked(12, '*', C), '*', C), '+', checked(13, '*', C));
+  std::size_t block = checked(checked(checked(12, '*', C), '*', C), '+', checked(13, '*', C));
+  if (c.moe.enabled()) {  // layout.cpp's block_floats, each product checked
+    const std::size_t expert = checked(checked(3, '*', c.moe.hidden), '*', C);
+    const std::size_t experts = checked(c.moe.experts, '+', c.moe.shared_expert ? 1 : 0);
+    block = checked(checked(checked(4, '*', C), '*', C), '+', checked(8, '*', C));
+    block = checked(block, '+', checked(c.moe.experts, '*', C));
+    block = checked(block, '+', checked(experts, '*', expert));
+  }
   std::size_t n = checked(num_layers, '*', block);
   if (first_layer == 0) n = checked(n, '+', checked(checked(c.vocab, '+', c.max_seq_len), '*', C));
   if (first_layer + num_layers == c.layers)
@@ -126,6 +135,17 @@ StateMetadata parse_metadata(const json& j, std::uint32_t version) {
               .d_model = whole(c, "d_model"),
               .max_seq_len = whole(c, "max_seq_len"),
               .vocab = whole(c, "vocab")};
+  if (c.contains("moe")) {
+    const json& moe = c.at("moe");
+    m.config.moe = {.experts = whole(moe, "experts"),
+                    .top_k = whole(moe, "top_k"),
+                    .hidden = whole(moe, "hidden"),
+                    .shared_expert = moe.at("shared_expert").get<bool>(),
+                    .capacity_factor = moe.at("capacity_factor").get<double>(),
+                    .aux_loss_coef = moe.at("aux_loss_coef").get<double>()};
+    if (!m.config.moe.enabled())
+      throw InputError("config.moe has 0 experts (a dense model writes no moe entry)");
+  }
   m.step = whole(j, "step");
   const json& data = j.at("data");
   m.next_microbatch = whole(data, "next_microbatch");

@@ -18,6 +18,17 @@
 
 namespace paci::model {
 
+// A mixture-of-experts shape as the state's metadata and the run report write it.
+template <typename Json>
+Json moe_json(const MoeConfig& m) {
+  return {{"experts", m.experts},
+          {"top_k", m.top_k},
+          {"hidden", m.hidden},
+          {"shared_expert", m.shared_expert},
+          {"capacity_factor", m.capacity_factor},
+          {"aux_loss_coef", m.aux_loss_coef}};
+}
+
 inline constexpr std::string_view kStateFormatTag = "paci.state/1";
 // Version 2 ("paci.state/2") is version 1 plus named blobs after the sections (a cut of an
 // asynchronous run, exec/cut.hpp); a file without blobs is written as version 1.

@@ -2,6 +2,8 @@
 // documented in config.hpp and used by the benchmark and the simulator's cost model).
 #include "model/config.hpp"
 
+#include <cmath>
+
 #include "model/check.hpp"
 
 namespace paci::model {
@@ -13,6 +15,22 @@ void GptConfig::validate() const {
                    heads);
   PACI_MODEL_CHECK(max_seq_len > 0, "max_seq_len must be positive");
   PACI_MODEL_CHECK(vocab > 0, "vocab must be positive");
+  if (!moe.enabled()) return;
+  PACI_MODEL_CHECK(moe.top_k >= 1 && moe.top_k <= moe.experts,
+                   "top-k {} must be between 1 and the {} experts", moe.top_k, moe.experts);
+  PACI_MODEL_CHECK(moe.hidden > 0, "an expert's hidden width must be positive");
+  PACI_MODEL_CHECK(std::isfinite(moe.capacity_factor) && moe.capacity_factor >= 0,
+                   "capacity factor {} must be 0 (dropless) or positive", moe.capacity_factor);
+  PACI_MODEL_CHECK(std::isfinite(moe.aux_loss_coef) && moe.aux_loss_coef >= 0,
+                   "load-balancing loss coefficient {} must be 0 or positive", moe.aux_loss_coef);
+}
+
+std::size_t MoeConfig::capacity(std::size_t rows) const {
+  const std::size_t all = rows * top_k;
+  if (capacity_factor <= 0) return all;
+  const double c =
+      std::ceil(capacity_factor * static_cast<double>(all) / static_cast<double>(experts));
+  return c >= static_cast<double>(all) ? all : static_cast<std::size_t>(c);
 }
 
 void validate(const GptConfig& config, StageRange range) {
@@ -33,7 +51,16 @@ StageFlops stage_flops(const GptConfig& config, StageRange range, std::size_t ba
   const double blocks = static_cast<double>(range.num_layers);
   StageFlops flops;
   // qkv C→3C, attention projection C→C, fc C→4C, projection 4C→C: 12·C² weights per block.
-  flops.matmul_forward = blocks * 2 * R * 12 * C * C;
+  // MoE: the 4·C² of attention, then per token K experts' and the shared one's 3·C·H and the
+  // router's C·E.
+  double per_token = 12 * C * C;
+  if (config.moe.enabled()) {
+    const auto& m = config.moe;
+    const double experts = static_cast<double>(m.top_k + (m.shared_expert ? 1 : 0));
+    per_token = 4 * C * C + experts * 3 * C * static_cast<double>(m.hidden) +
+                C * static_cast<double>(m.experts);
+  }
+  flops.matmul_forward = blocks * 2 * R * per_token;
   if (range.is_last(config)) flops.matmul_forward += 2 * R * C * static_cast<double>(config.vocab);
   // Per block: Q·Kᵀ and P·V, each 2·T·T·HS per (sequence, head), i.e. 2·R·T·C over the heads.
   flops.attention_forward = blocks * 2 * (2 * R * T * C);

@@ -14,15 +14,45 @@ namespace paci::model {
 //   C   channels (d_model)                 NH  attention heads;  HS = C / NH, the head size
 //   V   vocabulary size                    L   transformer blocks (layers) of the whole model
 //   R   rows = B·T                         OC  output channels of a matmul
+//   E   experts of a mixture-of-experts block  K  experts each token is routed to (top-k)
+//   H   hidden width of one expert's SwiGLU FFN   N  expert rows, at most R·K
+
+// A mixture-of-experts MLP in every block (experts > 0; 0: GPT-2's dense MLP). A linear router
+// (E, C) without bias; a softmax over the E logits; each token goes to its K most probable experts
+// with gates the K probabilities renormalised to sum to 1 (Mixtral's and Qwen3's norm_topk_prob);
+// each expert is a SwiGLU FFN w2·(silu(w1·x) ⊙ w3·x) without biases; an optional shared expert of
+// the same width sees every token ungated (Qwen2-MoE's and DeepSeek's, without their gate).
+// capacity_factor 0 is dropless; c > 0 lets each expert take ceil(c·R·K/E) assignments of a
+// micro-batch, first choices of every token first, then second choices, each in token order
+// (GShard's priority); an assignment over capacity contributes nothing. The load-balancing loss
+// is Switch Transformer's as Megatron-LM computes it for top-k: aux_loss_coef · E · Σ_e f_e · P_e,
+// f_e the share of the R·K assignments that chose e (before capacity), P_e the mean router
+// probability of e over the R tokens; added to the training loss of each block's micro-batch.
+struct MoeConfig {
+  std::size_t experts = 0;  // E
+  std::size_t top_k = 2;    // K
+  std::size_t hidden = 0;   // H
+  bool shared_expert = false;
+  double capacity_factor = 0;   // 0: dropless
+  double aux_loss_coef = 0.01;  // Switch Transformer's α
+
+  bool enabled() const { return experts > 0; }
+  // Assignments an expert takes from a micro-batch of `rows` tokens (rows·K when dropless).
+  std::size_t capacity(std::size_t rows) const;
+  friend bool operator==(const MoeConfig&, const MoeConfig&) = default;
+};
+
 struct GptConfig {
   std::size_t layers = 4;         // L
   std::size_t heads = 4;          // NH
   std::size_t d_model = 128;      // C
   std::size_t max_seq_len = 128;  // rows of the position embedding
   std::size_t vocab = 256;        // V (byte-level tokenizer by default)
+  MoeConfig moe{};                // dense unless moe.experts > 0
 
   std::size_t head_dim() const { return d_model / heads; }  // HS
-  // Throws ModelError unless every size is positive and heads divides d_model.
+  // Throws ModelError unless every size is positive and heads divides d_model, and (MoE) top_k is
+  // in [1, E], hidden is positive and the capacity factor and loss coefficient are finite, ≥ 0.
   void validate() const;
 
   friend bool operator==(const GptConfig&, const GptConfig&) = default;
@@ -58,7 +88,8 @@ void check_token_ids(std::span<const std::int32_t> ids, std::size_t vocab, const
 // two. Attention counts the full T×T score matrix (what the CPU path computes, as in PaLM's
 // formula), not only its causal half. Backward is twice the forward (dX and dW).
 struct StageFlops {
-  double matmul_forward = 0;     // the linear layers and the LM head
+  double matmul_forward = 0;     // the linear layers and the LM head (MoE: the K chosen experts,
+                                 // every assignment kept, the shared expert and the router)
   double attention_forward = 0;  // Q·Kᵀ and P·V
   double forward() const { return matmul_forward + attention_forward; }
   double backward() const { return 2 * forward(); }

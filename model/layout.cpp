@@ -18,12 +18,17 @@ std::size_t product(const std::vector<std::size_t>& shape) {
 std::size_t embedding_floats(const GptConfig& c) {
   return (c.vocab + c.max_seq_len) * c.d_model;
 }
-std::size_t block_floats(const GptConfig& c) {
-  const std::size_t C = c.d_model;
-  return 12 * C * C + 13 * C;  // weights 3C²+C²+4C²+4C², biases and LayerNorms 3C+C+4C+C+4C
-}
 
 }  // namespace
+
+std::size_t block_floats(const GptConfig& c) {
+  const std::size_t C = c.d_model;
+  if (!c.moe.enabled())
+    return 12 * C * C + 13 * C;  // weights 3C²+C²+4C²+4C², biases and LayerNorms 3C+C+4C+C+4C
+  // attention 4C² + 4C, two LayerNorms 4C, the router E·C, the experts (and the shared one)
+  const std::size_t experts = c.moe.experts + (c.moe.shared_expert ? 1 : 0);
+  return 4 * C * C + 8 * C + c.moe.experts * C + experts * expert_floats(c);
+}
 
 ParamLayout::ParamLayout(const GptConfig& config, StageRange range)
     : config_(config), range_(range) {
@@ -47,10 +52,24 @@ ParamLayout::ParamLayout(const GptConfig& config, StageRange range)
     b.attproj_b = add(h + "attn.c_proj.bias", {C}, InitKind::zeros);
     b.ln2_w = add(h + "ln_2.weight", {C}, InitKind::ones);
     b.ln2_b = add(h + "ln_2.bias", {C}, InitKind::zeros);
-    b.fc_w = add(h + "mlp.c_fc.weight", {4 * C, C}, InitKind::normal);
-    b.fc_b = add(h + "mlp.c_fc.bias", {4 * C}, InitKind::zeros);
-    b.fcproj_w = add(h + "mlp.c_proj.weight", {C, 4 * C}, InitKind::residual_projection);
-    b.fcproj_b = add(h + "mlp.c_proj.bias", {C}, InitKind::zeros);
+    if (config.moe.enabled()) {
+      const std::size_t E = config.moe.experts, H = config.moe.hidden;
+      b.router_w = add(h + "moe.router.weight", {E, C}, InitKind::normal);
+      const auto expert = [&](const std::string& name) {
+        const std::size_t w1 = add(name + ".w1.weight", {H, C}, InitKind::normal);
+        add(name + ".w3.weight", {H, C}, InitKind::normal);
+        add(name + ".w2.weight", {C, H}, InitKind::residual_projection);
+        return w1;
+      };
+      b.experts = expert(fmt::format("{}moe.experts.0", h));
+      for (std::size_t e = 1; e < E; ++e) expert(fmt::format("{}moe.experts.{}", h, e));
+      if (config.moe.shared_expert) b.shared = expert(h + "moe.shared");
+    } else {
+      b.fc_w = add(h + "mlp.c_fc.weight", {4 * C, C}, InitKind::normal);
+      b.fc_b = add(h + "mlp.c_fc.bias", {4 * C}, InitKind::zeros);
+      b.fcproj_w = add(h + "mlp.c_proj.weight", {C, 4 * C}, InitKind::residual_projection);
+      b.fcproj_b = add(h + "mlp.c_proj.bias", {C}, InitKind::zeros);
+    }
     blocks_.push_back(b);
   }
   if (range.is_last(config)) {

@@ -37,9 +37,21 @@ struct BlockOffsets {
   std::size_t qkv_w = 0, qkv_b = 0;          // (3C, C), (3C)
   std::size_t attproj_w = 0, attproj_b = 0;  // (C, C), (C)
   std::size_t ln2_w = 0, ln2_b = 0;          // (C), (C)
-  std::size_t fc_w = 0, fc_b = 0;            // (4C, C), (4C)
-  std::size_t fcproj_w = 0, fcproj_b = 0;    // (C, 4C), (C)
+  std::size_t fc_w = 0, fc_b = 0;            // (4C, C), (4C)      dense blocks only
+  std::size_t fcproj_w = 0, fcproj_b = 0;    // (C, 4C), (C)       dense blocks only
+  // Mixture-of-experts blocks only (config.hpp, MoeConfig), in place of fc and fcproj:
+  std::size_t router_w = 0;  // (E, C)
+  std::size_t experts =
+      0;  // expert e's w1 (H,C), w3 (H,C), w2 (C,H) from experts + e·expert_floats
+  std::size_t shared = 0;  // the shared expert's w1, w3, w2 the same way (if it has one)
 };
+
+// Floats of one SwiGLU expert: w1 and w3 (H, C), w2 (C, H).
+inline std::size_t expert_floats(const GptConfig& c) {
+  return 3 * c.moe.hidden * c.d_model;
+}
+// Floats of one block's parameters (dense: 12C² + 13C).
+std::size_t block_floats(const GptConfig& c);
 
 class ParamLayout {
  public:

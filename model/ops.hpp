@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "model/blas.hpp"
 
@@ -74,5 +75,33 @@ float crossentropy_forward(const OpContext& ctx, float* probs, float* losses, co
 // dlogits(R,V) = (probs − onehot(target))·dloss, where dloss = d(loss)/d(each row's loss).
 void crossentropy_backward(const OpContext& ctx, float* dlogits, const float* probs,
                            const std::int32_t* targets, float dloss, std::size_t R, std::size_t V);
+
+// ---- mixture of experts (config.hpp, MoeConfig; shape letters E, K, H, N there) ----------------
+
+// Where moe_route writes a micro-batch's routing (a block's slot) and what its backward reads.
+struct MoeRouting {
+  float* probs = nullptr;             // (R,E) softmax of the router logits
+  float* gates = nullptr;             // (R,K)
+  std::int32_t* choice = nullptr;     // (R,K) experts, most probable first
+  std::int32_t* row = nullptr;        // (R,K) expert row of each assignment, −1 over capacity
+  std::int32_t* first_row = nullptr;  // (E+1) expert e's rows [first_row[e], first_row[e+1])
+  std::int32_t* chosen = nullptr;     // (E) assignments choosing e, before capacity
+  std::vector<std::int32_t>* scratch = nullptr;  // (E) preallocated
+};
+// Routes R tokens from their router logits (R,E) to K experts each, each expert taking at most
+// `capacity` assignments. Returns the load-balancing loss α·E·Σ_e f_e·P_e (not yet scaled).
+float moe_route(const MoeRouting& routing, const float* logits, std::size_t R, std::size_t E,
+                std::size_t K, std::size_t capacity, float aux_loss_coef);
+// dlogits(R,E) = the router logits' gradient from the gates' gradients dgates(R,K) and from the
+// load-balancing loss times aux_scale; probs, gates, choice and chosen as moe_route wrote them.
+void moe_route_backward(const OpContext& ctx, float* dlogits, const float* probs,
+                        const float* gates, const std::int32_t* choice, const std::int32_t* chosen,
+                        const float* dgates, std::size_t R, std::size_t E, std::size_t K,
+                        float aux_loss_coef, float aux_scale);
+// h(N) = silu(a)·b.
+void swiglu_forward(const OpContext& ctx, float* h, const float* a, const float* b, std::size_t N);
+// da(N), db(N) from dh(N).
+void swiglu_backward(const OpContext& ctx, float* da, float* db, const float* dh, const float* a,
+                     const float* b, std::size_t N);
 
 }  // namespace paci::model

@@ -27,10 +27,20 @@ Stage::Stage(const StageShape& shape, std::size_t threads)
     dres2_.resize(R * C);
     datty_.resize(R * C);
     dqkv_.resize(3 * R * C);
-    dfch_.resize(4 * R * C);
+    if (!shape.config.moe.enabled()) dfch_.resize(4 * R * C);
     datt_.resize(shape.batch * shape.config.heads * shape.seq_len * shape.seq_len);
   }
   if (shape.range.num_layers > 0 || is_last()) dln_.resize(R * C);
+  const MoeConfig& m = shape.config.moe;
+  if (m.enabled() && shape.range.num_layers > 0) {
+    const std::size_t N = R * m.top_k, H = m.hidden;
+    router_.resize(R * m.experts);
+    dgates_.resize(N);
+    dxe_.resize(N * C);
+    dh_.resize(N * H);
+    moe_kept_.resize(moe_stash_floats());
+    route_scratch_.resize(m.experts);
+  }
 }
 
 void Stage::set_threads(std::size_t threads) {
@@ -78,10 +88,11 @@ const float* Stage::run_forward(const float* p, const StageInput& input, Activat
 }
 
 std::span<const float> Stage::forward(std::span<const float> params, const StageInput& input,
-                                      ActivationSlot& slot) {
+                                      ActivationSlot& slot, float loss_scale) {
   PACI_MODEL_CHECK(!is_last(), "the last stage's forward needs targets: call forward_loss");
   check_params(params);
   slot.filled_ = false;
+  slot.loss_scale_ = loss_scale;
   run_forward(params.data(), input, slot);
   return slot.output();
 }
@@ -95,6 +106,7 @@ float Stage::forward_loss(std::span<const float> params, const StageInput& input
   PACI_MODEL_CHECK(targets.size() == R, "loss needs {} targets, got {}", R, targets.size());
   check_token_ids(targets, V, "target");
   slot.filled_ = false;
+  slot.loss_scale_ = loss_scale;
   const float* p = params.data();
   const float* x = run_forward(p, input, slot);
   std::copy(targets.begin(), targets.end(), slot.targets_.begin());
@@ -103,7 +115,6 @@ float Stage::forward_loss(std::span<const float> params, const StageInput& input
                     p + layout_.ln_f_w(), p + layout_.ln_f_b(), R, C);  // (H1)
   matmul_forward(ctx(), logits_.data(), lnf, p + layout_.lm_head(), nullptr, nullptr, R, C,
                  V);  // (H2) untied head, no bias
-  slot.loss_scale_ = loss_scale;
   return crossentropy_forward(ctx(), slot.data(slot.probs_), slot.data(slot.losses_),
                               logits_.data(), slot.targets_.data(), R, V);  // (H3)
 }
@@ -125,7 +136,11 @@ void Stage::block_forward(const float* p, const BlockOffsets& w, const float* x,
   attention_forward(ctx(), atty, slot.data(a.att), qkv, B, T, C, NH);               // (B3)
   matmul_forward(ctx(), res2, atty, p + w.attproj_w, p + w.attproj_b, x, R, C, C);  // (B4)
   layernorm_forward(ctx(), ln2, slot.data(a.ln2_mean), slot.data(a.ln2_rstd), res2, p + w.ln2_w,
-                    p + w.ln2_b, R, C);                                           // (B5)
+                    p + w.ln2_b, R, C);  // (B5)
+  if (shape_.config.moe.enabled()) {
+    moe_forward(p, w, slot, a);  // (B6-B8) out = res2 + moe(ln2)
+    return;
+  }
   matmul_forward(ctx(), fch, ln2, p + w.fc_w, p + w.fc_b, nullptr, R, C, 4 * C);  // (B6)
   gelu_forward(ctx(), fch_gelu, fch, R * 4 * C);                                  // (B7)
   matmul_forward(ctx(), slot.data(a.out), fch_gelu, p + w.fcproj_w, p + w.fcproj_b, res2, R, 4 * C,
@@ -162,11 +177,17 @@ void Stage::block_backward(const float* p, float* g, const BlockOffsets& w, cons
     layernorm_backward_input(ctx(), dinp, dout, inp, p + wt, mean, rstd, R, C);
   };
   std::size_t at = 0;
-  // (B8) out = res2 + fch_gelu·Wᵀ + b: the residual passes dy through to dres2 below.
-  matmul(dfch_.data(), w.fcproj_w, w.fcproj_b, dy, slot.data(a.fch_gelu), w.fcproj_w, 4 * C, C, at);
-  gelu_backward(ctx(), dfch_.data(), slot.data(a.fch), dfch_.data(), R * 4 * C);  // (B7)
-  matmul(dln_.data(), w.fc_w, w.fc_b, dfch_.data(), slot.data(a.ln2), w.fc_w, C, 4 * C,
-         at);  // (B6)
+  if (shape_.config.moe.enabled()) {  // (B6-B8) out = res2 + moe(ln2)
+    moe_backward(p, g, w, slot, a, dy, keep);
+    at += moe_stash_floats();
+  } else {
+    // (B8) out = res2 + fch_gelu·Wᵀ + b: the residual passes dy through to dres2 below.
+    matmul(dfch_.data(), w.fcproj_w, w.fcproj_b, dy, slot.data(a.fch_gelu), w.fcproj_w, 4 * C, C,
+           at);
+    gelu_backward(ctx(), dfch_.data(), slot.data(a.fch), dfch_.data(), R * 4 * C);  // (B7)
+    matmul(dln_.data(), w.fc_w, w.fc_b, dfch_.data(), slot.data(a.ln2), w.fc_w, C, 4 * C,
+           at);  // (B6)
+  }
   std::memcpy(dres2_.data(), dy, R * C * sizeof(float));
   layernorm(dres2_.data(), w.ln2_w, w.ln2_b, dln_.data(), slot.data(a.residual2), w.ln2_w,
             slot.data(a.ln2_mean), slot.data(a.ln2_rstd), at);  // (B5)
@@ -187,11 +208,16 @@ void Stage::block_backward_weight(float* g, const BlockOffsets& w, const float* 
                                   const float* kept) {
   const std::size_t R = shape_.rows(), C = shape_.config.d_model;
   // In block_backward's order, from what it kept.
-  matmul_backward_weight(ctx(), g + w.fcproj_w, g + w.fcproj_b, kept, slot.data(a.fch_gelu), R,
-                         4 * C, C);
-  kept += R * C;
-  matmul_backward_weight(ctx(), g + w.fc_w, g + w.fc_b, kept, slot.data(a.ln2), R, C, 4 * C);
-  kept += R * 4 * C;
+  if (shape_.config.moe.enabled()) {
+    moe_backward_weight(g, w, slot, a, kept);
+    kept += moe_stash_floats();
+  } else {
+    matmul_backward_weight(ctx(), g + w.fcproj_w, g + w.fcproj_b, kept, slot.data(a.fch_gelu), R,
+                           4 * C, C);
+    kept += R * C;
+    matmul_backward_weight(ctx(), g + w.fc_w, g + w.fc_b, kept, slot.data(a.ln2), R, C, 4 * C);
+    kept += R * 4 * C;
+  }
   layernorm_backward_weight(ctx(), g + w.ln2_w, g + w.ln2_b, kept, slot.data(a.residual2),
                             slot.data(a.ln2_mean), slot.data(a.ln2_rstd), R, C);
   kept += R * C;
@@ -201,6 +227,11 @@ void Stage::block_backward_weight(float* g, const BlockOffsets& w, const float* 
   kept += R * 3 * C;
   layernorm_backward_weight(ctx(), g + w.ln1_w, g + w.ln1_b, kept, x, slot.data(a.ln1_mean),
                             slot.data(a.ln1_rstd), R, C);
+}
+
+std::size_t Stage::block_stash_floats() const {
+  const std::size_t RC = shape_.rows() * shape_.config.d_model;
+  return shape_.config.moe.enabled() ? moe_stash_floats() + 6 * RC : 11 * RC;
 }
 
 std::size_t Stage::head_stash_floats() const {

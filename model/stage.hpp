@@ -12,6 +12,7 @@
 #include "model/blas.hpp"
 #include "model/image.hpp"
 #include "model/layout.hpp"
+#include "model/ops.hpp"
 
 namespace paci::model {
 
@@ -55,8 +56,10 @@ class WeightGradStash {
   friend class Stage;
   explicit WeightGradStash(std::size_t floats) : data_(floats, 0.0f) {}
   // The head's loss and final-LayerNorm output gradients (last stage: R·V + R·C); per block, the
-  // output gradients of fcproj (R·C), fc (R·4C), ln2 (R·C), attproj (R·C), qkv (R·3C) and ln1
-  // (R·C); the encoder's (first stage: R·C).
+  // output gradients of fcproj (R·C), fc (R·4C) (a mixture-of-experts block: the router's (R·E),
+  // the experts' w2 (N·C), w1 and w3 (N·H each), the shared expert's w2 (R·C), w1 and w3 (R·H
+  // each)), then ln2 (R·C), attproj (R·C), qkv (R·3C) and ln1 (R·C); the encoder's (first stage:
+  // R·C).
   std::vector<float> data_;
   bool filled_ = false;
 };
@@ -83,8 +86,10 @@ class Stage {
 
   // Forward of a non-last stage. Fills slot and returns the output (B,T,C), a view into the slot
   // valid until the slot is reused. Token ids must be in [0, V).
+  // loss_scale: what the backward scales the mixture-of-experts load-balancing losses by (the
+  // same 1/M the last stage's loss has); a dense model ignores it.
   std::span<const float> forward(std::span<const float> params, const StageInput& input,
-                                 ActivationSlot& slot);
+                                 ActivationSlot& slot, float loss_scale = 1.0f);
   // Forward of the last stage through the loss. targets (B,T) in [0, V). The backward will
   // produce the gradient of loss_scale · mean loss (1/M to average over M accumulated
   // micro-batches). Returns the unscaled mean cross-entropy over the B·T positions.
@@ -130,11 +135,20 @@ class Stage {
   void block_backward_weight(float* g, const BlockOffsets& w, const float* x,
                              const ActivationSlot& slot, const BlockActivations& a,
                              const float* kept);
+  // The mixture-of-experts MLP (stage_moe.cpp): out = res2 + shared(ln2) + Σ_k gate·expert(ln2).
+  void moe_forward(const float* p, const BlockOffsets& w, ActivationSlot& slot,
+                   const BlockActivations& a);
+  // Writes ln2's gradient into dln_; keeps (split) what the weights need in the stash.
+  void moe_backward(const float* p, float* g, const BlockOffsets& w, const ActivationSlot& slot,
+                    const BlockActivations& a, const float* dy, float* keep);
+  void moe_backward_weight(float* g, const BlockOffsets& w, const ActivationSlot& slot,
+                           const BlockActivations& a, const float* kept);
+  std::size_t moe_stash_floats() const;
   // Both halves (split: g null, stash given; then backward_weight).
   void run_backward(std::span<const float> params, float* g, const ActivationSlot& slot,
                     std::span<const float> d_output, std::span<float> d_input,
                     WeightGradStash* stash);
-  std::size_t block_stash_floats() const { return 11 * shape_.rows() * shape_.config.d_model; }
+  std::size_t block_stash_floats() const;
   std::size_t head_stash_floats() const;
 
   // Built per call, so that a moved Stage never points at another one's statistics.
@@ -155,6 +169,13 @@ class Stage {
   std::vector<float> dqkv_;             // (R,3C)
   std::vector<float> dfch_;             // (R,4C)
   std::vector<float> datt_;             // (B,NH,T,T)
+  // Mixture-of-experts blocks (N = R·K):
+  std::vector<float> router_;                // (R,E) logits, then their gradient
+  std::vector<float> dgates_;                // (R,K)
+  std::vector<float> dxe_;                   // (N,C)
+  std::vector<float> dh_;                    // (N,H)
+  std::vector<float> moe_kept_;              // a fused backward's moe_stash_floats()
+  std::vector<std::int32_t> route_scratch_;  // (E)
 };
 
 }  // namespace paci::model

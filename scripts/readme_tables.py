@@ -103,6 +103,27 @@ def moe_headline():
             f"{len(rows)}, DualPipeV the better V in {dual} ([moe.md](docs/results/moe.md))")
 
 
+def moe_train_headline():
+    path = os.path.join(ROOT, "docs", "results", "moe_train.json")
+    if not os.path.exists(path):
+        return ""
+    r = json.load(open(path))
+    models = {m["name"]: m for m in r["models"]}
+    dense = models["dense"]
+
+    def val(m):
+        v = m["final_val_loss"]
+        return f"{v['median']:.3f} [{v['min']:.3f}, {v['max']:.3f}]"
+
+    parts = [f"{m['description'].split(': ', 1)[1]} {val(m)} "
+             f"({m['parameters'] / dense['parameters']:.1f}x the parameters)"
+             for m in r["models"] if m["name"] != "dense"]
+    seeds = len(dense["val_curves"])
+    return (f"the dense GPT and its mixtures of experts of the same FLOPs a token, {r['steps']} "
+            f"steps on KJV, {seeds} seeds: validation loss dense {val(dense)}, " +
+            ", ".join(parts) + " ([moe_train.md](docs/results/moe_train.md))")
+
+
 def results_headlines():
     lines = []
     fid = read("docs/results/fidelity_headline.md", "")
@@ -134,6 +155,10 @@ def results_headlines():
     gate = read("docs/results/gate_headline.md", "")
     if gate:
         lines.append("- **The GPT trains** (`bash scripts/experiments/gate.sh`): " + gate)
+    moe_train = moe_train_headline()
+    if moe_train:
+        lines.append("- **The mixture-of-experts GPT trains** "
+                     "(`bash scripts/experiments/moe_train.sh`): " + moe_train)
     return "\n".join(lines)
 
 

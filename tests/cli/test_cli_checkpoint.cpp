@@ -30,10 +30,14 @@ using testing::temp_path;
 
 constexpr std::int32_t kSteps = 4;
 // Small, so that the CLI runs stay short under the sanitizers (4 blocks: interleaved's 4 stages).
-const char* const kModel = " --layers 4 --heads 2 --d-model 16 --seq-len 8 --batch 1 --quiet ";
+const char* const kDense = " --layers 4 --heads 2 --d-model 16 --seq-len 8 --batch 1 --quiet ";
+// The same with a mixture of experts whose capacity drops tokens: a cut's slots hold routes.
+const char* const kMoe =
+    " --layers 4 --heads 2 --d-model 16 --seq-len 8 --batch 1 --quiet --experts 4 --top-k 2 "
+    "--capacity-factor 1.0 ";
 
-std::string flags(const std::string& kind) {
-  return "train -k " + kind + " -p 2 -m 2 -n " + std::to_string(kSteps) + kModel +
+std::string flags(const std::string& kind, const char* model = kDense) {
+  return "train -k " + kind + " -p 2 -m 2 -n " + std::to_string(kSteps) + model +
          testing::corpus_flags();
 }
 
@@ -69,19 +73,21 @@ std::string random_action(const std::string& kind, const model::TrainingState* s
 // The kind, and whether the run reads a schedule file (of that kind, written by paci schedule)
 // instead of --kind: a file's run saves cuts carrying the schedule, resumed with --schedule FILE
 // (first kill) or --resume alone (second).
-class KillAndResume : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+// The third: whether the model is a mixture of experts.
+class KillAndResume : public ::testing::TestWithParam<std::tuple<std::string, bool, bool>> {};
 
 TEST_P(KillAndResume, FinalStateEqualsTheUninterruptedRunBitwise) {
-  const auto [kind, from_file] = GetParam();
-  const std::string name = kind + (from_file ? "_file" : "");
-  std::string run = flags(kind);
+  const auto [kind, from_file, moe] = GetParam();
+  const std::string name = kind + (from_file ? "_file" : "") + (moe ? "_moe" : "");
+  const std::string model = moe ? kMoe : kDense;
+  std::string run = flags(kind, model.c_str());
   if (from_file) {
     const std::string file = temp_path(name + ".json");
     ASSERT_EQ(
         run_paci("schedule -k " + kind + " -p 2 -m 2 -n " + std::to_string(kSteps) + " -o " + file)
             .status,
         0);
-    run = "train --schedule " + file + kModel + testing::corpus_flags();
+    run = "train --schedule " + file + model + testing::corpus_flags();
   }
   const std::string full = temp_path(name + "_full.state");
   auto r = run_paci(run + " --save " + full);
@@ -107,8 +113,7 @@ TEST_P(KillAndResume, FinalStateEqualsTheUninterruptedRunBitwise) {
         state = model::load_state(ckpt);
         done = state->metadata.step;
         // The second resume of a file's run names no schedule: the checkpoint carries it.
-        if (from_file && kill == 1)
-          next = "train" + std::string(kModel) + testing::corpus_flags() + save;
+        if (from_file && kill == 1) next = "train" + model + testing::corpus_flags() + save;
         next += " --resume " + ckpt;
         ++resumed_from_a_checkpoint;
         resumed_at_a_cut += state->metadata.extra.contains("cut");
@@ -143,25 +148,30 @@ TEST_P(KillAndResume, FinalStateEqualsTheUninterruptedRunBitwise) {
   }
 }
 
-std::string test_name(const ::testing::TestParamInfo<std::tuple<std::string, bool>>& info) {
+std::string test_name(const ::testing::TestParamInfo<std::tuple<std::string, bool, bool>>& info) {
   std::string name = std::get<0>(info.param);  // no '-' in a test name
   std::replace(name.begin(), name.end(), '-', '_');
-  return name + (std::get<1>(info.param) ? "_file" : "");
+  return name + (std::get<1>(info.param) ? "_file" : "") + (std::get<2>(info.param) ? "_moe" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(FlushingSchedules, KillAndResume,
                          ::testing::Combine(::testing::Values("gpipe", "1f1b", "zb-h1", "zb-h2",
                                                               "interleaved"),
-                                            ::testing::Values(false)),
+                                            ::testing::Values(false), ::testing::Values(false)),
                          test_name);
 INSTANTIATE_TEST_SUITE_P(AsynchronousSchedules, KillAndResume,
                          ::testing::Combine(::testing::Values("paci", "pipedream", "2bw"),
-                                            ::testing::Values(false)),
+                                            ::testing::Values(false), ::testing::Values(false)),
+                         test_name);
+// A mixture of experts, killed and resumed at steps (1F1B) and at cuts (PACI).
+INSTANTIATE_TEST_SUITE_P(MixtureOfExperts, KillAndResume,
+                         ::testing::Combine(::testing::Values("1f1b", "paci"),
+                                            ::testing::Values(false), ::testing::Values(true)),
                          test_name);
 // A schedule file: the asynchronous kinds, and 1F1B (a file's flushed run saves cuts too).
 INSTANTIATE_TEST_SUITE_P(ScheduleFiles, KillAndResume,
                          ::testing::Combine(::testing::Values("paci", "pipedream", "2bw", "1f1b"),
-                                            ::testing::Values(true)),
+                                            ::testing::Values(true), ::testing::Values(false)),
                          test_name);
 
 TEST(SaveEvery, RefusesWhatItCannotCheckpoint) {
@@ -183,7 +193,7 @@ TEST(SaveEvery, ResumeOfAFileNeedsThatSchedule) {
   ASSERT_EQ(run_paci("schedule -k paci -p 2 -m 2 -n 4 -o " + file).status, 0);
   ASSERT_EQ(run_paci("schedule -k paci -p 2 -m 2 -n 5 -o " + other).status, 0);
   const std::string cut = temp_path("resume_of.state"), kind_ckpt = temp_path("resume_kind.state");
-  const std::string data = kModel + testing::corpus_flags();
+  const std::string data = kDense + testing::corpus_flags();
   auto r = run_paci("train --schedule " + file + data + " --save-every 1 --save " + cut +
                     " --kill-at 1B5");
   ASSERT_EQ(r.status, 128 + 9) << r.err;

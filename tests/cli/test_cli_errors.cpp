@@ -138,6 +138,15 @@ std::vector<Case> catalogue() {
       {t + "--threads -1",
        "paci train: error: --threads must be between 0 (auto) and 1024, got -1"},
       {t + "--lr inf", "paci train: error: --lr must be a finite number >= 0, got inf"},
+      // A mixture of experts that cannot be built, or a file that cannot hold it.
+      {t + "--experts 4 --top-k 5",
+       "paci train: error: top-k 5 must be between 1 and the 4 experts"},
+      {t + "--top-k 3",
+       "paci train: error: --top-k, --expert-hidden, --shared-expert, --capacity-factor and "
+       "--aux-loss-coef shape a mixture of experts: give --experts E too (see paci train --help)"},
+      {t + "--experts 4 --export-llmc out.bin",
+       "paci train: error: --export-llmc writes llm.c's dense GPT-2 file: a mixture of experts has "
+       "no such layout (--save writes a training state that holds it) (see paci train --help)"},
       {"simulate good.json --host-slowdown ''",
        "paci simulate: error: --host-slowdown must list numbers > 0 such as 1,1.3,2 (got '' in "
        "'') (see paci simulate --help)"},

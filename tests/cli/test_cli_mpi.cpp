@@ -84,14 +84,24 @@ std::vector<std::string> paci_lines(const std::string& err) {
   return lines;
 }
 
-class CliMpi : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+// (kind, P, model flags added to the tiny model's: empty, or a mixture of experts)
+class CliMpi : public ::testing::TestWithParam<std::tuple<std::string, int, std::string>> {};
+
+const char* const kMoe = "--experts 4 --top-k 2 --shared-expert --capacity-factor 1.0";
+
+std::string case_name(const std::tuple<std::string, int, std::string>& param) {
+  std::string kind = std::get<0>(param);  // test names take no '-'
+  std::replace(kind.begin(), kind.end(), '-', '_');
+  return kind + "_P" + std::to_string(std::get<1>(param)) +
+         (std::get<2>(param).empty() ? "" : "_moe");
+}
 
 TEST_P(CliMpi, EqualsOneProcessBitForBit) {
   REQUIRE_MPI();
-  const auto& [kind, P] = GetParam();
-  const std::string tag = kind + std::to_string(P);
+  const auto& [kind, P, model] = GetParam();
+  const std::string tag = case_name(GetParam());
   const std::string flags = fmt::format(" train -k {} -p {} -m 4 -n 3 --val-every 2", kind, P) +
-                            kTiny + testing::corpus_flags();
+                            kTiny + model + " " + testing::corpus_flags();
   auto outputs = [&](const std::string& who) {
     const std::string base = temp_path(tag + who);
     return fmt::format(" --report {0}.json --metrics {0}.jsonl --save {0}.state", base);
@@ -123,22 +133,21 @@ TEST_P(CliMpi, EqualsOneProcessBitForBit) {
 INSTANTIATE_TEST_SUITE_P(EverySchedule, CliMpi,
                          ::testing::Combine(::testing::Values("gpipe", "1f1b", "pipedream", "2bw",
                                                               "paci", "zb-h1", "zb-h2"),
-                                            ::testing::Values(2, 4)),
-                         [](const auto& info) {  // test names take no '-'
-                           std::string kind = std::get<0>(info.param);
-                           std::replace(kind.begin(), kind.end(), '-', '_');
-                           return kind + "_P" + std::to_string(std::get<1>(info.param));
-                         });
+                                            ::testing::Values(2, 4), ::testing::Values("")),
+                         [](const auto& info) { return case_name(info.param); });
 // ZB-V and DualPipeV: 2P model stages, so P = 2 (four stages) on the tiny model's four blocks;
 // DualPipeV's overlapped pairs run back to back on a CPU, its outputs sent as each finishes.
 INSTANTIATE_TEST_SUITE_P(VShape, CliMpi,
                          ::testing::Combine(::testing::Values("zb-v", "dualpipev"),
-                                            ::testing::Values(2)),
-                         [](const auto& info) {
-                           std::string kind = std::get<0>(info.param);
-                           std::replace(kind.begin(), kind.end(), '-', '_');
-                           return kind + "_P" + std::to_string(std::get<1>(info.param));
-                         });
+                                            ::testing::Values(2), ::testing::Values("")),
+                         [](const auto& info) { return case_name(info.param); });
+// A mixture of experts (4 experts, top-2, a shared one, capacity 1.0: some tokens dropped) over
+// a flushed, an asynchronous and a paired schedule: the routing and the load-balancing loss's
+// gradient are the same bits in every process.
+INSTANTIATE_TEST_SUITE_P(MixtureOfExperts, CliMpi,
+                         ::testing::Combine(::testing::Values("1f1b", "paci", "dualpipev"),
+                                            ::testing::Values(2), ::testing::Values(kMoe)),
+                         [](const auto& info) { return case_name(info.param); });
 
 // The issue's own check: P=4 PACI for 20 steps, versions equal paci analyze's.
 TEST(CliMpiLaunch, VersionsEqualTheAnalysis) {

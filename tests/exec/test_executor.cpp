@@ -37,8 +37,21 @@ constexpr std::size_t kBatch = 2, kSeq = 8;
 using testing::synthetic;
 using testing::whole_params;
 
-ExecConfig config_for(std::int32_t stages) {
-  return testing::training_config<ExecConfig>(tiny(), stages, kBatch, kSeq, 1e-2, 1e-3);
+ExecConfig config_for(std::int32_t stages, const model::GptConfig& model = tiny()) {
+  return testing::training_config<ExecConfig>(model, stages, kBatch, kSeq, 1e-2, 1e-3);
+}
+
+// tiny() with a mixture of experts in every block: 4 experts of width 12, top-2, a shared one,
+// capacity 1.0 (some assignments dropped), the load-balancing loss at 0.1.
+model::GptConfig tiny_moe() {
+  model::GptConfig c = tiny();
+  c.moe = {.experts = 4,
+           .top_k = 2,
+           .hidden = 12,
+           .shared_expert = true,
+           .capacity_factor = 1.0,
+           .aux_loss_coef = 0.1};
+  return c;
 }
 
 struct Reference {
@@ -48,8 +61,8 @@ struct Reference {
 
 // One device, the whole model, accumulating M micro-batches per step: the definition the
 // pipelines must reproduce.
-Reference single_device(std::int32_t M, std::int32_t N) {
-  const ExecConfig c = config_for(1);
+Reference single_device(std::int32_t M, std::int32_t N, const model::GptConfig& model = tiny()) {
+  const ExecConfig c = config_for(1, model);
   model::Stage stage({c.config, model::whole_model(c.config), kBatch, kSeq});
   Reference ref;
   ref.params.resize(stage.layout().size());
@@ -88,6 +101,21 @@ TEST(Executor, FlushedSchedulesEqualOneDeviceBitwise) {
         EXPECT_EQ(r.step_losses, ref.step_losses) << kind << " P=" << P << " M=" << M;
         EXPECT_EQ(whole_params(ex, P), ref.params) << kind << " P=" << P << " M=" << M;
       }
+}
+
+// A mixture of experts through every schedule that splits or pairs backwards: the executor's
+// stages chained over threads give one device's losses and weights bit for bit (the load-balancing
+// losses' gradients scaled by the same 1/M on every stage).
+TEST(Executor, MixtureOfExpertsEqualsOneDeviceBitwise) {
+  const std::int32_t P = 2, M = 4;
+  const Reference ref = single_device(M, 3, tiny_moe());
+  for (const char* kind : {"1f1b", "zb-h1", "interleaved", "dualpipev"}) {
+    const Schedule s = generate_schedule(kind, P, M, 3);  // 2 or 4 stages of the 4 blocks
+    Executor ex(s, config_for(s.stages, tiny_moe()));
+    const ExecResult r = ex.run();
+    EXPECT_EQ(r.step_losses, ref.step_losses) << kind;
+    EXPECT_EQ(whole_params(ex, s.stages), ref.params) << kind;
+  }
 }
 
 TEST(Executor, AsyncVersionsEqualTheStaticAnalysis) {

@@ -21,6 +21,13 @@ for kind in gpipe 1f1b pipedream 2bw paci zb-h1 zb-h2 interleaved; do
       --format "$format" -o "$corpus/schedule_$format/$kind.$ext"
   done
 done
+# DualPipeV needs M >= 2P: its own line, with the overlapped pairs' cells.
+for format in json csv text; do
+  ext=$format
+  if [ "$format" = text ]; then ext=txt; fi
+  "$paci" schedule --kind dualpipev --stages 2 --microbatches 4 --steps 1 --format "$format" \
+    -o "$corpus/schedule_$format/dualpipev.$ext"
+done
 cp tests/golden/small.json "$corpus/schedule_json/"
 cp tests/golden/small.csv tests/golden/pytorch_*.csv "$corpus/schedule_csv/"
 cp tests/golden/small.txt "$corpus/schedule_text/"
@@ -35,6 +42,9 @@ head -c 2000 docs/README.md.in >"$work/text.txt"
 tiny=(--layers 2 --heads 1 --d-model 4 --seq-len 4 --batch 1 --val-data none --quiet)
 "$paci" train --kind 1f1b --stages 2 --microbatches 2 --steps 1 "${tiny[@]}" \
   --save "$corpus/state/tiny_2stages.state" --export-llmc "$corpus/llmc/tiny.bin"
+# A mixture of experts: the state's config.moe entry and its block sections.
+"$paci" train --kind 1f1b --stages 2 --microbatches 2 --steps 1 "${tiny[@]}" --experts 2 --top-k 1 \
+  --expert-hidden 4 --save "$corpus/state/tiny_moe.state"
 for kind in 1f1b paci pipedream zb-h1; do
   "$paci" train --kind "$kind" --stages 2 --microbatches 2 --steps 1 "${tiny[@]}" \
     --report "$work/report.json"

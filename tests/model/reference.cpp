@@ -2,6 +2,8 @@
 // loops written from the definitions, sharing no code with model/ops (only the init RNG).
 #include "reference.hpp"
 
+#include <algorithm>
+
 #include "model/init.hpp"
 
 namespace paci::model::reference {
@@ -107,14 +109,81 @@ void add(Vec& a, const Vec& b) {
 }
 }  // namespace
 
+Vec moe_mlp(const GptConfig& config, const ParamLayout& layout, const Vec& params,
+            const std::string& prefix, const Vec& ln2, std::size_t R, double* aux) {
+  const MoeConfig& m = config.moe;
+  const std::size_t C = config.d_model, E = m.experts, K = m.top_k, H = m.hidden;
+  auto tensor = [&](const std::string& name) {
+    const ParamTensor& t = layout.tensor(prefix + name);
+    return slice(params, t.offset, t.numel);
+  };
+  auto swiglu = [&](const std::string& name, const Vec& x, std::size_t rows) {
+    const Vec a = matmul(x, tensor(name + ".w1.weight"), {}, rows, C, H);
+    const Vec b = matmul(x, tensor(name + ".w3.weight"), {}, rows, C, H);
+    Vec h(rows * H);
+    for (std::size_t i = 0; i < h.size(); ++i) h[i] = a[i] / (1 + std::exp(-a[i])) * b[i];
+    return matmul(h, tensor(name + ".w2.weight"), {}, rows, H, C);
+  };
+  Vec probs = matmul(ln2, tensor("moe.router.weight"), {}, R, C, E);
+  for (std::size_t t = 0; t < R; ++t) {
+    double* z = &probs[t * E];
+    const double zmax = *std::max_element(z, z + E);
+    double sum = 0;
+    for (std::size_t e = 0; e < E; ++e) sum += (z[e] = std::exp(z[e] - zmax));
+    for (std::size_t e = 0; e < E; ++e) z[e] /= sum;
+  }
+  // Top-K by probability (a stable sort: the lower index first on a tie), then capacity in
+  // GShard's priority: every token's j-th choice before any (j+1)-th.
+  std::vector<std::size_t> choice(R * K);
+  std::vector<double> chosen(E, 0.0);
+  for (std::size_t t = 0; t < R; ++t) {
+    std::vector<std::size_t> order(E);
+    for (std::size_t e = 0; e < E; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return probs[t * E + a] > probs[t * E + b];
+    });
+    for (std::size_t j = 0; j < K; ++j) {
+      choice[t * K + j] = order[j];
+      chosen[order[j]] += 1;
+    }
+  }
+  const std::size_t capacity = m.capacity(R);
+  std::vector<std::size_t> taken(E, 0);
+  std::vector<bool> kept(R * K);
+  for (std::size_t j = 0; j < K; ++j)
+    for (std::size_t t = 0; t < R; ++t) kept[t * K + j] = taken[choice[t * K + j]]++ < capacity;
+  Vec out = m.shared_expert ? swiglu("moe.shared", ln2, R) : Vec(R * C, 0.0);
+  for (std::size_t t = 0; t < R; ++t) {
+    double sum = 0;
+    for (std::size_t j = 0; j < K; ++j) sum += probs[t * E + choice[t * K + j]];
+    const Vec x(ln2.begin() + static_cast<std::ptrdiff_t>(t * C),
+                ln2.begin() + static_cast<std::ptrdiff_t>((t + 1) * C));
+    for (std::size_t j = 0; j < K; ++j) {
+      if (!kept[t * K + j]) continue;
+      const std::size_t e = choice[t * K + j];
+      const Vec y = swiglu("moe.experts." + std::to_string(e), x, 1);
+      for (std::size_t c = 0; c < C; ++c) out[t * C + c] += probs[t * E + e] / sum * y[c];
+    }
+  }
+  double loss = 0;
+  for (std::size_t e = 0; e < E; ++e) {
+    double P = 0;
+    for (std::size_t t = 0; t < R; ++t) P += probs[t * E + e];
+    loss += chosen[e] / static_cast<double>(R * K) * P / static_cast<double>(R);
+  }
+  *aux += m.aux_loss_coef * static_cast<double>(E) * loss;
+  return out;
+}
+
 double gpt_loss(const GptConfig& config, const ParamLayout& layout, const Vec& params,
                 const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& targets,
-                std::size_t B, std::size_t T, Vec* logits) {
+                std::size_t B, std::size_t T, Vec* logits, double* aux_loss) {
   const std::size_t C = config.d_model, V = config.vocab, R = B * T;
   auto tensor = [&](const std::string& name) {
     const ParamTensor& t = layout.tensor(name);
     return slice(params, t.offset, t.numel);
   };
+  double aux = 0;
   Vec x = encoder(tokens, tensor("wte"), tensor("wpe"), B, T, C);
   for (std::size_t l = 0; l < config.layers; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
@@ -124,6 +193,10 @@ double gpt_loss(const GptConfig& config, const ParamLayout& layout, const Vec& p
     Vec att = attention(qkv, B, T, C, config.heads);
     add(x, matmul(att, tensor(h + "attn.c_proj.weight"), tensor(h + "attn.c_proj.bias"), R, C, C));
     Vec ln2 = layernorm(x, tensor(h + "ln_2.weight"), tensor(h + "ln_2.bias"), R, C);
+    if (config.moe.enabled()) {
+      add(x, moe_mlp(config, layout, params, h, ln2, R, &aux));
+      continue;
+    }
     Vec fc =
         gelu(matmul(ln2, tensor(h + "mlp.c_fc.weight"), tensor(h + "mlp.c_fc.bias"), R, C, 4 * C));
     add(x, matmul(fc, tensor(h + "mlp.c_proj.weight"), tensor(h + "mlp.c_proj.bias"), R, 4 * C, C));
@@ -131,7 +204,8 @@ double gpt_loss(const GptConfig& config, const ParamLayout& layout, const Vec& p
   Vec lnf = layernorm(x, tensor("ln_f.weight"), tensor("ln_f.bias"), R, C);
   Vec z = matmul(lnf, tensor("lm_head.weight"), {}, R, C, V);
   if (logits != nullptr) *logits = z;
-  return crossentropy(z, targets, R, V);
+  if (aux_loss != nullptr) *aux_loss = aux;
+  return crossentropy(z, targets, R, V) + aux;
 }
 
 Vec random_vec(std::size_t n, std::uint64_t seed, double scale) {

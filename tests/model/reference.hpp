@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,10 +73,40 @@ Vec gelu(const Vec& x);
 double crossentropy(const Vec& logits, const std::vector<std::int32_t>& targets, std::size_t R,
                     std::size_t V);
 
-// The whole model (one stage {0, L} layout) in double: mean loss, and optionally the logits.
+// A mixture-of-experts MLP (config.hpp, MoeConfig) of block `prefix` ("h.3."): returns its
+// output (R,C) for ln2 (R,C), and adds the block's load-balancing loss to *aux.
+Vec moe_mlp(const GptConfig& config, const ParamLayout& layout, const Vec& params,
+            const std::string& prefix, const Vec& ln2, std::size_t R, double* aux);
+
+// The whole model (one stage {0, L} layout) in double: the mean loss plus the mixture-of-experts
+// blocks' load-balancing losses (what the backward differentiates), optionally the logits and
+// those losses alone.
 double gpt_loss(const GptConfig& config, const ParamLayout& layout, const Vec& params,
                 const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& targets,
-                std::size_t B, std::size_t T, Vec* logits = nullptr);
+                std::size_t B, std::size_t T, Vec* logits = nullptr, double* aux_loss = nullptr);
+
+// Reads a binary fixture that a PyTorch script wrote (scripts/make_*_fixture.py), field by field.
+class FixtureReader {
+ public:
+  explicit FixtureReader(const std::string& path) : in_(path, std::ios::binary) {
+    if (!in_) throw std::runtime_error("cannot open " + path);
+  }
+  template <typename T>
+  std::vector<T> read(std::size_t n) {
+    std::vector<T> v(n);
+    in_.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(T)));
+    if (!in_) throw std::runtime_error("fixture ends early");
+    return v;
+  }
+  template <typename T>
+  T one() {
+    return read<T>(1)[0];
+  }
+  bool at_end() { return in_.peek() == std::char_traits<char>::eof(); }
+
+ private:
+  std::ifstream in_;
+};
 
 // Random helpers (deterministic per seed).
 Vec random_vec(std::size_t n, std::uint64_t seed, double scale = 1.0);

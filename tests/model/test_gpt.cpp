@@ -10,96 +10,13 @@
 #include "model/check.hpp"
 #include "model/init.hpp"
 #include "reference.hpp"
+#include "stage_runs.hpp"
 
 namespace paci::model {
 namespace {
 
 using namespace reference;
-
-struct Batch {
-  std::vector<std::int32_t> tokens, targets;
-};
-
-Batch make_batch(const StageShape& shape, std::uint64_t seed) {
-  const std::size_t R = shape.rows(), V = shape.config.vocab;
-  return {random_ids(R, V, seed), random_ids(R, V, seed + 1)};
-}
-
-// GPT-2 init plus noise on LayerNorms and biases, so that no gradient path is trivially zero.
-std::vector<float> make_params(const ParamLayout& layout, std::uint64_t seed) {
-  std::vector<float> params(layout.size());
-  init_gpt2(layout, params, seed);
-  InitRng rng(seed + 99);
-  for (const ParamTensor& t : layout.tensors()) {
-    if (t.decays()) continue;
-    for (std::size_t i = 0; i < t.numel; ++i) {
-      params[t.offset + i] += static_cast<float>(0.1 * rng.normal());
-    }
-  }
-  return params;
-}
-
-struct Result {
-  float loss = 0;
-  std::vector<float> grads;  // whole-model layout
-};
-
-// Runs one micro-batch through stages with the given block counts (summing to L), chained as a
-// pipeline would: outputs copied forward, input gradients copied backward.
-// split: every stage's backward as Zero Bubble's I (all stages, last to first), then its W.
-Result run_pipeline(const StageShape& whole, const std::vector<float>& params, const Batch& batch,
-                    const std::vector<std::size_t>& blocks, std::size_t threads = 1,
-                    float loss_scale = 1.0f, bool split = false) {
-  std::vector<Stage> stages;
-  std::size_t first = 0;
-  for (std::size_t n : blocks) {
-    StageShape shape = whole;
-    shape.range = {first, n};
-    stages.emplace_back(shape, threads);
-    first += n;
-  }
-  std::vector<ActivationSlot> slots;
-  std::vector<std::span<const float>> stage_params;
-  Result result;
-  result.grads.assign(params.size(), 0.0f);
-  std::vector<std::span<float>> stage_grads;
-  for (Stage& s : stages) {
-    slots.push_back(s.make_slot());
-    stage_params.emplace_back(params.data() + s.layout().model_offset(), s.layout().size());
-    stage_grads.emplace_back(result.grads.data() + s.layout().model_offset(), s.layout().size());
-  }
-  std::vector<float> message;  // the transport: one activation or gradient in flight
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    const StageInput input =
-        i == 0 ? StageInput::tokens(batch.tokens) : StageInput::activations(message);
-    if (stages[i].is_last()) {
-      result.loss =
-          stages[i].forward_loss(stage_params[i], input, batch.targets, loss_scale, slots[i]);
-    } else {
-      auto out = stages[i].forward(stage_params[i], input, slots[i]);
-      message.assign(out.begin(), out.end());
-    }
-  }
-  std::vector<float> d_input(whole.rows() * whole.config.d_model);
-  std::vector<WeightGradStash> stashes;
-  for (Stage& s : stages) stashes.push_back(s.make_weight_stash());
-  for (std::size_t i = stages.size(); i-- > 0;) {
-    std::span<const float> d_output = stages[i].is_last() ? std::span<const float>() : message;
-    std::span<float> d_in = stages[i].is_first() ? std::span<float>() : std::span<float>(d_input);
-    if (split)
-      stages[i].backward_input(stage_params[i], slots[i], d_output, d_in, stashes[i]);
-    else
-      stages[i].backward(stage_params[i], stage_grads[i], slots[i], d_output, d_in);
-    message = d_input;
-  }
-  if (split)
-    for (std::size_t i = 0; i < stages.size(); ++i) {
-      EXPECT_TRUE(stashes[i].filled());
-      stages[i].backward_weight(stage_grads[i], slots[i], stashes[i]);
-      EXPECT_FALSE(stashes[i].filled());
-    }
-  return result;
-}
+using namespace stage_runs;
 
 StageShape tiny_shape() {
   StageShape shape;
@@ -126,38 +43,10 @@ TEST(Gpt, ForwardMatchesDoubleReference) {
   EXPECT_TRUE(all_close(stage.logits(), std::span<const double>(logits), {1e-6, 1e-5}, "logits"));
 }
 
-// Analytic float gradients against central differences of the double model (h = 1e-4: truncation
-// and rounding of the difference ~1e-11). The loss is a mean over 16 positions and 256 classes, so
-// gradients are small (1e-5..1e-2); float rounding measured ≤ 1e-8 absolute. atol 1e-7 + rtol 1e-4
-// keeps a 10× margin and still fails on any wrong term.
+// Every tensor's gradient against central differences of the double model (stage_runs.hpp says
+// how; 16 positions and 256 classes here).
 TEST(Gpt, WholeModelGradientCheck) {
-  const StageShape shape = tiny_shape();
-  const ParamLayout layout(shape.config, shape.range);
-  const auto params = make_params(layout, 3);
-  const Batch batch = make_batch(shape, 4);
-  const Result analytic = run_pipeline(shape, params, batch, {2});
-  Vec point = to_double(params);
-  InitRng rng(5);
-  for (const ParamTensor& t : layout.tensors()) {
-    std::vector<float> got;
-    Vec want;
-    for (int k = 0; k < 4; ++k) {  // four random coordinates per tensor
-      std::size_t i = t.offset + rng.next() % t.numel;
-      if (t.name == "wte")
-        i = t.offset + static_cast<std::size_t>(batch.tokens[k]) * shape.config.d_model + k;
-      const double h = 1e-4, saved = point[i];
-      point[i] = saved + h;
-      const double up = gpt_loss(shape.config, layout, point, batch.tokens, batch.targets,
-                                 shape.batch, shape.seq_len);
-      point[i] = saved - h;
-      const double down = gpt_loss(shape.config, layout, point, batch.tokens, batch.targets,
-                                   shape.batch, shape.seq_len);
-      point[i] = saved;
-      got.push_back(analytic.grads[i]);
-      want.push_back((up - down) / (2 * h));
-    }
-    EXPECT_TRUE(all_close(got, want, {1e-7, 1e-4}, t.name));
-  }
+  expect_gradients_match_differences(tiny_shape(), 3, 4);
 }
 
 StageShape split_shape() {
@@ -167,12 +56,6 @@ StageShape split_shape() {
   shape.batch = 4;
   shape.seq_len = 33;  // 132 rows: GEMMs split into several chunks, attention into 2 blocks
   return shape;
-}
-
-void expect_bitwise(const Result& a, const Result& b) {
-  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(float)), 0) << a.loss << " vs " << b.loss;
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  EXPECT_EQ(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)), 0);
 }
 
 TEST(Gpt, ChainedStagesEqualOneStageBitwise) {

@@ -16,6 +16,7 @@ namespace paci::model {
 namespace {
 
 using reference::all_close;
+using reference::FixtureReader;
 using reference::Tolerance;
 
 constexpr std::int32_t kMagic = 20260414;
@@ -31,30 +32,8 @@ struct Fixture {
   float loss = 0;
 };
 
-class Reader {
- public:
-  explicit Reader(const std::string& path) : in_(path, std::ios::binary) {
-    if (!in_) throw std::runtime_error("cannot open " + path);
-  }
-  template <typename T>
-  std::vector<T> read(std::size_t n) {
-    std::vector<T> v(n);
-    in_.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(T)));
-    if (!in_) throw std::runtime_error("fixture ends early");
-    return v;
-  }
-  template <typename T>
-  T one() {
-    return read<T>(1)[0];
-  }
-  bool at_end() { return in_.peek() == std::char_traits<char>::eof(); }
-
- private:
-  std::ifstream in_;
-};
-
 Fixture load(const std::string& path) {
-  Reader r(path);
+  FixtureReader r(path);
   Fixture f;
   const auto head = r.read<std::int32_t>(10);
   if (head[0] != kMagic) throw std::runtime_error("bad magic, expected 20260414");
