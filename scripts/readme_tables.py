@@ -193,7 +193,26 @@ def v_table():
     return "\n".join(lines) + "\n\n" + findings
 
 
+def fidelity_moe_line():
+    """paci fidelity's table for the MoE GPT (scripts/experiments/fidelity_moe.sh), in words."""
+    path = os.path.join(ROOT, "docs", "results", "fidelity_moe.md")
+    if not os.path.exists(path):
+        return "not yet: bash scripts/experiments/fidelity_moe.sh"
+    parts, inside, rows = [], 0, 0
+    for line in open(path):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 7 and cells[0] in ("1f1b", "paci", "zb-h1", "dualpipev"):
+            rows += 1
+            inside += cells[4] == "yes"
+            first = cells[7].split("(")[-1].rstrip(")")
+            parts.append(f"{cells[0]} predicted {cells[1]} s, measured {cells[2]} s ({cells[3]}; "
+                         f"calibrated once first, {first})")
+    return (f"{inside} of {rows} predictions inside the measured range; " + "; ".join(parts) +
+            " ([fidelity_moe.md](fidelity_moe.md))")
+
+
 blocks = {
+    "FIDELITY_MOE_LINE": fidelity_moe_line(),
     "V_SCHEDULES_COMMAND": V_COMPARE,
     "V_SCHEDULES_TABLE": v_table(),
     "FIDELITY_V_LINK": read("docs/results/fidelity_v_headline.md",

@@ -116,8 +116,8 @@ std::string csv_row(const CompareRow& r) {
 std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v) {
   const auto work = [](const StageCost& c) {
     return std::tie(c.forward_s, c.backward_s, c.input_grad_s, c.weight_grad_s, c.update_s,
-                    c.forward_comm_s, c.backward_comm_s, c.activation_bytes, c.weight_bytes,
-                    c.gradient_bytes, c.optimizer_bytes);
+                    c.forward_comm_s, c.backward_comm_s, c.pair_compute_slowdown,
+                    c.activation_bytes, c.weight_bytes, c.gradient_bytes, c.optimizer_bytes);
   };
   for (const StageCost& c : costs.stages)
     if (work(c) != work(costs.stages.front())) return std::nullopt;

@@ -93,10 +93,11 @@ double StageCost::duration_s(ActionKind kind) const {
 double pair_duration_s(const StageCost& forward, const StageCost& backward) {
   // The forward's communication behind the backward's compute, and the backward's behind the
   // forward's: neither behind its own.
-  const double f = forward.forward_s, b = backward.backward_s;
-  const double hidden = std::min(forward.forward_comm_s, b - backward.backward_comm_s) +
-                        std::min(backward.backward_comm_s, f - forward.forward_comm_s);
-  return f + b - std::max(0.0, hidden);
+  const double k = std::max(forward.pair_compute_slowdown, backward.pair_compute_slowdown);
+  const double cf = forward.forward_comm_s, cb = backward.backward_comm_s;
+  const double f = k * (forward.forward_s - cf), b = k * (backward.backward_s - cb);
+  const double hidden = std::min(cf, b) + std::min(cb, f);
+  return f + b + cf + cb - std::max(0.0, hidden);
 }
 
 double LinkCost::transfer_s(std::int64_t bytes) const {
@@ -163,6 +164,11 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
           "stages[{}]: forward_comm_s ({}) or backward_comm_s ({}) is more than the forward ({}) "
           "or full backward ({}) it is part of",
           s, c.forward_comm_s, c.backward_comm_s, c.forward_s, c.backward_s));
+    if (!(c.pair_compute_slowdown >= 1.0 && std::isfinite(c.pair_compute_slowdown)))
+      throw InputError(fmt::format(
+          "stages[{}].pair_compute_slowdown is {}: a pair's compute runs at most as fast as alone "
+          "(1 or more)",
+          s, c.pair_compute_slowdown));
   }
   check_link(model.default_link, "default_link");
   for (std::size_t i = 0; i < model.links.size(); ++i) {
@@ -396,6 +402,7 @@ std::string write_cost_model(const CostModel& model) {
     if (c.workspace_bytes != 0) entry["workspace_bytes"] = c.workspace_bytes;
     if (c.forward_comm_s != 0) entry["forward_comm_s"] = c.forward_comm_s;
     if (c.backward_comm_s != 0) entry["backward_comm_s"] = c.backward_comm_s;
+    if (c.pair_compute_slowdown != 1.0) entry["pair_compute_slowdown"] = c.pair_compute_slowdown;
     root["stages"].push_back(std::move(entry));
   }
   return root.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -494,6 +501,8 @@ CostModel parse_cost_model(std::string_view json, std::string_view source) {
       c.forward_comm_s = r.number(entry, "forward_comm_s", where);
     if (entry.contains("backward_comm_s"))
       c.backward_comm_s = r.number(entry, "backward_comm_s", where);
+    if (entry.contains("pair_compute_slowdown"))
+      c.pair_compute_slowdown = r.number(entry, "pair_compute_slowdown", where);
     model.stages.push_back(c);
   }
   try {

@@ -44,6 +44,10 @@ struct StageCost {
   // not 0; each at most its duration). 0: nothing hides, a pair takes F + B (paci's CPU executor).
   double forward_comm_s = 0.0;
   double backward_comm_s = 0.0;
+  // Overlapped pairs: how much slower a pair's compute runs while its communication kernels hold
+  // some of the GPU's SMs (DualPipe's all-to-all kernels take 20 of them: SMs / (SMs − 20)); 1:
+  // not slowed (optional in the JSON, written when not 1; at least 1).
+  double pair_compute_slowdown = 1.0;
 
   std::int64_t static_bytes() const {
     return weight_bytes + gradient_bytes + optimizer_bytes + workspace_bytes;
@@ -54,9 +58,11 @@ struct StageCost {
 
 // The time of an overlapped pair: `forward`'s stage forward F and `backward`'s stage full
 // backward B, the forward's communication c_F hidden behind the backward's compute and the
-// backward's c_B behind the forward's, each as far as that compute lasts:
-// F + B − min(c_F, B − c_B) − min(c_B, F − c_F). At least max(F, B); F + B with no
-// communication stated.
+// backward's c_B behind the forward's, each as far as that compute lasts, the compute slowed by
+// k (pair_compute_slowdown, the larger of the two stages'): with F' = k·(F − c_F) and
+// B' = k·(B − c_B), F' + B' + c_F + c_B − min(c_F, B') − min(c_B, F'). With k = 1: F + B −
+// min(c_F, B − c_B) − min(c_B, F − c_F), at least max(F, B); F + B with no communication stated
+// (a pair longer than F + B runs as two actions: the simulator's Engine).
 double pair_duration_s(const StageCost& forward, const StageCost& backward);
 
 struct LinkCost {

@@ -319,9 +319,15 @@ void append_event(Sink& sink, const Sources& src, const Event& e) {
       if (slice.action.kind == ActionKind::U)
         fmt::format_to(sink.it(), FMT_COMPILE(R"(,"args":{{"stage":{},"version":{}}}}})"),
                        slice.action.stage, slice.version);
-      else
+      else if (slice.action.overlap == Overlap::none)
         fmt::format_to(sink.it(), FMT_COMPILE(R"(,"args":{{"stage":{},"mb":{},"version":{}}}}})"),
                        slice.action.stage, slice.action.microbatch, slice.version);
+      else  // one half of an overlapped F&B pair (DualPipe's): which half, beside its partner
+        fmt::format_to(
+            sink.it(),
+            FMT_COMPILE(R"(,"args":{{"stage":{},"mb":{},"version":{},"pair":"F&B {}"}}}})"),
+            slice.action.stage, slice.action.microbatch, slice.version,
+            slice.action.overlap == Overlap::first ? "first" : "second");
       return;
     }
     case EventKind::phase: {

@@ -15,6 +15,18 @@ namespace paci::plan {
 
 namespace {
 
+// The SMs DualPipe's all-to-all kernels hold while a pair runs: "only 20 SMs are sufficient to
+// fully utilize the bandwidths of IB and NVLink" (DeepSeek-V3 technical report, arXiv 2412.19437,
+// section 3.2.2, on H800s of 132 SMs); taken as the same 20 on every GPU.
+constexpr double kPairCommSms = 20;
+
+// The pair's compute on the SMs left: SMs / (SMs − 20) times slower (1 when the cluster states no
+// SM count, or too few).
+double pair_compute_slowdown(const ClusterSpec& gpu) {
+  const double sms = static_cast<double>(gpu.sms);
+  return sms > 2 * kPairCommSms ? sms / (sms - kPairCommSms) : 1.0;
+}
+
 // Whether two GPUs (global ranks) sit in one node.
 bool same_node(std::int64_t a, std::int64_t b, std::int64_t gpus_per_node) {
   return a / gpus_per_node == b / gpus_per_node;
@@ -340,10 +352,11 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
   cost.backward_s =
       sp.pieces.backward_total_s() + sp.exposed_zero_input_grad_s + sp.exposed_zero_weight_grad_s;
   // What an overlapped pair (dualpipev) hides behind the other action's compute: the tensor- and
-  // context-parallel collectives and the experts' all-to-alls left exposed in each pass (DualPipe's
-  // F&B; the SMs the communication kernels take from the compute are not modelled).
+  // context-parallel collectives and the experts' all-to-alls left exposed in each pass
+  // (DualPipe's F&B), while the communication kernels hold kPairCommSms of the GPU's SMs.
   cost.forward_comm_s = sp.pieces.forward_comm_s;
   cost.backward_comm_s = sp.pieces.backward_comm_s;
+  cost.pair_compute_slowdown = pair_compute_slowdown(c.cluster);
   cost.update_s =
       sp.optimizer_s + sp.exposed_reduce_s + ((sp.embedding || sp.head) ? embedding_sync_s_ : 0.0);
   cost.activation_bytes = sp.pieces.activation_bytes;

@@ -127,9 +127,11 @@ def write(out, rows, seconds):
         "parallelism e searched (e dividing the experts and the t·c·d GPUs of a stage); *V*: the "
         "V-shaped schedules alone (`--kind zb-v,dualpipev`), DualPipeV's overlapped pairs hiding "
         "each pass's exposed collectives and all-to-alls behind the other pass's compute "
-        "(docs/schedules.md; the SMs DualPipe's communication kernels take from the compute are "
-        "not modelled, so its gains are upper bounds). MFU on active parameters. V gain: the "
-        "default pick's step over the V's.",
+        "(docs/schedules.md), its compute slowed while the communication kernels hold 20 of the "
+        "GPU's SMs (DeepSeek-V3's report, section 3.2.2: SMs / (SMs - 20), 1.18x on H100, 1.16x "
+        "on B200; docs/costmodel.md); the SMs' contention with the GEMMs beyond that and the "
+        "kernels' own speed are not modelled. MFU on active parameters. V gain: the default "
+        "pick's step over the V's.",
         "",
         "These are predictions, none of them run. On the 12 published MoE rows "
         "([published.md](published.md), stack `moe`) paci was within 7% where the all-to-all "

@@ -272,6 +272,19 @@ TEST(DualPipeV, PairTimeHidesCommunicationBehindTheOthersCompute) {
   EXPECT_DOUBLE_EQ(pair_duration_s(f, b), 2.5);  // only 0.5 s of compute to hide behind
   f.forward_comm_s = 0.1;  // the backward's 1.5 s hides behind the forward's 0.9 s only,
   EXPECT_DOUBLE_EQ(pair_duration_s(f, b), 2.0);  // never behind its own: max(F, B) at least
+  // The communication kernels hold SMs: the compute parts run k times slower while paired.
+  f.forward_comm_s = 0.25;
+  b.backward_comm_s = 0.5;
+  b.pair_compute_slowdown = 1.25;  // the larger of the two stages' applies
+  // compute 0.75·1.25 + 1.5·1.25 = 2.8125, the 0.75 s of communication all behind it
+  EXPECT_DOUBLE_EQ(pair_duration_s(f, b), 2.8125);
+  b.pair_compute_slowdown = 2.0;  // 4.5 s: longer than F + B, so the engine runs them apart
+  EXPECT_DOUBLE_EQ(pair_duration_s(f, b), 4.5);
+  CostModel costs = uniform_cost_model(2, {});
+  costs.stages[1].pair_compute_slowdown = 0.5;
+  EXPECT_THROW(check_cost_model(costs), InputError);  // faster than alone
+  costs.stages[1].pair_compute_slowdown = 1.5;
+  EXPECT_EQ(parse_cost_model(write_cost_model(costs), "x.json").stages[1], costs.stages[1]);
   UniformCosts u;
   u.tfb = 1.5;  // below max(F, B) = 2
   EXPECT_THROW(uniform_cost_model(2, u), InputError);

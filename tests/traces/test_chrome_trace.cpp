@@ -137,6 +137,28 @@ TEST(ChromeTrace, ComputeSlicesAreNamedInIrTextOnTheComputeLane) {
   EXPECT_EQ(by_name["0U"]["args"]["version"], 1);
 }
 
+// DualPipe's overlapped F&B pair: each half is its own slice, marked with its place in the pair.
+TEST(ChromeTrace, OverlappedPairsAreMarked) {
+  Timeline t;
+  t.source = "simulated";
+  t.num_devices = 1;
+  t.compute = {compute(ActionKind::F, 0, 0, 0, 0.0, 1e-3, 0),
+               compute(ActionKind::F, 0, 1, 0, 1e-3, 2e-3, 0),
+               compute(ActionKind::B, 0, 0, 0, 2e-3, 4e-3, 0)};
+  t.compute[1].action.overlap = Overlap::first;
+  t.compute[2].action.overlap = Overlap::second;
+  const std::string text = chrome_trace_json(t);
+  EXPECT_TRUE(check_trace_text(text).empty()) << joined(check_trace_text(text));
+  std::map<std::string, json> args;
+  for (const json& e : events_with(json::parse(text), "X"))
+    args[e["name"].get<std::string>()] = e["args"];
+  ASSERT_EQ(args.size(), 3u);
+  EXPECT_FALSE(args["0F0"].contains("pair"));
+  EXPECT_EQ(args["0F1"]["pair"], "F&B first");
+  EXPECT_EQ(args["0B0"]["pair"], "F&B second");
+  EXPECT_EQ(args["0B0"]["mb"], 0);
+}
+
 TEST(ChromeTrace, MicrosecondConversionIsExact) {
   const std::string text = chrome_trace_json(small_timeline());
   // 1F0 runs from 1.5 ms to 2.5015 ms.
