@@ -69,6 +69,13 @@ void TrainOutputs::validate_all(std::size_t snapshots, const Validate& validate)
 
 void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummary& run,
                                  ordered_json backend_keys) {
+  const std::vector<double> aux = result.step_aux_losses(t_.schedule.microbatches);
+  for (std::size_t k = 0; k < aux.size(); ++k) {
+    ordered_json j;  // known at the end: every stage's share, from every process
+    j["step"] = t_.first_step + k + 1;
+    j["aux_loss"] = aux[k];
+    add_metric(j);
+  }
   for (const auto& [step, loss] : val_losses_) {
     ordered_json j;
     j["step"] = step;

@@ -249,7 +249,10 @@ ExecResult result_of(const Schedule& schedule, std::span<const T> losses,
   result.microbatch_losses.assign(losses.begin(), losses.end());
   for (std::int32_t k = 0; k < schedule.steps; ++k)
     result.step_losses.push_back(step_mean(losses, schedule.microbatches, k));
-  result.observed = observed_analysis(schedule, stages.observations());
+  const std::vector<StageObservation> observations = stages.observations();
+  result.observed = observed_analysis(schedule, observations);
+  for (const StageObservation& o : observations)
+    result.stage_aux_losses.emplace_back(o.aux_losses.begin(), o.aux_losses.end());
   return result;
 }
 

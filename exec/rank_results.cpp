@@ -71,6 +71,15 @@ void decode_into(const Schedule& schedule, const json& j, ExecResult& r, std::ve
       r.observed.versions.push_back({sa.stage, static_cast<std::int32_t>(m),
                                      v[m].at(0).get<std::int32_t>(), v[m].at(1).get<std::int32_t>(),
                                      v[m].at(2).get<std::int32_t>()});
+    if (x.contains("aux_losses")) {
+      auto aux = x.at("aux_losses").get<std::vector<float>>();
+      if (static_cast<std::int64_t>(aux.size()) != schedule.total_microbatches())
+        throw std::runtime_error(
+            fmt::format("stage {} reports {} load-balancing losses for {} micro-batches", sa.stage,
+                        aux.size(), schedule.total_microbatches()));
+      r.stage_aux_losses.resize(static_cast<std::size_t>(schedule.stages));
+      r.stage_aux_losses[static_cast<std::size_t>(sa.stage)] = std::move(aux);
+    }
   }
   if (d == last_stage_device(schedule)) {
     r.microbatch_losses = j.at("losses").get<std::vector<float>>();
@@ -126,6 +135,9 @@ std::string encode_rank_result(const Schedule& schedule, const ExecResult& resul
                       {"peak_weight_versions", sa.peak_weight_versions},
                       {"updates", sa.updates},
                       {"versions", std::move(versions)}});
+    const auto s = static_cast<std::size_t>(sa.stage);
+    if (s < result.stage_aux_losses.size() && !result.stage_aux_losses[s].empty())
+      stages.back()["aux_losses"] = result.stage_aux_losses[s];
   }
   j["stages"] = std::move(stages);
   if (device == last_stage_device(schedule)) {

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "exec/stage_plan.hpp"
 #include "exec/version_book.hpp"
@@ -29,6 +31,9 @@ class StageBooks {
   std::size_t peak_weight_versions() const { return book_.peak_weight_versions(); }
   // Weight copies taken so far for validation (StagePlan::snapshot_every).
   std::size_t snapshots() const { return snapshots_taken_; }
+  // A mixture of experts: each micro-batch's load-balancing loss on this stage's blocks, summed
+  // over them, as its forward computed it (unscaled); empty for a dense model.
+  std::span<const float> aux_losses() const { return aux_losses_; }
 
  protected:
   // `activation_slots`: the runtime's slots; a stage that splits its backward gets one
@@ -57,6 +62,7 @@ class StageBooks {
   VersionBook book_;
   WeightStashBook w_book_;  // empty unless the stage splits its backward
   std::size_t snapshots_taken_ = 0;
+  std::vector<float> aux_losses_;  // per micro-batch of the schedule (MoE only)
 };
 
 }  // namespace paci::exec

@@ -93,9 +93,13 @@ std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& ana
 struct ExecResult {
   std::vector<double> step_losses;       // per optimizer step: mean loss of its micro-batches
   std::vector<float> microbatch_losses;  // per micro-batch, as its forward computed it
-  ActionTimes times;                     // aligned with schedule.devices
-  Timeline timeline;                     // source "measured"
-  Analysis observed;                     // versions really read; measured peaks
+  // A mixture of experts: per stage, each micro-batch's load-balancing loss on its blocks (empty
+  // for a dense model); step_aux_losses() sums the stages' step means.
+  std::vector<std::vector<float>> stage_aux_losses;
+  std::vector<double> step_aux_losses(std::int32_t microbatches) const;
+  ActionTimes times;  // aligned with schedule.devices
+  Timeline timeline;  // source "measured"
+  Analysis observed;  // versions really read; measured peaks
   std::vector<std::int64_t> device_peak_memory_bytes;
   double wall_s = 0.0;
   std::int64_t peak_messages_in_flight = 0;  // sent, not yet received (between this process's
@@ -114,6 +118,7 @@ RunSummary measured_summary(const Schedule& schedule, const ExecResult& result,
 struct StageObservation {
   const VersionBook* versions = nullptr;
   std::size_t peak_activations = 0;
+  std::span<const float> aux_losses;  // StageBooks::aux_losses
 };
 // The analysis of a finished run: versions really read, measured peaks, staleness summaries.
 // A stage without a VersionBook (run by another process) is left out, and then so are the

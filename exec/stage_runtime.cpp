@@ -50,11 +50,14 @@ void StageRuntime::forward(std::int32_t mb, const Input& input,
                            std::span<const std::int32_t> targets, Loss* loss) {
   model::ActivationSlot& slot = activations_.acquire(mb);
   book_.forward(mb);
+  if (!aux_losses_.empty()) aux_losses_.at(static_cast<std::size_t>(mb)) = 0.0f;
   if (!stage_.is_last()) {
     stage_.forward(params_, input, slot, plan_.loss_scale);
+    if (!aux_losses_.empty()) aux_losses_[static_cast<std::size_t>(mb)] = slot.aux_loss();
     return;
   }
   const float value = stage_.forward_loss(params_, input, targets, plan_.loss_scale, slot);
+  if (!aux_losses_.empty()) aux_losses_[static_cast<std::size_t>(mb)] = slot.aux_loss();
   if (!std::isfinite(value))
     throw std::runtime_error(fmt::format("loss is {} at micro-batch {} (optimizer step {})", value,
                                          mb, optimizer_.steps()));
@@ -107,6 +110,7 @@ void StageRuntime::write_image(model::ImageWriter& out) const {
   w_book_.save_image(out);
   out.put(static_cast<std::uint64_t>(snapshots_taken_));
   for (const auto& copy : snapshots_) out.put(std::span<const float>(copy));
+  out.put(std::span<const float>(aux_losses_));
 }
 
 void StageRuntime::copy_state_to(model::StageState& into) const {
@@ -154,6 +158,7 @@ void StageRuntime::load_image(std::span<const std::byte> in, const std::string& 
       snapshots_taken_ <= snapshots_.size(),
       fmt::format("{} validation snapshots taken of {}", snapshots_taken_, snapshots_.size()));
   for (auto& copy : snapshots_) reader.get(std::span<float>(copy));
+  reader.get(std::span<float>(aux_losses_));
   reader.finish();
 }
 

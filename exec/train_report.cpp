@@ -23,6 +23,8 @@ std::string measured_report(const TrainSetup& t, const ExecResult& result, const
   for (const auto& [key, value] : backend_keys.items()) head[key] = value;
   head["first_step"] = t.first_step;
   head["loss"] = result.step_losses;
+  if (const auto aux = result.step_aux_losses(t.schedule.microbatches); !aux.empty())
+    head["aux_loss"] = aux;  // the MoE blocks' load-balancing losses, per step
   head["val_loss"] = ordered_json::array();
   for (const auto& [step, loss] : val_losses)
     head["val_loss"].push_back({{"step", step}, {"val_loss", loss}});

@@ -3,8 +3,8 @@
 costs the same FLOPs a token: paci's default model (4 blocks, C = 128, T = 128, B = 16), and the
 same model with 8 SwiGLU experts a block, top-2, with and without a shared expert (the expert
 width paci picks by default, 8C / (3 * active experts), so that each token's MLP FLOPs equal the
-dense 4C GELU MLP's: docs/model.md). Same steps, learning rate, data order and seeds; the logged
-loss is the cross-entropy (the load-balancing loss is trained, not logged).
+dense 4C GELU MLP's: docs/model.md). Same steps, learning rate, data order and seeds; the loss
+compared is the cross-entropy (the load-balancing loss is trained and reported apart).
 
 Writes docs/results/moe_train.json, moe_train.md and moe_train.svg (validation loss against
 tokens). Run it through scripts/experiments/moe_train.sh, which builds paci and prepares the data;

@@ -117,6 +117,9 @@ TEST_P(CliMpi, EqualsOneProcessBitForBit) {
   const auto ra = nlohmann::json::parse(slurp(a + ".json"));
   const auto rb = nlohmann::json::parse(slurp(b + ".json"));
   EXPECT_EQ(rb["loss"], ra["loss"]);
+  // A mixture of experts' load-balancing losses: every process's stages.
+  EXPECT_EQ(rb.contains("aux_loss"), !model.empty());
+  EXPECT_EQ(rb.value("aux_loss", nlohmann::json()), ra.value("aux_loss", nlohmann::json()));
   EXPECT_EQ(rb["val_loss"], ra["val_loss"]);
   EXPECT_EQ(rb["versions"], ra["versions"]);
   EXPECT_EQ(rb["processes"], P);

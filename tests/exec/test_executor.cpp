@@ -56,6 +56,7 @@ model::GptConfig tiny_moe() {
 
 struct Reference {
   std::vector<double> step_losses;
+  std::vector<double> step_aux_losses;  // mixture of experts: the blocks' load-balancing losses
   std::vector<float> params;
 };
 
@@ -74,14 +75,16 @@ Reference single_device(std::int32_t M, std::int32_t N, const model::GptConfig& 
   model::ActivationSlot slot = stage.make_slot();
   std::vector<std::int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
   for (std::int32_t step = 0; step < N; ++step) {
-    double sum = 0.0;
+    double sum = 0.0, aux = 0.0;
     for (std::int32_t i = 0; i < M; ++i) {
       synthetic(static_cast<std::uint64_t>(step * M + i), inputs, targets);
       sum += stage.forward_loss(ref.params, model::StageInput::tokens(inputs), targets,
                                 1.0f / static_cast<float>(M), slot);
+      aux += slot.aux_loss();
       stage.backward(ref.params, grads, slot, {}, {});
     }
     ref.step_losses.push_back(sum / M);
+    ref.step_aux_losses.push_back(aux / M);
     adamw.step(ref.params, grads, lr.at(static_cast<std::size_t>(step)));
     model::zero(grads);
   }
@@ -115,7 +118,16 @@ TEST(Executor, MixtureOfExpertsEqualsOneDeviceBitwise) {
     const ExecResult r = ex.run();
     EXPECT_EQ(r.step_losses, ref.step_losses) << kind;
     EXPECT_EQ(whole_params(ex, s.stages), ref.params) << kind;
+    // The report's load-balancing loss: every stage's share of each step (summed in another
+    // order than one device's, so to rounding).
+    const std::vector<double> aux = r.step_aux_losses(s.microbatches);
+    ASSERT_EQ(aux.size(), ref.step_aux_losses.size()) << kind;
+    for (std::size_t k = 0; k < aux.size(); ++k)
+      EXPECT_NEAR(aux[k], ref.step_aux_losses[k], 1e-6 * ref.step_aux_losses[k]) << kind;
   }
+  const Schedule flushed = generate_schedule("1f1b", P, M, 3);  // the executor keeps a reference
+  Executor dense(flushed, config_for(P));
+  EXPECT_TRUE(dense.run().step_aux_losses(M).empty());
 }
 
 TEST(Executor, AsyncVersionsEqualTheStaticAnalysis) {
