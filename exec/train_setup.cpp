@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -58,6 +61,38 @@ model::MoeConfig requested_moe(const TrainOptions& f, std::size_t d_model) {
     m.hidden = std::max<std::size_t>(1, (8 * d_model + 3 * active / 2) / (3 * active));
   }
   return m;
+}
+
+// The parameters of a stage, in double (a shape of 2^31-wide flags overflows 64-bit counts):
+// layout.cpp's block_floats and the ends' tensors.
+double stage_parameters(const model::GptConfig& c, model::StageRange r) {
+  const auto C = static_cast<double>(c.d_model), V = static_cast<double>(c.vocab);
+  double block = 12 * C * C + 13 * C;
+  if (c.moe.enabled()) {
+    const auto E = static_cast<double>(c.moe.experts), H = static_cast<double>(c.moe.hidden);
+    block = 4 * C * C + 8 * C + E * C + (E + (c.moe.shared_expert ? 1 : 0)) * 3 * H * C;
+  }
+  double n = static_cast<double>(r.num_layers) * block;
+  if (r.is_first()) n += (V + static_cast<double>(c.max_seq_len)) * C;
+  if (r.is_last(c)) n += 2 * C + V * C;
+  return n;
+}
+
+// Refuses a model whose largest stage cannot hold its weights, gradients and AdamW's two moments
+// (16 bytes a parameter, before any activation) in this machine's memory: every process holds
+// at least one stage. Without this, the allocation fails after the machine has swapped.
+void check_memory(const model::GptConfig& c, std::span<const model::StageRange> ranges) {
+  double largest = 0;
+  for (const model::StageRange& r : ranges) largest = std::max(largest, stage_parameters(c, r));
+  const double need = 16 * largest;
+  const double have =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (have > 0 && need > have)
+    throw InputError(fmt::format(
+        "the model ({}) needs at least {:.1f} GiB on its largest stage ({:.3g} parameters: "
+        "weights, gradients and AdamW's two moments in fp32), more than this machine's {:.1f} "
+        "GiB of memory",
+        model::describe_shape(c), need / (1 << 30), largest, have / (1 << 30)));
 }
 
 struct Request {
@@ -243,6 +278,7 @@ TrainSetup make_train_setup(const TrainOptions& f) {
   const auto P = static_cast<std::size_t>(t.schedule.stages);
   e.ranges = f.partition.empty() ? balanced_partition(config, P, f.batch, f.seq_len)
                                  : explicit_partition(config, P, f.partition);
+  if (f.device == "cpu") check_memory(config, e.ranges);
   e.adamw = {f.beta1, f.beta2, f.eps, f.weight_decay};
   for (const auto& [flag, value] : {std::pair{"--lr", f.lr}, std::pair{"--min-lr", f.min_lr}})
     if (!std::isfinite(value) || (value < 0 && flag != std::string_view("--min-lr")))

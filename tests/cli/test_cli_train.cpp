@@ -247,6 +247,10 @@ TEST(CliTrain, BadInputIsOneLineExitTwo) {
     EXPECT_THAT(r.err, HasSubstr(fragment)) << args;
     EXPECT_THAT(r.err, Not(HasSubstr("check failed"))) << args;
   }
+  // A model no machine of ours holds, dense or a mixture of experts: refused before anything is
+  // allocated (a petabyte's worth), not after the machine has swapped.
+  expect_bad(data_flags() + sized + " --vocab 2000000000", "needs at least");
+  expect_bad(data_flags() + sized + " --experts 100000000", "needs at least");
   // Backend flags.
   expect_bad(data_flags() + sized + " --device tpu", "--device must be cpu or cuda");
   expect_bad(data_flags() + sized + " --precision bf16", "needs --device cuda");
