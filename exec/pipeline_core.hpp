@@ -251,8 +251,10 @@ ExecResult result_of(const Schedule& schedule, std::span<const T> losses,
     result.step_losses.push_back(step_mean(losses, schedule.microbatches, k));
   const std::vector<StageObservation> observations = stages.observations();
   result.observed = observed_analysis(schedule, observations);
-  for (const StageObservation& o : observations)
+  for (const StageObservation& o : observations) {
     result.stage_aux_losses.emplace_back(o.aux_losses.begin(), o.aux_losses.end());
+    result.stage_expert_tokens.emplace_back(o.expert_tokens.begin(), o.expert_tokens.end());
+  }
   return result;
 }
 

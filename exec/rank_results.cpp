@@ -79,6 +79,9 @@ void decode_into(const Schedule& schedule, const json& j, ExecResult& r, std::ve
                         aux.size(), schedule.total_microbatches()));
       r.stage_aux_losses.resize(static_cast<std::size_t>(schedule.stages));
       r.stage_aux_losses[static_cast<std::size_t>(sa.stage)] = std::move(aux);
+      r.stage_expert_tokens.resize(static_cast<std::size_t>(schedule.stages));
+      r.stage_expert_tokens[static_cast<std::size_t>(sa.stage)] =
+          x.at("expert_tokens").get<std::vector<std::int64_t>>();
     }
   }
   if (d == last_stage_device(schedule)) {
@@ -136,8 +139,10 @@ std::string encode_rank_result(const Schedule& schedule, const ExecResult& resul
                       {"updates", sa.updates},
                       {"versions", std::move(versions)}});
     const auto s = static_cast<std::size_t>(sa.stage);
-    if (s < result.stage_aux_losses.size() && !result.stage_aux_losses[s].empty())
+    if (s < result.stage_aux_losses.size() && !result.stage_aux_losses[s].empty()) {
       stages.back()["aux_losses"] = result.stage_aux_losses[s];
+      stages.back()["expert_tokens"] = result.stage_expert_tokens.at(s);
+    }
   }
   j["stages"] = std::move(stages);
   if (device == last_stage_device(schedule)) {

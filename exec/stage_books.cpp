@@ -9,8 +9,10 @@ StageBooks::StageBooks(const StagePlan& plan, std::size_t activation_slots)
     : plan_(plan),
       book_(plan.stage, plan.policy, plan.stash_capacity, plan.updates, plan.total_microbatches) {
   plan_.lr.validate();
-  if (plan.shape.config.moe.enabled() && plan.shape.range.num_layers > 0)
+  if (plan.shape.config.moe.enabled() && plan.shape.range.num_layers > 0) {
     aux_losses_.assign(static_cast<std::size_t>(plan.total_microbatches), 0.0f);
+    expert_tokens_.assign(plan.shape.range.num_layers * plan.shape.config.moe.experts, 0);
+  }
   if (plan.split_backward)
     w_book_ = WeightStashBook(plan.stage, std::max<std::size_t>(activation_slots, 1));
 }

@@ -34,6 +34,9 @@ class StageBooks {
   // A mixture of experts: each micro-batch's load-balancing loss on this stage's blocks, summed
   // over them, as its forward computed it (unscaled); empty for a dense model.
   std::span<const float> aux_losses() const { return aux_losses_; }
+  // And the tokens each expert of each of its blocks was chosen by, over this run's forwards
+  // (blocks × E, before capacity; empty for a dense model): the routing's balance.
+  std::span<const std::int64_t> expert_tokens() const { return expert_tokens_; }
 
  protected:
   // `activation_slots`: the runtime's slots; a stage that splits its backward gets one
@@ -62,7 +65,8 @@ class StageBooks {
   VersionBook book_;
   WeightStashBook w_book_;  // empty unless the stage splits its backward
   std::size_t snapshots_taken_ = 0;
-  std::vector<float> aux_losses_;  // per micro-batch of the schedule (MoE only)
+  std::vector<float> aux_losses_;            // per micro-batch of the schedule (MoE only)
+  std::vector<std::int64_t> expert_tokens_;  // blocks × E (MoE only)
 };
 
 }  // namespace paci::exec

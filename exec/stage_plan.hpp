@@ -96,6 +96,8 @@ struct ExecResult {
   // A mixture of experts: per stage, each micro-batch's load-balancing loss on its blocks (empty
   // for a dense model); step_aux_losses() sums the stages' step means.
   std::vector<std::vector<float>> stage_aux_losses;
+  // And per stage, the tokens each expert of each block was chosen by (blocks × E).
+  std::vector<std::vector<std::int64_t>> stage_expert_tokens;
   std::vector<double> step_aux_losses(std::int32_t microbatches) const;
   ActionTimes times;  // aligned with schedule.devices
   Timeline timeline;  // source "measured"
@@ -118,7 +120,8 @@ RunSummary measured_summary(const Schedule& schedule, const ExecResult& result,
 struct StageObservation {
   const VersionBook* versions = nullptr;
   std::size_t peak_activations = 0;
-  std::span<const float> aux_losses;  // StageBooks::aux_losses
+  std::span<const float> aux_losses;            // StageBooks::aux_losses
+  std::span<const std::int64_t> expert_tokens;  // StageBooks::expert_tokens
 };
 // The analysis of a finished run: versions really read, measured peaks, staleness summaries.
 // A stage without a VersionBook (run by another process) is left out, and then so are the

@@ -21,6 +21,16 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
   for (std::size_t i = 0; i < w_book_.size(); ++i) w_stashes_.push_back(stage_.make_weight_stash());
 }
 
+void StageRuntime::record_routing(std::int32_t mb, const model::ActivationSlot& slot) {
+  if (aux_losses_.empty()) return;
+  aux_losses_[static_cast<std::size_t>(mb)] = slot.aux_loss();
+  const std::size_t E = plan_.shape.config.moe.experts;
+  for (std::size_t l = 0; l < plan_.shape.range.num_layers; ++l) {
+    const std::span<const std::int32_t> chosen = slot.expert_choices(l);
+    for (std::size_t e = 0; e < E; ++e) expert_tokens_[l * E + e] += chosen[e];
+  }
+}
+
 void StageRuntime::set_params(std::span<const float> host) {
   if (host.size() != params_.size())
     throw std::invalid_argument(fmt::format("stage {}: {} weights given, the layout has {}",
@@ -53,11 +63,11 @@ void StageRuntime::forward(std::int32_t mb, const Input& input,
   if (!aux_losses_.empty()) aux_losses_.at(static_cast<std::size_t>(mb)) = 0.0f;
   if (!stage_.is_last()) {
     stage_.forward(params_, input, slot, plan_.loss_scale);
-    if (!aux_losses_.empty()) aux_losses_[static_cast<std::size_t>(mb)] = slot.aux_loss();
+    record_routing(mb, slot);
     return;
   }
   const float value = stage_.forward_loss(params_, input, targets, plan_.loss_scale, slot);
-  if (!aux_losses_.empty()) aux_losses_[static_cast<std::size_t>(mb)] = slot.aux_loss();
+  record_routing(mb, slot);
   if (!std::isfinite(value))
     throw std::runtime_error(fmt::format("loss is {} at micro-batch {} (optimizer step {})", value,
                                          mb, optimizer_.steps()));
@@ -111,6 +121,7 @@ void StageRuntime::write_image(model::ImageWriter& out) const {
   out.put(static_cast<std::uint64_t>(snapshots_taken_));
   for (const auto& copy : snapshots_) out.put(std::span<const float>(copy));
   out.put(std::span<const float>(aux_losses_));
+  out.put(std::span<const std::int64_t>(expert_tokens_));
 }
 
 void StageRuntime::copy_state_to(model::StageState& into) const {
@@ -159,6 +170,8 @@ void StageRuntime::load_image(std::span<const std::byte> in, const std::string& 
       fmt::format("{} validation snapshots taken of {}", snapshots_taken_, snapshots_.size()));
   for (auto& copy : snapshots_) reader.get(std::span<float>(copy));
   reader.get(std::span<float>(aux_losses_));
+  reader.get(std::span<std::int64_t>(expert_tokens_));
+  for (const std::int64_t n : expert_tokens_) reader.check(n >= 0, "a negative expert count");
   reader.finish();
 }
 

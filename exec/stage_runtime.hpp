@@ -95,6 +95,8 @@ class StageRuntime : public StageBooks {
   void check_image(std::span<const Action> before_cut, const std::string& what) const;
 
  private:
+  // A mixture of experts: the forward's load-balancing loss and expert choices, into the books.
+  void record_routing(std::int32_t mb, const model::ActivationSlot& slot);
   model::Stage stage_;
   std::vector<float> params_, grads_;
   model::AdamW optimizer_;

@@ -55,7 +55,8 @@ class StageSet {
   std::vector<StageObservation> observations() const {
     std::vector<StageObservation> out;
     for (const auto& rt : stages_)
-      out.push_back(rt ? StageObservation{&rt->versions(), rt->peak_activations(), rt->aux_losses()}
+      out.push_back(rt ? StageObservation{&rt->versions(), rt->peak_activations(), rt->aux_losses(),
+                                          rt->expert_tokens()}
                        : StageObservation{});
     return out;
   }

@@ -8,6 +8,36 @@
 
 namespace paci::exec {
 
+namespace {
+
+// Per block of a mixture of experts: the tokens that chose each expert over the run and the
+// busiest expert's share against the mean (1: balanced; what paci plan's expert_load states).
+ordered_json expert_load(const TrainSetup& t, const ExecResult& result) {
+  ordered_json blocks = ordered_json::array();
+  const std::size_t E = t.exec.config.moe.experts;
+  for (std::size_t s = 0; s < result.stage_expert_tokens.size(); ++s) {
+    const std::vector<std::int64_t>& tokens = result.stage_expert_tokens[s];
+    for (std::size_t l = 0; l * E < tokens.size(); ++l) {
+      const auto first = tokens.begin() + static_cast<std::ptrdiff_t>(l * E);
+      const std::vector<std::int64_t> counts(first, first + static_cast<std::ptrdiff_t>(E));
+      std::int64_t sum = 0, most = 0;
+      for (const std::int64_t n : counts) {
+        sum += n;
+        most = std::max(most, n);
+      }
+      const double ratio =
+          sum > 0 ? static_cast<double>(most) * static_cast<double>(E) / static_cast<double>(sum)
+                  : 0.0;
+      blocks.push_back({{"block", t.exec.ranges.at(s).first_layer + l},
+                        {"tokens", counts},
+                        {"max_over_mean", ratio}});
+    }
+  }
+  return blocks;
+}
+
+}  // namespace
+
 std::string measured_report(const TrainSetup& t, const ExecResult& result, const RunSummary& run,
                             const ordered_json& backend_keys,
                             const std::vector<std::pair<std::size_t, double>>& val_losses) {
@@ -25,6 +55,7 @@ std::string measured_report(const TrainSetup& t, const ExecResult& result, const
   head["loss"] = result.step_losses;
   if (const auto aux = result.step_aux_losses(t.schedule.microbatches); !aux.empty())
     head["aux_loss"] = aux;  // the MoE blocks' load-balancing losses, per step
+  if (t.exec.config.moe.enabled()) head["expert_load"] = expert_load(t, result);
   head["val_loss"] = ordered_json::array();
   for (const auto& [step, loss] : val_losses)
     head["val_loss"].push_back({{"step", step}, {"val_loss", loss}});

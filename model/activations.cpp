@@ -152,6 +152,11 @@ float ActivationSlot::block_aux_loss(std::size_t local_block) const {
   return shape_.config.moe.enabled() ? *data(blocks_.at(local_block).aux) : 0.0f;
 }
 
+std::span<const std::int32_t> ActivationSlot::expert_choices(std::size_t local_block) const {
+  if (!shape_.config.moe.enabled()) return {};
+  return {ids(blocks_.at(local_block).chosen), shape_.config.moe.experts};
+}
+
 float ActivationSlot::aux_loss() const {
   float sum = 0;
   if (shape_.config.moe.enabled())

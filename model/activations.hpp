@@ -76,6 +76,9 @@ class ActivationSlot {
   float aux_loss() const;
   // That of this stage's local_block-th block alone (0 for a dense block).
   float block_aux_loss(std::size_t local_block) const;
+  // The local_block-th block's assignments to each of the E experts, before capacity (empty for
+  // a dense block).
+  std::span<const std::int32_t> expert_choices(std::size_t local_block) const;
 
  private:
   friend class Stage;

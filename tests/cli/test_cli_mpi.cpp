@@ -120,6 +120,7 @@ TEST_P(CliMpi, EqualsOneProcessBitForBit) {
   // A mixture of experts' load-balancing losses: every process's stages.
   EXPECT_EQ(rb.contains("aux_loss"), !model.empty());
   EXPECT_EQ(rb.value("aux_loss", nlohmann::json()), ra.value("aux_loss", nlohmann::json()));
+  EXPECT_EQ(rb.value("expert_load", nlohmann::json()), ra.value("expert_load", nlohmann::json()));
   EXPECT_EQ(rb["val_loss"], ra["val_loss"]);
   EXPECT_EQ(rb["versions"], ra["versions"]);
   EXPECT_EQ(rb["processes"], P);

@@ -124,6 +124,15 @@ TEST(Executor, MixtureOfExpertsEqualsOneDeviceBitwise) {
     ASSERT_EQ(aux.size(), ref.step_aux_losses.size()) << kind;
     for (std::size_t k = 0; k < aux.size(); ++k)
       EXPECT_NEAR(aux[k], ref.step_aux_losses[k], 1e-6 * ref.step_aux_losses[k]) << kind;
+    // Every block's experts were chosen K times by each token of every micro-batch.
+    std::size_t blocks = 0;
+    for (const std::vector<std::int64_t>& tokens : r.stage_expert_tokens)
+      for (std::size_t b = 0; b < tokens.size() / 4; ++b, ++blocks) {
+        std::int64_t sum = 0;
+        for (std::size_t e = 0; e < 4; ++e) sum += tokens[b * 4 + e];
+        EXPECT_EQ(sum, s.total_microbatches() * static_cast<std::int64_t>(kBatch * kSeq * 2));
+      }
+    EXPECT_EQ(blocks, 4u) << kind;
   }
   const Schedule flushed = generate_schedule("1f1b", P, M, 3);  // the executor keeps a reference
   Executor dense(flushed, config_for(P));
