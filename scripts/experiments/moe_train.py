@@ -70,20 +70,24 @@ def read_jsonl(path):
 
 def run(name, flags, seed, steps, out):
     metrics = os.path.join(out, f"{name}-s{seed}.jsonl")
-    if not os.path.exists(metrics):
+    report = os.path.join(out, f"{name}-s{seed}.json")
+    if not os.path.exists(metrics) or not os.path.exists(report):
         cmd = [PACI, "train", "-k", "1f1b", "-p", "1", "-m", "1", "-n", str(steps), "--seed",
                str(seed), "--val-every", str(max(1, steps // 8)), "--metrics", metrics + ".part",
-               "--quiet", *flags]
+               "--report", report + ".part", "--quiet", *flags]
         print(f"moe_train: {name} seed {seed} ({steps} steps)", file=sys.stderr, flush=True)
         if subprocess.run(cmd).returncode != 0:
             sys.exit(f"moe_train: failed: {' '.join(cmd)}")
+        os.replace(report + ".part", report)
         os.replace(metrics + ".part", metrics)
+    with open(report) as f:
+        load = [b["max_over_mean"] for b in json.load(f).get("expert_load", [])]
     lines = read_jsonl(metrics)
     val = [(l["step"], l["val_loss"]) for l in lines if "val_loss" in l]
     train = [l for l in lines if "loss" in l]
     rates = [l["tokens_per_s"] for l in train[1:]]
     return {"val": val, "final_val": val[-1][1], "final_train": train[-1]["loss"],
-            "tokens_per_s": statistics.median(rates)}
+            "tokens_per_s": statistics.median(rates), "expert_load": load}
 
 
 def machine(metrics):
@@ -123,6 +127,8 @@ def main():
             "parameters": parameters(flags), "forward_flops_per_token": flops_per_token(flags),
             "final_val_loss": spread([r["final_val"] for r in runs]),
             "tokens_per_s": spread([r["tokens_per_s"] for r in runs]),
+            "expert_load": (spread([x for r in runs for x in r["expert_load"]])
+                            if runs[0]["expert_load"] else None),
             "val_curves": [r["val"] for r in runs]})
     os.makedirs(args.results, exist_ok=True)
     with open(os.path.join(args.results, "moe_train.json"), "w") as f:
@@ -130,6 +136,13 @@ def main():
         f.write("\n")
     write_markdown(results, os.path.join(args.results, "moe_train.md"), args)
     plot(results, os.path.join(args.results, "moe_train.svg"))
+
+
+def load_text(m):
+    load = m.get("expert_load")
+    if not load:
+        return "-"
+    return f"{load['median']:.2f} [{load['min']:.2f}, {load['max']:.2f}]"
 
 
 def write_markdown(results, path, args):
@@ -141,7 +154,7 @@ def write_markdown(results, path, args):
                     f"{m['forward_flops_per_token'] / dense['forward_flops_per_token']:.3f} | "
                     f"{v['median']:.4f} [{v['min']:.4f}, {v['max']:.4f}] | "
                     f"{v['median'] - dense['final_val_loss']['median']:+.4f} | "
-                    f"{t['median']:,.0f} [{t['min']:,.0f}, {t['max']:,.0f}] |")
+                    f"{t['median']:,.0f} [{t['min']:,.0f}, {t['max']:,.0f}] | {load_text(m)} |")
     tokens = results["steps"] * results["tokens_per_step"]
     excess = max(m["forward_flops_per_token"] / dense["forward_flops_per_token"] - 1
                  for m in results["models"])
@@ -155,10 +168,11 @@ default, which gives each token the dense MLP's FLOPs. {results['steps']} steps 
 1..{args.seeds} for every model, trained by `paci train -k 1f1b -p 1` on this machine
 ({results['machine']}). Validation loss: cross-entropy in nats per byte on
 data/kjv_val.bin, min / median / max over the seeds; tokens/s: the median step of each run, min /
-median / max over the runs.
+median / max over the runs; the expert load: each block's busiest expert over the mean over the
+whole run (the report's `expert_load`), median [min, max] over every block of every seed.
 
-| model | parameters | forward FLOPs a token (dense = 1) | final validation loss | against dense (median; negative: lower) | tokens/s |
-|---|---|---|---|---|---|
+| model | parameters | forward FLOPs a token (dense = 1) | final validation loss | against dense (median; negative: lower) | tokens/s | busiest expert's load over the mean |
+|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 
 ![validation loss](moe_train.svg)
