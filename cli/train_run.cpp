@@ -71,6 +71,7 @@ void TrainOutputs::write_results(const exec::ExecResult& result, const RunSummar
                                  ordered_json backend_keys) {
   const std::vector<double> aux = result.step_aux_losses(t_.schedule.microbatches);
   for (std::size_t k = 0; k < aux.size(); ++k) {
+    if (t_.first_step + k + 1 <= t_.start_step) continue;  // a cut's steps done before it
     ordered_json j;  // known at the end: every stage's share, from every process
     j["step"] = t_.first_step + k + 1;
     j["aux_loss"] = aux[k];

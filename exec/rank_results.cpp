@@ -80,8 +80,12 @@ void decode_into(const Schedule& schedule, const json& j, ExecResult& r, std::ve
       r.stage_aux_losses.resize(static_cast<std::size_t>(schedule.stages));
       r.stage_aux_losses[static_cast<std::size_t>(sa.stage)] = std::move(aux);
       r.stage_expert_tokens.resize(static_cast<std::size_t>(schedule.stages));
-      r.stage_expert_tokens[static_cast<std::size_t>(sa.stage)] =
-          x.at("expert_tokens").get<std::vector<std::int64_t>>();
+      auto tokens = x.at("expert_tokens").get<std::vector<std::int64_t>>();
+      for (const std::int64_t n : tokens)
+        if (n < 0)
+          throw std::runtime_error(
+              fmt::format("stage {} reports a negative expert count", sa.stage));
+      r.stage_expert_tokens[static_cast<std::size_t>(sa.stage)] = std::move(tokens);
     }
   }
   if (d == last_stage_device(schedule)) {

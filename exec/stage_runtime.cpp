@@ -23,7 +23,7 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
 
 void StageRuntime::record_routing(std::int32_t mb, const model::ActivationSlot& slot) {
   if (aux_losses_.empty()) return;
-  aux_losses_[static_cast<std::size_t>(mb)] = slot.aux_loss();
+  aux_losses_.at(static_cast<std::size_t>(mb)) = slot.aux_loss();
   const std::size_t E = plan_.shape.config.moe.experts;
   for (std::size_t l = 0; l < plan_.shape.range.num_layers; ++l) {
     const std::span<const std::int32_t> chosen = slot.expert_choices(l);
@@ -60,7 +60,6 @@ void StageRuntime::forward(std::int32_t mb, const Input& input,
                            std::span<const std::int32_t> targets, Loss* loss) {
   model::ActivationSlot& slot = activations_.acquire(mb);
   book_.forward(mb);
-  if (!aux_losses_.empty()) aux_losses_.at(static_cast<std::size_t>(mb)) = 0.0f;
   if (!stage_.is_last()) {
     stage_.forward(params_, input, slot, plan_.loss_scale);
     record_routing(mb, slot);

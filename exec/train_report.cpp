@@ -17,6 +17,9 @@ ordered_json expert_load(const TrainSetup& t, const ExecResult& result) {
   const std::size_t E = t.exec.config.moe.experts;
   for (std::size_t s = 0; s < result.stage_expert_tokens.size(); ++s) {
     const std::vector<std::int64_t>& tokens = result.stage_expert_tokens[s];
+    if (tokens.size() != t.exec.ranges.at(s).num_layers * E && !tokens.empty())
+      throw std::runtime_error(fmt::format("stage {} reports {} expert counts for {} blocks of {}",
+                                           s, tokens.size(), t.exec.ranges.at(s).num_layers, E));
     for (std::size_t l = 0; l * E < tokens.size(); ++l) {
       const auto first = tokens.begin() + static_cast<std::ptrdiff_t>(l * E);
       const std::vector<std::int64_t> counts(first, first + static_cast<std::ptrdiff_t>(E));

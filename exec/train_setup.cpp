@@ -3,10 +3,11 @@
 
 #include <fmt/format.h>
 
-#include <unistd.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <span>
 #include <thread>
 #include <utility>
@@ -78,21 +79,24 @@ double stage_parameters(const model::GptConfig& c, model::StageRange r) {
   return n;
 }
 
-// Refuses a model whose largest stage cannot hold its weights, gradients and AdamW's two moments
-// (16 bytes a parameter, before any activation) in this machine's memory: every process holds
-// at least one stage. Without this, the allocation fails after the machine has swapped.
+// Refuses a model whose smallest stage cannot hold its weights, gradients and AdamW's two moments
+// (16 bytes a parameter, before any activation) in this machine's memory and swap: whichever
+// stages this process holds (all of them on threads, its own under a launcher), they are at least
+// that. Without this, the allocation fails after the machine has swapped.
 void check_memory(const model::GptConfig& c, std::span<const model::StageRange> ranges) {
-  double largest = 0;
-  for (const model::StageRange& r : ranges) largest = std::max(largest, stage_parameters(c, r));
-  const double need = 16 * largest;
-  const double have =
-      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  double smallest = std::numeric_limits<double>::infinity();
+  for (const model::StageRange& r : ranges) smallest = std::min(smallest, stage_parameters(c, r));
+  const double need = 16 * smallest;
+  struct sysinfo info {};
+  if (sysinfo(&info) != 0) return;
+  const double have = (static_cast<double>(info.totalram) + static_cast<double>(info.totalswap)) *
+                      static_cast<double>(info.mem_unit);
   if (have > 0 && need > have)
     throw InputError(fmt::format(
-        "the model ({}) needs at least {:.1f} GiB on its largest stage ({:.3g} parameters: "
+        "the model ({}) needs at least {:.1f} GiB on its smallest stage ({:.3g} parameters: "
         "weights, gradients and AdamW's two moments in fp32), more than this machine's {:.1f} "
-        "GiB of memory",
-        model::describe_shape(c), need / (1 << 30), largest, have / (1 << 30)));
+        "GiB of memory and swap",
+        model::describe_shape(c), need / (1 << 30), smallest, have / (1 << 30)));
 }
 
 struct Request {

@@ -168,7 +168,10 @@ void Engine::try_start(std::int32_t d) {
     const Action& f = list[first];
     const Action& b = list[first + 1];
     const double alone = cost(f.stage).forward_s + cost(b.stage).backward_s;
-    if (alone > 0.0) duration *= pair_duration_s(cost(f.stage), cost(b.stage)) / alone;
+    // A pair that hides nothing (shorter than alone it is not) runs as its two actions, each at
+    // its own speed: no SMs are given to communication it does not overlap.
+    if (alone > 0.0 && hides(d, first))
+      duration *= pair_duration_s(cost(f.stage), cost(b.stage)) / alone;
   }
   if (replay_ != nullptr) {
     const ReplayAction& r = replay_->actions[du][pc_[du]];

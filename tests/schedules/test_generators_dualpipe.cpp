@@ -259,6 +259,34 @@ TEST(DualPipeV, SimulatedPairsStartTogetherAndSendTogether) {
   }
 }
 
+// A pair slowed so much that overlapping costs more than it hides runs as its two actions, each
+// at its own speed: the same step as a pair with nothing to hide.
+TEST(DualPipeV, APairThatDoesNotPayRunsAsTwoActionsAtTheirOwnSpeed) {
+  const Schedule s = generate_schedule("dualpipev", 2, 4, 1);
+  const CostModel plain = costs(4, 1.0, 2.0, 1.0, std::nullopt);
+  CostModel slowed = plain;
+  for (StageCost& c : slowed.stages) {
+    c.forward_comm_s = 0.1;
+    c.backward_comm_s = 0.1;
+    c.pair_compute_slowdown = 2.0;  // pair: 1.8 + 3.8 + 0.2 - 0.2 = 5.6 s > F + B = 3 s
+  }
+  const auto makespan = [&](const CostModel& c) {
+    return run_summary(s, c, simulate(s, c, {false})).timing.makespan_s;
+  };
+  EXPECT_DOUBLE_EQ(makespan(slowed), makespan(plain));
+  const SimResult r = simulate(s, slowed, {false});
+  int paired = 0;
+  for (std::size_t d = 0; d < s.devices.size(); ++d)
+    for (std::size_t i = 0; i < s.devices[d].size(); ++i) {
+      const Action& a = s.devices[d][i];
+      if (a.overlap == Overlap::none) continue;
+      ++paired;  // each half at its own speed: F 1 s, B 2 s
+      EXPECT_DOUBLE_EQ(r.times[d][i].end_s - r.times[d][i].start_s,
+                       a.kind == ActionKind::F ? 1.0 : 2.0);
+    }
+  EXPECT_GT(paired, 0);
+}
+
 TEST(DualPipeV, PairTimeHidesCommunicationBehindTheOthersCompute) {
   StageCost f, b;
   f.forward_s = 1.0;
