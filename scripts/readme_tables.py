@@ -115,8 +115,12 @@ def moe_train_headline():
         v = m["final_val_loss"]
         return f"{v['median']:.3f} [{v['min']:.3f}, {v['max']:.3f}]"
 
+    def load(m):
+        x = m.get("expert_load")
+        return f", busiest expert {x['median']:.2f}x the mean load" if x else ""
+
     parts = [f"{m['description'].split(': ', 1)[1]} {val(m)} "
-             f"({m['parameters'] / dense['parameters']:.1f}x the parameters)"
+             f"({m['parameters'] / dense['parameters']:.1f}x the parameters{load(m)})"
              for m in r["models"] if m["name"] != "dense"]
     seeds = len(dense["val_curves"])
     return (f"the dense GPT and its mixtures of experts of the same FLOPs a token, {r['steps']} "
