@@ -226,15 +226,6 @@ bool advance(Backend& be, Device& dev, bool wait) {
   return true;
 }
 
-// The mean loss of step k's M micro-batches, from every micro-batch's loss in order.
-template <typename T>
-double step_mean(std::span<const T> losses, std::int32_t microbatches, std::int32_t k) {
-  double sum = 0.0;
-  for (std::int32_t i = k * microbatches; i < (k + 1) * microbatches; ++i)
-    sum += losses[static_cast<std::size_t>(i)];
-  return sum / microbatches;
-}
-
 // The fields of a run's result that do not depend on the backend's clock: losses and what the
 // stages observed; sized per device for collect().
 template <typename T, typename Runtime>

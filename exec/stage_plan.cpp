@@ -88,12 +88,8 @@ std::vector<double> ExecResult::step_aux_losses(std::int32_t microbatches) const
     if (stage.empty()) continue;
     const auto steps = static_cast<std::int32_t>(stage.size()) / microbatches;
     out.resize(static_cast<std::size_t>(steps), 0.0);
-    for (std::int32_t k = 0; k < steps; ++k) {
-      double sum = 0.0;  // the step's micro-batches in order, as the losses' step_mean
-      for (std::int32_t i = k * microbatches; i < (k + 1) * microbatches; ++i)
-        sum += stage[static_cast<std::size_t>(i)];
-      out[static_cast<std::size_t>(k)] += sum / microbatches;
-    }
+    for (std::int32_t k = 0; k < steps; ++k)
+      out[static_cast<std::size_t>(k)] += step_mean(std::span<const float>(stage), microbatches, k);
   }
   return out;
 }

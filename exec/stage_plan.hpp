@@ -89,6 +89,15 @@ void check_runnable(const Schedule& schedule, const TrainingConfig& config);
 std::vector<StagePlan> plan_stages(const Schedule& schedule, const Analysis& analysis,
                                    const TrainingConfig& config);
 
+// The mean loss of step k's M micro-batches, from every micro-batch's loss in order.
+template <typename T>
+double step_mean(std::span<const T> losses, std::int32_t microbatches, std::int32_t k) {
+  double sum = 0.0;
+  for (std::int32_t i = k * microbatches; i < (k + 1) * microbatches; ++i)
+    sum += losses[static_cast<std::size_t>(i)];
+  return sum / microbatches;
+}
+
 // What a run measured, whatever backend ran it.
 struct ExecResult {
   std::vector<double> step_losses;       // per optimizer step: mean loss of its micro-batches

@@ -64,28 +64,15 @@ model::MoeConfig requested_moe(const TrainOptions& f, std::size_t d_model) {
   return m;
 }
 
-// The parameters of a stage, in double (a shape of 2^31-wide flags overflows 64-bit counts):
-// layout.cpp's block_floats and the ends' tensors.
-double stage_parameters(const model::GptConfig& c, model::StageRange r) {
-  const auto C = static_cast<double>(c.d_model), V = static_cast<double>(c.vocab);
-  double block = 12 * C * C + 13 * C;
-  if (c.moe.enabled()) {
-    const auto E = static_cast<double>(c.moe.experts), H = static_cast<double>(c.moe.hidden);
-    block = 4 * C * C + 8 * C + E * C + (E + (c.moe.shared_expert ? 1 : 0)) * 3 * H * C;
-  }
-  double n = static_cast<double>(r.num_layers) * block;
-  if (r.is_first()) n += (V + static_cast<double>(c.max_seq_len)) * C;
-  if (r.is_last(c)) n += 2 * C + V * C;
-  return n;
-}
-
 // Refuses a model whose smallest stage cannot hold its weights, gradients and AdamW's two moments
 // (16 bytes a parameter, before any activation) in this machine's memory and swap: whichever
 // stages this process holds (all of them on threads, its own under a launcher), they are at least
 // that. Without this, the allocation fails after the machine has swapped.
 void check_memory(const model::GptConfig& c, std::span<const model::StageRange> ranges) {
   double smallest = std::numeric_limits<double>::infinity();
-  for (const model::StageRange& r : ranges) smallest = std::min(smallest, stage_parameters(c, r));
+  for (const model::StageRange& r : ranges)
+    smallest = std::min(smallest,
+                        static_cast<double>(model::section_floats(c, r.first_layer, r.num_layers)));
   const double need = 16 * smallest;
   struct sysinfo info {};
   if (sysinfo(&info) != 0) return;

@@ -98,29 +98,6 @@ std::size_t checked(std::size_t a, char op, std::size_t b) {
   return checked_size(a, op, b, "the shape's parameter count overflows");
 }
 
-// The floats of a stage section of `range`, computed with overflow checks before ParamLayout
-// (which loops over the range's layers) is built: wte and wpe on the first stage, 12C² + 13C per
-// block, ln_f and the head on the last. Throws InputError for a range outside the model.
-std::size_t section_floats(const GptConfig& c, std::size_t first_layer, std::size_t num_layers) {
-  if (num_layers > c.layers || first_layer > c.layers - num_layers)
-    throw InputError(fmt::format("blocks [{}, {} + {}) leave a model of {} layers", first_layer,
-                                 first_layer, num_layers, c.layers));
-  const std::size_t C = c.d_model;
-  std::size_t block = checked(checked(checked(12, '*', C), '*', C), '+', checked(13, '*', C));
-  if (c.moe.enabled()) {  // layout.cpp's block_floats, each product checked
-    const std::size_t expert = checked(checked(3, '*', c.moe.hidden), '*', C);
-    const std::size_t experts = checked(c.moe.experts, '+', c.moe.shared_expert ? 1 : 0);
-    block = checked(checked(checked(4, '*', C), '*', C), '+', checked(8, '*', C));
-    block = checked(block, '+', checked(c.moe.experts, '*', C));
-    block = checked(block, '+', checked(experts, '*', expert));
-  }
-  std::size_t n = checked(num_layers, '*', block);
-  if (first_layer == 0) n = checked(n, '+', checked(checked(c.vocab, '+', c.max_seq_len), '*', C));
-  if (first_layer + num_layers == c.layers)
-    n = checked(n, '+', checked(checked(c.vocab, '+', 2), '*', C));
-  return n;
-}
-
 // Throws nlohmann exceptions (type, missing key) and InputError; the caller adds the file name.
 StateMetadata parse_metadata(const json& j, std::uint32_t version) {
   StateMetadata m;
@@ -196,6 +173,26 @@ void verify_checksum(BinaryReader& reader) {
 }
 
 }  // namespace
+
+std::size_t section_floats(const GptConfig& c, std::size_t first_layer, std::size_t num_layers) {
+  if (num_layers > c.layers || first_layer > c.layers - num_layers)
+    throw InputError(fmt::format("blocks [{}, {} + {}) leave a model of {} layers", first_layer,
+                                 first_layer, num_layers, c.layers));
+  const std::size_t C = c.d_model;
+  std::size_t block = checked(checked(checked(12, '*', C), '*', C), '+', checked(13, '*', C));
+  if (c.moe.enabled()) {  // layout.cpp's block_floats, each product checked
+    const std::size_t expert = checked(checked(3, '*', c.moe.hidden), '*', C);
+    const std::size_t experts = checked(c.moe.experts, '+', c.moe.shared_expert ? 1 : 0);
+    block = checked(checked(checked(4, '*', C), '*', C), '+', checked(8, '*', C));
+    block = checked(block, '+', checked(c.moe.experts, '*', C));
+    block = checked(block, '+', checked(experts, '*', expert));
+  }
+  std::size_t n = checked(num_layers, '*', block);
+  if (first_layer == 0) n = checked(n, '+', checked(checked(c.vocab, '+', c.max_seq_len), '*', C));
+  if (first_layer + num_layers == c.layers)
+    n = checked(n, '+', checked(checked(c.vocab, '+', 2), '*', C));
+  return n;
+}
 
 void save_state(const std::string& path, const StateMetadata& metadata,
                 std::span<const StageStateView> stages, std::span<const StateBlobView> blobs) {

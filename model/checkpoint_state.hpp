@@ -104,6 +104,12 @@ void save_state(const std::string& path, const StateMetadata& metadata,
 TrainingState load_state(const std::string& path);
 TrainingState load_state(const std::string& path, const GptConfig& expected);
 
+// The floats of the stage of blocks [first_layer, first_layer + num_layers), computed with
+// overflow checks before a ParamLayout (which loops over the layers) is built: wte and wpe on the
+// first stage, block_floats per block, ln_f and the head on the last. Throws InputError for a
+// range outside the model or a count that overflows (a shape no file or memory could hold).
+std::size_t section_floats(const GptConfig& c, std::size_t first_layer, std::size_t num_layers);
+
 // The state of any stage range, assembled from the sections covering it. Stage buffers are slices
 // of the whole model's and AdamW is elementwise, so a run may resume under another partition.
 // InputError if the sections do not cover the range or disagree on the optimizer step count.

@@ -202,8 +202,10 @@ def fidelity_moe_line():
     path = os.path.join(ROOT, "docs", "results", "fidelity_moe.md")
     if not os.path.exists(path):
         return "not yet: bash scripts/experiments/fidelity_moe.sh"
-    parts, inside, rows = [], 0, 0
+    parts, inside, rows, machine = [], 0, 0, "machine not stated"
     for line in open(path):
+        if line.startswith("Measured on "):
+            machine = line.strip().removeprefix("Measured on ").rstrip(".")
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) > 7 and cells[0] in ("1f1b", "paci", "zb-h1", "dualpipev"):
             rows += 1
@@ -211,8 +213,8 @@ def fidelity_moe_line():
             first = cells[7].split("(")[-1].rstrip(")")
             parts.append(f"{cells[0]} predicted {cells[1]} s, measured {cells[2]} s ({cells[3]}; "
                          f"calibrated once first, {first})")
-    return (f"{inside} of {rows} predictions inside the measured range; " + "; ".join(parts) +
-            " ([fidelity_moe.md](fidelity_moe.md))")
+    return (f"on {machine}: {inside} of {rows} predictions inside the measured range; " +
+            "; ".join(parts) + " ([fidelity_moe.md](fidelity_moe.md))")
 
 
 blocks = {

@@ -118,6 +118,10 @@ def write(out, rows, seconds):
              f"{max(measured):.0f}% MFU counted the same way (the highest NeMo's Mixtral 8x7B in "
              "FP8 on GB200); a pick predicted above that range is more likely a missing cost than "
              "a better plan." if measured else "")
+    def slowdown(gpu):  # what paci plan's evaluate.cpp sets from the preset's SM count
+        sms = json.load(open(os.path.join(ROOT, "plan", "hardware", "clusters", gpu + ".json")))["sms"]
+        return sms / (sms - 20)
+    slowdowns = ", ".join(f"{slowdown(gpu):.2f}x on {name.split()[0]}" for gpu, name in GPUS)
     lines = [
         "# paci plan on mixtures of experts",
         "",
@@ -128,8 +132,8 @@ def write(out, rows, seconds):
         "V-shaped schedules alone (`--kind zb-v,dualpipev`), DualPipeV's overlapped pairs hiding "
         "each pass's exposed collectives and all-to-alls behind the other pass's compute "
         "(docs/schedules.md), its compute slowed while the communication kernels hold 20 of the "
-        "GPU's SMs (DeepSeek-V3's report, section 3.2.2: SMs / (SMs - 20), 1.18x on H100, 1.16x "
-        "on B200; docs/costmodel.md); the SMs' contention with the GEMMs beyond that and the "
+        f"GPU's SMs (DeepSeek-V3's report, section 3.2.2: SMs / (SMs - 20), {slowdowns}; "
+        "docs/costmodel.md); the SMs' contention with the GEMMs beyond that and the "
         "kernels' own speed are not modelled. MFU on active parameters. V gain: the default "
         "pick's step over the V's.",
         "",
