@@ -47,7 +47,7 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
           "cannot resume one yet: resume it in one process (without mpirun)",
           f.resume_path));
     // Before waiting on anyone; MpiLinks keeps a message that arrives ahead of its turn.
-    exec::check_launch(setup.schedule, session.size(), false);
+    exec::check_launch(setup.schedule, session.size(), false, f.ep);
     timeout = exec::link_timeout();
     return setup;
   });
@@ -55,8 +55,13 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
     for (const auto& note : t.notes) std::cerr << "paci train: note: " << note << '\n';
   std::optional<exec::mpi::MpiLinks> links;
   try {
-    links.emplace(t.schedule, run_fingerprint(t, f), timeout);
-    const bool writer = session.rank() == exec::last_stage_device(t.schedule);
+    links.emplace(t.schedule, run_fingerprint(t, f), timeout, f.ep);
+    // Every expert part runs the device's actions: an injected failure (a test's) happens in
+    // part 0's process alone, so that one line says it, as without expert parallelism.
+    if (links->expert_shard().index != 0) t.exec.fail_at.reset();
+    // The last stage's process of expert part 0 (every part runs the same schedule).
+    const bool writer = links->local_device() == exec::last_stage_device(t.schedule) &&
+                        links->expert_shard().index == 0;
     return train_with<exec::CpuTrainer>(t, f, writer, static_cast<exec::HostLinks*>(&*links));
   } catch (...) {
     end_launch("train", links ? &*links : nullptr);
@@ -86,6 +91,11 @@ int run_train(const std::vector<std::string>& args) {
     return 0;
   if (launch.world_size > 1 && f.device == "cpu") return run_train_processes(f, vm, launch);
   TrainSetup t = only_process_zero_says(launch, "train", [&] { return make_train_setup(f, vm); });
+  if (f.ep > 1)
+    throw UsageError(fmt::format(
+        "--ep {} runs each device's expert parts as processes: start {} of them with mpirun (-np "
+        "{})",
+        f.ep, t.schedule.num_devices() * f.ep, t.schedule.num_devices() * f.ep));
   if (!f.quiet && launch.rank == 0)
     for (const auto& note : t.notes) std::cerr << "paci train: note: " << note << '\n';
   if (f.device == "cuda") return run_train_gpu(t, f, launch);

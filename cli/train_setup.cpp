@@ -33,6 +33,10 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_schedule("device", po::value(&f.device)->default_value(f.device),
                "cpu | cuda (every stage on the current GPU, a stream each; under mpirun, srun or "
                "PACI_RANK/PACI_WORLD_SIZE: one process per GPU over NCCL, see docs/cuda.md)");
+  add_schedule("ep", po::value(&f.ep)->default_value(f.ep),
+               "expert parallelism: each device's experts split over this many processes (under "
+               "mpirun -np P*ep; every other tensor and the tokens whole in each, the experts' "
+               "rows all-gathered)");
   add_schedule("precision", po::value(&f.precision)->default_value(f.precision),
                "fp32 | bf16 (bf16: --device cuda; fp32 master weights and AdamW)");
   po::options_description model("model (ignored with --init or --resume, which carry a shape)");
@@ -60,7 +64,7 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_model("seed", po::value(&f.seed)->default_value(f.seed),
             "initialisation and data-order seed");
   add_model("threads", po::value(&f.threads)->default_value(0, "auto"),
-            "compute threads per stage (auto: cores / stages, at least 1)");
+            "compute threads per stage (auto: cores / (devices x --ep), at least 1)");
   po::options_description optim("optimizer");
   auto add_optim = optim.add_options();
   add_optim("lr", po::value(&f.lr)->default_value(f.lr), "peak learning rate");

@@ -294,6 +294,10 @@ Executor::Executor(const Schedule& schedule, const ExecConfig& config)
             StageRuntimeConfig rc;
             static_cast<StagePlan&>(rc) = plan;
             rc.threads = config.threads_per_device;
+            if (config.remote != nullptr) {  // expert parallelism: this process's part
+              rc.shape.experts = config.remote->expert_shard();
+              rc.exchange = config.remote->expert_exchange();
+            }
             return rc;
           },
           !config.resume_from) {  // restore() sets every stage of a resumed run below

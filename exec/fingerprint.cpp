@@ -33,8 +33,8 @@ std::uint64_t run_fingerprint(const TrainSetup& t, const TrainOptions& f) {
       f.min_lr, f.weight_decay, f.beta1, f.beta2, f.eps, f.clip, f.warmup_steps, f.lr_decay,
       t.total_steps);
   const auto& m = c.moe;
-  settings += fmt::format(" | moe {} {} {} {} {} {}", m.experts, m.top_k, m.hidden, m.shared_expert,
-                          m.capacity_factor, m.aux_loss_coef);
+  settings += fmt::format(" | moe {} {} {} {} {} {} ep {}", m.experts, m.top_k, m.hidden,
+                          m.shared_expert, m.capacity_factor, m.aux_loss_coef, f.ep);
   // The data and the starting weights, by their sizes and names (not their bytes).
   settings += fmt::format(" | {} {} {} {}", t.train ? t.train->size() : 0,
                           t.val ? t.val->size() : 0, f.init_path, f.resume_path);

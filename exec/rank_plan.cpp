@@ -43,13 +43,21 @@ std::vector<DeviceLink> device_links(const Schedule& schedule) {
   return links;
 }
 
-void check_launch(const Schedule& schedule, std::int32_t world_size, bool in_order) {
-  if (world_size != schedule.num_devices())
+void check_launch(const Schedule& schedule, std::int32_t world_size, bool in_order,
+                  std::int32_t expert_parts) {
+  if (expert_parts < 1) throw std::invalid_argument("check_launch: expert_parts must be positive");
+  const std::int32_t devices = schedule.num_devices();
+  if (expert_parts > 1 && world_size != devices * expert_parts)
+    throw InputError(fmt::format(
+        "the launch has {} process{} but the schedule's {} device{} times --ep {} need {}: start "
+        "one process per device and expert part (mpirun -np {})",
+        world_size, world_size == 1 ? "" : "es", devices, devices == 1 ? "" : "s", expert_parts,
+        devices * expert_parts, devices * expert_parts));
+  if (world_size != devices * expert_parts)
     throw InputError(fmt::format(
         "the launch has {} process{} but the schedule has {} device{}: start one process per "
         "device (e.g. mpirun -np {})",
-        world_size, world_size == 1 ? "" : "es", schedule.num_devices(),
-        schedule.num_devices() == 1 ? "" : "s", schedule.num_devices()));
+        world_size, world_size == 1 ? "" : "es", devices, devices == 1 ? "" : "s", devices));
   if (in_order) device_links(schedule);
 }
 

@@ -36,11 +36,13 @@ struct DeviceLink {
 // be valid. Throws InputError when a link's receiving order differs from its sending order.
 std::vector<DeviceLink> device_links(const Schedule& schedule);
 
-// Throws InputError unless `world_size` processes can run the schedule, one per device: the
-// process count, and where the transport matches a link's messages by their order (NCCL:
-// `in_order`), device_links()'s check. A transport that keeps a message received ahead of its
-// turn until its consumer asks (MpiLinks) runs any valid schedule.
-void check_launch(const Schedule& schedule, std::int32_t world_size, bool in_order = true);
+// Throws InputError unless `world_size` processes can run the schedule, one per device and expert
+// part (expert parallelism: `expert_parts` processes a device): the process count, and where the
+// transport matches a link's messages by their order (NCCL: `in_order`), device_links()'s check.
+// A transport that keeps a message received ahead of its turn until its consumer asks (MpiLinks)
+// runs any valid schedule.
+void check_launch(const Schedule& schedule, std::int32_t world_size, bool in_order = true,
+                  std::int32_t expert_parts = 1);
 
 // "1F3 -> 2F3 (activation)": one message, for error text.
 std::string to_string(const LinkMessage& message);

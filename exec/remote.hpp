@@ -23,6 +23,7 @@
 #include "exec/stage_plan.hpp"
 #include "exec/transport.hpp"
 #include "model/checkpoint_state.hpp"
+#include "model/stage.hpp"
 #include "schedules/ir.hpp"
 
 namespace paci::exec {
@@ -43,6 +44,16 @@ class ProcessLinks {
   // Whether a link's messages must be received in the order they were sent (NCCL); false when a
   // message that arrives ahead of its turn is kept until its consumer asks (MpiLinks).
   virtual bool in_order() const { return true; }
+
+  // Expert parallelism: several processes run each device, each holding one part of its stages'
+  // experts (every process of a part runs the whole schedule on the same data). Without it, the
+  // one part of one, no exchange, and a gather of this process's bytes alone.
+  virtual model::ExpertShard expert_shard() const { return {}; }
+  // What this process's stages share their experts' rows through (null without).
+  virtual model::ExpertExchange* expert_exchange() { return nullptr; }
+  // Collective over the processes running this device: part 0 gets every part's bytes in part
+  // order, the others an empty vector.
+  virtual std::vector<std::string> gather_expert_parts(std::string bytes) { return {bytes}; }
 };
 
 // The CPU executor's links to other processes: a Transport whose send() has this process's
@@ -72,6 +83,13 @@ std::chrono::seconds link_timeout(const std::function<const char*(const char*)>&
 // Collective: every process's ExecResult part, merged on the process running the last stage (the
 // writer, exec::last_stage_device()); the others get `local` back.
 ExecResult gather_result(ProcessLinks& links, const Schedule& schedule, const ExecResult& local);
+
+// Collective over the processes running this device (expert parallelism): their parts of these
+// stages' states assembled into whole stages on part 0 (model::copy_tensors); the others get an
+// empty vector.
+std::vector<model::StageState> assemble_expert_parts(ProcessLinks& links,
+                                                     const model::GptConfig& config,
+                                                     std::span<const model::StageStateView> mine);
 
 // Collective: every process's stage states (weights, AdamW moments and steps) on the writer, in
 // layer order; the others get an empty vector.

@@ -19,6 +19,7 @@ StageRuntime::StageRuntime(const StageRuntimeConfig& config)
       stash_(book_.stash_slots(), std::vector<float>(params_.size(), 0.0f)) {
   snapshots_.assign(config.snapshot_count(), std::vector<float>(params_.size(), 0.0f));
   for (std::size_t i = 0; i < w_book_.size(); ++i) w_stashes_.push_back(stage_.make_weight_stash());
+  stage_.set_expert_exchange(config.exchange);
 }
 
 void StageRuntime::record_routing(std::int32_t mb, const model::ActivationSlot& slot) {
@@ -131,9 +132,16 @@ void StageRuntime::copy_state_to(model::StageState& into) const {
 }
 
 void StageRuntime::copy_state_from(const model::StageState& from) {
-  std::ranges::copy(from.weights, params_.begin());
-  std::ranges::copy(from.first_moment, optimizer_.first_moment().begin());
-  std::ranges::copy(from.second_moment, optimizer_.second_moment().begin());
+  if (from.weights.size() != params_.size() && !layout().shard().whole()) {
+    const model::ParamLayout whole(layout().config(), layout().range());
+    model::copy_tensors(whole, from.weights, layout(), params_);
+    model::copy_tensors(whole, from.first_moment, layout(), optimizer_.first_moment());
+    model::copy_tensors(whole, from.second_moment, layout(), optimizer_.second_moment());
+  } else {
+    std::ranges::copy(from.weights, params_.begin());
+    std::ranges::copy(from.first_moment, optimizer_.first_moment().begin());
+    std::ranges::copy(from.second_moment, optimizer_.second_moment().begin());
+  }
   optimizer_.set_steps(from.optimizer_steps);
 }
 

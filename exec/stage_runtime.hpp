@@ -20,6 +20,8 @@ namespace paci::exec {
 
 struct StageRuntimeConfig : StagePlan {
   std::size_t threads = 1;
+  // Expert parallelism (shape.experts of more than one part): the stage's expert group.
+  model::ExpertExchange* exchange = nullptr;
 };
 
 class StageRuntime : public StageBooks {
@@ -77,7 +79,8 @@ class StageRuntime : public StageBooks {
   }
 
   // Weights, AdamW moments and step count into / from a checkpoint's stage section of this
-  // stage's layout (buffers already sized).
+  // stage's layout (buffers already sized); from also takes the whole stage's section when this
+  // stage holds part of its experts (its part is copied).
   void copy_state_to(model::StageState& into) const;
   void copy_state_from(const model::StageState& from);
   // The stage's part of a cut of a run (exec/cut.hpp) other than its weights and AdamW state

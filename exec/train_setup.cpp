@@ -44,6 +44,29 @@ std::size_t given_moe_flags(const TrainOptions& f) {
   return n;
 }
 
+// --ep: a divisor of the expert count, on a mixture of experts, without --clip (a stage's norm
+// would need every part's gradients).
+void check_expert_parallel(const TrainOptions& f, const model::GptConfig& config) {
+  if (f.ep < 1) throw InputError(fmt::format("--ep must be at least 1, got {}", f.ep));
+  if (f.ep == 1) return;
+  if (!config.moe.enabled())
+    throw UsageError(fmt::format(
+        "--ep {} splits a mixture of experts' experts over processes: give --experts E too", f.ep));
+  const std::size_t E = config.moe.experts;
+  if (E % static_cast<std::size_t>(f.ep) != 0) {
+    std::string divisors;
+    for (std::size_t d = 1; d <= E; ++d)
+      if (E % d == 0) divisors += fmt::format("{}{}", divisors.empty() ? "" : ", ", d);
+    throw InputError(
+        fmt::format("--ep {} does not divide the {} experts (--ep {} would)", f.ep, E, divisors));
+  }
+  if (f.clip > 0)
+    throw UsageError(fmt::format(
+        "--clip with --ep {}: a stage's gradient norm needs every expert part's gradients, which "
+        "each process does not hold; train without --clip, or without --ep",
+        f.ep));
+}
+
 bool moe_given(const TrainOptions& f) {
   return given_moe_flags(f) > 0;
 }
@@ -199,6 +222,7 @@ TrainSetup make_train_setup(const TrainOptions& f) {
   if (config.moe.enabled() && f.device == "cuda")
     throw UsageError(
         "--experts: the CUDA backend's GPT is dense; a mixture of experts runs on --device cpu");
+  check_expert_parallel(f, config);
   // A cut of a schedule file's run carries that schedule: --resume runs it again, with or without
   // --schedule (which must then name the same schedule).
   std::optional<Schedule> carried;
@@ -295,11 +319,12 @@ TrainSetup make_train_setup(const TrainOptions& f) {
   e.clip = f.clip;
   e.seed = f.seed;
   e.first_step = t.first_step;
+  // auto: the cores shared by the devices, and by each device's expert parts (--ep: a process
+  // each; more OpenMP threads than cores spin against each other at every all-gather).
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  e.threads_per_device =
-      f.threads > 0
-          ? f.threads
-          : std::max<std::size_t>(1, cores / static_cast<std::size_t>(t.schedule.num_devices()));
+  const std::size_t workers = static_cast<std::size_t>(t.schedule.num_devices()) *
+                              static_cast<std::size_t>(std::max(f.ep, 1));
+  e.threads_per_device = f.threads > 0 ? f.threads : std::max<std::size_t>(1, cores / workers);
   e.sequential = f.sequential;
   e.record_timeline = !f.trace_path.empty();
   if (f.val_every < 0) throw InputError("--val-every must be non-negative");

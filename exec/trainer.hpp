@@ -72,6 +72,12 @@ class CpuTrainer {
                        rt.optimizer().first_moment(), rt.optimizer().second_moment()});
     }
     if (!remote_) return views;
+    if (!remote_->expert_shard().whole()) {  // whole stages on part 0, whose processes write
+      assembled_ = assemble_expert_parts(*remote_, t_.exec.config, views);
+      if (remote_->expert_shard().index != 0) return {};
+      views.clear();
+      for (const auto& a : assembled_) views.push_back(a.view());
+    }
     gathered_ = gather_stage_states(*remote_, t_.schedule, views);  // on the writer
     views.clear();
     for (const auto& g : gathered_) views.push_back(g.view());
@@ -83,7 +89,11 @@ class CpuTrainer {
   void describe(ordered_json& keys) const {
     keys["device"] = "cpu";
     keys["threads_per_device"] = t_.exec.threads_per_device;
-    if (remote_) keys["processes"] = t_.schedule.num_devices();
+    if (remote_) {
+      const std::int32_t parts = static_cast<std::int32_t>(remote_->expert_shard().count);
+      keys["processes"] = t_.schedule.num_devices() * parts;
+      if (parts > 1) keys["expert_parallel"] = parts;
+    }
   }
 
  private:
@@ -95,7 +105,8 @@ class CpuTrainer {
   const TrainSetup& t_;
   HostLinks* remote_;
   Executor ex_;
-  std::vector<model::StageState> gathered_;  // state_views() storage, one process per device
+  std::vector<model::StageState> gathered_;   // state_views() storage, one process per device
+  std::vector<model::StageState> assembled_;  // whole stages from every expert part
 };
 
 }  // namespace paci::exec

@@ -10,6 +10,7 @@ namespace paci::model {
 
 void StageShape::validate() const {
   model::validate(config, range);
+  model::validate(config, experts);
   PACI_MODEL_CHECK(batch > 0, "batch (sequences per micro-batch) must be positive");
   PACI_MODEL_CHECK(seq_len > 0 && seq_len <= config.max_seq_len,
                    "sequence length {} must be in [1, max_seq_len {}]", seq_len,

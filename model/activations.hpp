@@ -21,6 +21,7 @@ struct StageShape {
   StageRange range;
   std::size_t batch = 1;    // B
   std::size_t seq_len = 1;  // T, at most config.max_seq_len
+  ExpertShard experts{};    // the part of each block's experts the stage holds (all by default)
 
   std::size_t rows() const { return batch * seq_len; }  // R
   // Throws ModelError on a bad config, range, or micro-batch shape.

@@ -43,6 +43,18 @@ void validate(const GptConfig& config, StageRange range) {
                    range.first_layer);
 }
 
+void validate(const GptConfig& config, ExpertShard shard) {
+  PACI_MODEL_CHECK(shard.count > 0 && shard.index < shard.count,
+                   "expert part {} of {} does not exist", shard.index, shard.count);
+  if (shard.whole()) return;
+  PACI_MODEL_CHECK(config.moe.enabled(), "a dense model has no experts to split in {} parts",
+                   shard.count);
+  PACI_MODEL_CHECK(config.moe.experts % shard.count == 0,
+                   "{} experts do not split into {} equal parts (expert parallelism must divide "
+                   "the expert count)",
+                   config.moe.experts, shard.count);
+}
+
 StageFlops stage_flops(const GptConfig& config, StageRange range, std::size_t batch,
                        std::size_t seq_len) {
   const double R = static_cast<double>(batch * seq_len);

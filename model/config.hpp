@@ -72,6 +72,23 @@ struct StageRange {
   friend bool operator==(const StageRange&, const StageRange&) = default;
 };
 
+// Expert parallelism: the part of every block's experts one process's stage holds, part `index`
+// of `count` equal parts (experts [index·E/count, (index+1)·E/count)). Every other tensor of the
+// stage is whole in every part. count 1: all of them.
+struct ExpertShard {
+  std::size_t index = 0;
+  std::size_t count = 1;
+
+  bool whole() const { return count == 1; }
+  std::size_t first(std::size_t experts) const { return index * (experts / count); }
+  std::size_t end(std::size_t experts) const { return (index + 1) * (experts / count); }
+  friend bool operator==(const ExpertShard&, const ExpertShard&) = default;
+};
+
+// Throws ModelError unless index < count and (count > 1) the model has experts, count of them
+// per part.
+void validate(const GptConfig& config, ExpertShard shard);
+
 inline StageRange whole_model(const GptConfig& config) {
   return {0, config.layers};
 }

@@ -3,6 +3,8 @@
 #include "model/layout.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <unordered_map>
 
 #include "model/check.hpp"
 
@@ -30,9 +32,10 @@ std::size_t block_floats(const GptConfig& c) {
   return 4 * C * C + 8 * C + c.moe.experts * C + experts * expert_floats(c);
 }
 
-ParamLayout::ParamLayout(const GptConfig& config, StageRange range)
-    : config_(config), range_(range) {
+ParamLayout::ParamLayout(const GptConfig& config, StageRange range, ExpertShard shard)
+    : config_(config), range_(range), shard_(shard) {
   validate(config, range);
+  validate(config, shard);
   const std::size_t C = config.d_model;
   if (!range.is_first()) {
     model_offset_ = embedding_floats(config) + range.first_layer * block_floats(config);
@@ -61,8 +64,9 @@ ParamLayout::ParamLayout(const GptConfig& config, StageRange range)
         add(name + ".w2.weight", {C, H}, InitKind::residual_projection);
         return w1;
       };
-      b.experts = expert(fmt::format("{}moe.experts.0", h));
-      for (std::size_t e = 1; e < E; ++e) expert(fmt::format("{}moe.experts.{}", h, e));
+      const std::size_t first = shard.first(E), end = shard.end(E);
+      b.experts = expert(fmt::format("{}moe.experts.{}", h, first));
+      for (std::size_t e = first + 1; e < end; ++e) expert(fmt::format("{}moe.experts.{}", h, e));
       if (config.moe.shared_expert) b.shared = expert(h + "moe.shared");
     } else {
       b.fc_w = add(h + "mlp.c_fc.weight", {4 * C, C}, InitKind::normal);
@@ -89,6 +93,28 @@ std::size_t ParamLayout::add(std::string name, std::vector<std::size_t> shape, I
   size_ += t.numel;
   tensors_.push_back(std::move(t));
   return tensors_.back().offset;
+}
+
+std::size_t ParamLayout::model_offset() const {
+  PACI_MODEL_CHECK(shard_.whole(), "a stage holding expert part {} of {} is no slice of the model",
+                   shard_.index, shard_.count);
+  return model_offset_;
+}
+
+void copy_tensors(const ParamLayout& from, std::span<const float> src, const ParamLayout& to,
+                  std::span<float> dst) {
+  PACI_MODEL_CHECK(from.config() == to.config() && from.range() == to.range(),
+                   "tensors copied between different stages");
+  PACI_MODEL_CHECK(src.size() == from.size() && dst.size() == to.size(),
+                   "buffers of {} and {} floats for layouts of {} and {}", src.size(), dst.size(),
+                   from.size(), to.size());
+  std::unordered_map<std::string_view, const ParamTensor*> into;
+  for (const ParamTensor& t : to.tensors()) into.emplace(t.name, &t);
+  for (const ParamTensor& t : from.tensors()) {
+    const auto it = into.find(t.name);
+    if (it == into.end()) continue;  // a tensor `to` does not hold
+    std::copy_n(src.data() + t.offset, t.numel, dst.data() + it->second->offset);
+  }
 }
 
 bool ParamLayout::contains(std::string_view name) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,8 +42,9 @@ struct BlockOffsets {
   std::size_t fcproj_w = 0, fcproj_b = 0;    // (C, 4C), (C)       dense blocks only
   // Mixture-of-experts blocks only (config.hpp, MoeConfig), in place of fc and fcproj:
   std::size_t router_w = 0;  // (E, C)
-  std::size_t experts =
-      0;  // expert e's w1 (H,C), w3 (H,C), w2 (C,H) from experts + e·expert_floats
+  // The first expert the buffer holds (ExpertShard::first); expert e's w1 (H,C), w3 (H,C), w2 (C,H)
+  // from experts + (e − first)·expert_floats.
+  std::size_t experts = 0;
   std::size_t shared = 0;  // the shared expert's w1, w3, w2 the same way (if it has one)
 };
 
@@ -55,11 +57,13 @@ std::size_t block_floats(const GptConfig& c);
 
 class ParamLayout {
  public:
-  // Validates config and range (ModelError otherwise).
-  ParamLayout(const GptConfig& config, StageRange range);
+  // Validates config, range and shard (ModelError otherwise). With a shard, the buffer holds
+  // only that part of each block's experts (expert parallelism); every other tensor whole.
+  ParamLayout(const GptConfig& config, StageRange range, ExpertShard shard = {});
 
   const GptConfig& config() const { return config_; }
   StageRange range() const { return range_; }
+  ExpertShard shard() const { return shard_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   std::size_t size() const { return size_; }  // floats in the buffer
   std::size_t bytes() const { return size_ * sizeof(float); }
@@ -77,19 +81,27 @@ class ParamLayout {
   const BlockOffsets& block(std::size_t local_layer) const { return blocks_.at(local_layer); }
 
   // Where this stage's buffer starts inside the whole model's buffer: the whole model's tensors
-  // [model_offset(), model_offset() + size()) are this stage's, in the same order.
-  std::size_t model_offset() const { return model_offset_; }
+  // [model_offset(), model_offset() + size()) are this stage's, in the same order. A stage
+  // holding part of its experts is no slice (ModelError): copy_tensors() maps it.
+  std::size_t model_offset() const;
 
  private:
   std::size_t add(std::string name, std::vector<std::size_t> shape, InitKind init);
 
   GptConfig config_;
   StageRange range_;
+  ExpertShard shard_;
   std::vector<ParamTensor> tensors_;
   std::vector<BlockOffsets> blocks_;
   std::size_t size_ = 0;
   std::size_t model_offset_ = 0;
   std::size_t wte_ = 0, wpe_ = 0, ln_f_w_ = 0, ln_f_b_ = 0, lm_head_ = 0;
 };
+
+// Copies every tensor of `from` that `to` also holds (by name; both layouts of the same model and
+// range, in their own order) from `src` into `dst`: a whole stage's buffer into a part of its
+// experts' (each part's tensors are the whole's), or a part's back into the whole.
+void copy_tensors(const ParamLayout& from, std::span<const float> src, const ParamLayout& to,
+                  std::span<float> dst);
 
 }  // namespace paci::model

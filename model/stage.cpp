@@ -12,7 +12,7 @@ namespace paci::model {
 namespace {}  // namespace
 
 Stage::Stage(const StageShape& shape, std::size_t threads)
-    : shape_(shape), layout_(shape.config, shape.range) {
+    : shape_(shape), layout_(shape.config, shape.range, shape.experts) {
   shape_.validate();
   set_threads(threads);
   if (blas_threads() != 1) set_blas_threads(1);

@@ -64,6 +64,17 @@ class WeightGradStash {
   bool filled_ = false;
 };
 
+// Expert parallelism's one collective. The processes of a stage's expert group (StageShape::
+// experts: part i of n) hold the same tokens and compute the same routing, and each runs only its
+// own experts' rows, which are contiguous in the expert order: share() gives every member every
+// member's rows (an all-gather, Megatron-LM's "allgather" token dispatcher). `offsets` has n + 1
+// entries: member m filled floats [offsets[m], offsets[m + 1]) of `rows`, in every member the same.
+class ExpertExchange {
+ public:
+  virtual ~ExpertExchange() = default;
+  virtual void share(std::span<float> rows, std::span<const std::size_t> offsets) = 0;
+};
+
 // One stage's compute. Parameters and gradients are passed in (ParamLayout buffers), so a caller
 // chooses which weight version each call reads. Owns only scratch: calls must not overlap.
 // Every buffer is allocated in the constructor; forward and backward allocate nothing.
@@ -80,6 +91,9 @@ class Stage {
 
   std::size_t threads() const { return threads_; }
   void set_threads(std::size_t threads);
+  // A stage holding part of its experts (shape().experts) shares their rows through `exchange`
+  // (not owned; set before the first forward, ModelError otherwise).
+  void set_expert_exchange(ExpertExchange* exchange) { exchange_ = exchange; }
 
   // A slot sized for this stage (allocates; do it before training).
   ActivationSlot make_slot() const { return ActivationSlot(shape_); }
@@ -144,6 +158,9 @@ class Stage {
   void moe_backward_weight(float* g, const BlockOffsets& w, const ActivationSlot& slot,
                            const BlockActivations& a, const float* kept);
   std::size_t moe_stash_floats() const;
+  // Expert parallelism: every member's rows of `rows` (C floats each) from the member that computed
+  // them; nothing when the stage holds every expert.
+  void share_expert_rows(float* rows, const std::int32_t* first_row);
   // Both halves (split: g null, stash given; then backward_weight).
   void run_backward(std::span<const float> params, float* g, const ActivationSlot& slot,
                     std::span<const float> d_output, std::span<float> d_input,
@@ -176,6 +193,8 @@ class Stage {
   std::vector<float> dh_;                    // (N,H)
   std::vector<float> moe_kept_;              // a fused backward's moe_stash_floats()
   std::vector<std::int32_t> route_scratch_;  // (E)
+  ExpertExchange* exchange_ = nullptr;       // expert parallelism's group
+  std::vector<std::size_t> share_offsets_;   // (n + 1)
 };
 
 }  // namespace paci::model

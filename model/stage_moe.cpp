@@ -24,15 +24,31 @@ ExpertPart weights_at(std::size_t w1, const GptConfig& c) {
   return {0, 0, w1, w1 + HC, w1 + 2 * HC};
 }
 
+// Expert e (held by this stage: e in [first, end) of its shard).
 ExpertPart expert_part(const BlockOffsets& w, const std::int32_t* first_row, std::size_t e,
-                       const GptConfig& c) {
-  ExpertPart part = weights_at(w.experts + e * expert_floats(c), c);
+                       const StageShape& shape) {
+  const GptConfig& c = shape.config;
+  const std::size_t local = e - shape.experts.first(c.moe.experts);
+  ExpertPart part = weights_at(w.experts + local * expert_floats(c), c);
   part.r0 = static_cast<std::size_t>(first_row[e]);
   part.n = static_cast<std::size_t>(first_row[e + 1]) - part.r0;
   return part;
 }
 
 }  // namespace
+
+void Stage::share_expert_rows(float* rows, const std::int32_t* first_row) {
+  const ExpertShard& shard = shape_.experts;
+  if (shard.whole()) return;
+  PACI_MODEL_CHECK(exchange_ != nullptr,
+                   "a stage holding expert part {} of {} has no expert group to share rows with",
+                   shard.index, shard.count);
+  const std::size_t E = shape_.config.moe.experts, C = shape_.config.d_model;
+  share_offsets_.resize(shard.count + 1);
+  for (std::size_t m = 0; m <= shard.count; ++m)
+    share_offsets_[m] = static_cast<std::size_t>(first_row[m * (E / shard.count)]) * C;
+  exchange_->share(std::span<float>(rows, share_offsets_.back()), share_offsets_);
+}
 
 std::size_t Stage::moe_stash_floats() const {
   const MoeConfig& m = shape_.config.moe;
@@ -63,9 +79,10 @@ void Stage::moe_forward(const float* p, const BlockOffsets& w, ActivationSlot& s
       const std::int32_t row = r.row[t * K + j];
       if (row >= 0) std::memcpy(xe + row * C, ln2 + t * C, C * sizeof(float));
     }
-  // (X4) expert e: ye = w2·(silu(w1·x) ⊙ w3·x) on its rows
-  for (std::size_t e = 0; e < E; ++e) {
-    const auto [r0, n, o1, o3, o2] = expert_part(w, r.first_row, e, shape_.config);
+  // (X4) expert e: ye = w2·(silu(w1·x) ⊙ w3·x) on its rows; with expert parallelism, this
+  // stage's experts, then every member's rows from the member that holds them
+  for (std::size_t e = shape_.experts.first(E); e < shape_.experts.end(E); ++e) {
+    const auto [r0, n, o1, o3, o2] = expert_part(w, r.first_row, e, shape_);
     if (n == 0) continue;
     const float *w1 = p + o1, *w3 = p + o3, *w2 = p + o2;
     float* ea = slot.data(a.ea) + r0 * H;
@@ -76,6 +93,7 @@ void Stage::moe_forward(const float* p, const BlockOffsets& w, ActivationSlot& s
     swiglu_forward(ctx(), eh, ea, eb, n * H);
     matmul_forward(ctx(), slot.data(a.ey) + r0 * C, eh, w2, nullptr, nullptr, n, H, C);
   }
+  share_expert_rows(slot.data(a.ey), r.first_row);
   // (X5) out = res2 + shared(ln2), (X6) then + Σ_j gate_j·ye[row_j] in choice order
   if (m.shared_expert) {
     const ExpertPart shared = weights_at(w.shared, shape_.config);
@@ -132,9 +150,9 @@ void Stage::moe_backward(const float* p, float* g, const BlockOffsets& w,
       float* o = dye + row * C;
       for (std::size_t c = 0; c < C; ++c) o[c] = gate * d[c];
     }
-  // (X4) each expert's input half
-  for (std::size_t e = 0; e < E; ++e) {
-    const auto [r0, n, w1, w3, w2] = expert_part(w, first, e, shape_.config);
+  // (X4) each expert's input half (this stage's experts; then every member's rows)
+  for (std::size_t e = shape_.experts.first(E); e < shape_.experts.end(E); ++e) {
+    const auto [r0, n, w1, w3, w2] = expert_part(w, first, e, shape_);
     if (n == 0) continue;
     matmul_backward_input(ctx(), dh_.data(), dye + r0 * C, p + w2, n, H, C);
     swiglu_backward(ctx(), da + r0 * H, db + r0 * H, dh_.data(), slot.data(a.ea) + r0 * H,
@@ -144,6 +162,7 @@ void Stage::moe_backward(const float* p, float* g, const BlockOffsets& w,
     gemm(ctx(), Transpose::no, Transpose::no, n, C, H, 1.0f, db + r0 * H, H, p + w3, C, 1.0f, dx,
          C);
   }
+  share_expert_rows(dxe_.data(), first);
   // (X2, X1) the router: dlogits from the gates and the load-balancing loss, then dln
   moe_route_backward(ctx(), dlogits, slot.data(a.probs), gates, slot.ids(a.choice),
                      slot.ids(a.chosen), dgates_.data(), R, E, K,
@@ -188,8 +207,8 @@ void Stage::moe_backward_weight(float* g, const BlockOffsets& w, const Activatio
   const float* da = dye + N * C;
   const float* db = da + N * H;
   const std::int32_t* first = slot.ids(a.first_row);
-  for (std::size_t e = 0; e < E; ++e) {
-    const auto [r0, n, w1, w3, w2] = expert_part(w, first, e, shape_.config);
+  for (std::size_t e = shape_.experts.first(E); e < shape_.experts.end(E); ++e) {
+    const auto [r0, n, w1, w3, w2] = expert_part(w, first, e, shape_);
     if (n == 0) continue;
     matmul_backward_weight(ctx(), g + w2, nullptr, dye + r0 * C, slot.data(a.eh) + r0 * H, n, H, C);
     matmul_backward_weight(ctx(), g + w1, nullptr, da + r0 * H, xe + r0 * C, n, C, H);

@@ -36,6 +36,13 @@ int byte_count(std::size_t bytes) {
   return static_cast<int>(bytes);
 }
 
+int float_count(std::size_t floats) {
+  if (floats > static_cast<std::size_t>(INT_MAX))
+    throw std::runtime_error(
+        fmt::format("an expert group's share of {} floats is too large for one MPI call", floats));
+  return static_cast<int>(floats);
+}
+
 }  // namespace
 
 Session::Session() {
@@ -117,37 +124,50 @@ std::vector<std::uint64_t> Session::all_gather(std::uint64_t value,
 }
 
 MpiLinks::MpiLinks(const Schedule& schedule, std::uint64_t fingerprint,
-                   std::chrono::seconds timeout)
+                   std::chrono::seconds timeout, std::int32_t expert_parts)
     : timeout_(timeout) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  check_launch(schedule, size, false);  // before waiting on anyone; early messages are kept
-  connect(fingerprint);
+  // Before waiting on anyone; early messages are kept.
+  check_launch(schedule, size, false, expert_parts);
+  connect(fingerprint, expert_parts);
 }
 
 MpiLinks::MpiLinks(std::uint64_t fingerprint, std::chrono::seconds timeout) : timeout_(timeout) {
-  connect(fingerprint);
+  connect(fingerprint, 1);
 }
 
-void MpiLinks::connect(std::uint64_t fingerprint) {
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm_, &rank);
-  MPI_Comm_size(comm_, &size);
-  rank_ = rank;
-  size_ = size;
+void MpiLinks::connect(std::uint64_t fingerprint, std::int32_t expert_parts) {
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &world_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+  int world_rank = 0, world_size = 1;
+  MPI_Comm_rank(world_, &world_rank);
+  MPI_Comm_size(world_, &world_size);
+  world_rank_ = world_rank;
+  parts_ = expert_parts;
+  part_ = world_rank_ % parts_;
   try {
-    check(MPI_Irecv(&b_->control_in, 1, MPI_INT32_T, MPI_ANY_SOURCE, kControlTag, comm_, &control_),
-          "MPI_Irecv");
+    check(
+        MPI_Irecv(&b_->control_in, 1, MPI_INT32_T, MPI_ANY_SOURCE, kControlTag, world_, &control_),
+        "MPI_Irecv");
+    // Part j's pipeline, ordered by device; device d's expert group, ordered by part.
+    check(MPI_Comm_split(world_, part_, world_rank_ / parts_, &comm_), "MPI_Comm_split");
+    check(MPI_Comm_split(world_, world_rank_ / parts_, part_, &experts_), "MPI_Comm_split");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(experts_, MPI_ERRORS_RETURN);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm_, &rank);
+    MPI_Comm_size(comm_, &size);
+    rank_ = rank;
+    size_ = size;
     b_->fingerprint = fingerprint;
-    b_->prints.assign(static_cast<std::size_t>(size_), 0);
+    b_->prints.assign(static_cast<std::size_t>(world_size), 0);
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPI_Iallgather(&b_->fingerprint, 1, MPI_UINT64_T, b_->prints.data(), 1, MPI_UINT64_T,
-                         comm_, &request),
+                         world_, &request),
           "MPI_Iallgather");
     wait(request, "the start-up check", -1);
-    check_fingerprints(b_->prints, rank_);
+    check_fingerprints(b_->prints, world_rank_);
   } catch (...) {
     // No destructor runs for a constructor that throws: tell the peers, and keep what MPI may
     // still write to (the control receive's and the start-up check's buffers) until the end.
@@ -162,7 +182,7 @@ MpiLinks::~MpiLinks() {
 }
 
 void MpiLinks::close() noexcept {
-  if (comm_ == MPI_COMM_NULL) return;
+  if (world_ == MPI_COMM_NULL) return;
   const bool clean = !aborted_ && !peer_failed_;
   if (clean) {
     try {
@@ -192,10 +212,11 @@ void MpiLinks::close() noexcept {
       pending = true;
     }
   if (clean && !pending) {
-    MPI_Comm_free(&comm_);
+    for (MPI_Comm* c : {&comm_, &experts_, &world_})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   } else {
     kept_until_exit().push_back(std::shared_ptr<Buffers>(std::move(b_)));
-    comm_ = MPI_COMM_NULL;
+    comm_ = experts_ = world_ = MPI_COMM_NULL;
   }
 }
 
@@ -223,7 +244,7 @@ void MpiLinks::check_peers() {
     }
   }
   if (peer_failed_)
-    throw QuietExit(fmt::format("process {}: process {} failed", rank_, b_->control_in), 1);
+    throw QuietExit(fmt::format("process {}: process {} failed", world_rank_, b_->control_in), 1);
 }
 
 void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, MPI_Status* status,
@@ -375,28 +396,39 @@ void MpiLinks::barrier() {
 }
 
 std::vector<std::string> MpiLinks::gather(std::string bytes, std::int32_t root) {
+  return gather_on(comm_, std::move(bytes), root);
+}
+
+std::vector<std::string> MpiLinks::gather_expert_parts(std::string bytes) {
+  return gather_on(experts_, std::move(bytes), 0);
+}
+
+std::vector<std::string> MpiLinks::gather_on(MPI_Comm comm, std::string bytes, std::int32_t root) {
   check_peers();
+  int me = 0, n = 1;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &n);
   Buffers& b = *b_;
   b.size = static_cast<std::int64_t>(bytes.size());
-  b.sizes.assign(static_cast<std::size_t>(size_), 0);
+  b.sizes.assign(static_cast<std::size_t>(n), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Igather(&b.size, 1, MPI_INT64_T, b.sizes.data(), 1, MPI_INT64_T, root, comm_, &request),
+  check(MPI_Igather(&b.size, 1, MPI_INT64_T, b.sizes.data(), 1, MPI_INT64_T, root, comm, &request),
         "MPI_Igather");
   wait(request, "the other processes' sizes", -1);
   // Point to point in chunks: a state of several GiB passes too (a collective counts in ints).
-  if (rank_ != root) {
+  if (me != root) {
     b.gather_out = std::move(bytes);
     for (std::size_t at = 0; at < b.gather_out.size(); at += kGatherChunk) {
       const std::size_t n = std::min(kGatherChunk, b.gather_out.size() - at);
-      check(MPI_Isend(b.gather_out.data() + at, byte_count(n), MPI_BYTE, root, kGatherTag, comm_,
+      check(MPI_Isend(b.gather_out.data() + at, byte_count(n), MPI_BYTE, root, kGatherTag, comm,
                       &request),
             "MPI_Isend");
       wait(request, "the results to reach", root);
     }
     return {};
   }
-  b.gather_in.assign(static_cast<std::size_t>(size_), std::string());
-  for (std::int32_t r = 0; r < size_; ++r) {
+  b.gather_in.assign(static_cast<std::size_t>(n), std::string());
+  for (std::int32_t r = 0; r < n; ++r) {
     std::string& in = b.gather_in[static_cast<std::size_t>(r)];
     if (r == root) {
       in = std::move(bytes);
@@ -405,7 +437,7 @@ std::vector<std::string> MpiLinks::gather(std::string bytes, std::int32_t root) 
     in.resize(static_cast<std::size_t>(b.sizes[static_cast<std::size_t>(r)]));
     for (std::size_t at = 0; at < in.size(); at += kGatherChunk) {
       const std::size_t n = std::min(kGatherChunk, in.size() - at);
-      check(MPI_Irecv(in.data() + at, byte_count(n), MPI_BYTE, r, kGatherTag, comm_, &receiving_),
+      check(MPI_Irecv(in.data() + at, byte_count(n), MPI_BYTE, r, kGatherTag, comm, &receiving_),
             "MPI_Irecv");
       wait(receiving_, "the results of", r);
     }
@@ -413,16 +445,35 @@ std::vector<std::string> MpiLinks::gather(std::string bytes, std::int32_t root) 
   return std::move(b.gather_in);
 }
 
+void MpiLinks::share(std::span<float> rows, std::span<const std::size_t> offsets) {
+  if (offsets.size() != static_cast<std::size_t>(parts_) + 1 || offsets.back() != rows.size())
+    throw std::logic_error("MpiLinks::share: offsets do not match the expert group");
+  check_peers();
+  b_->counts.resize(static_cast<std::size_t>(parts_));
+  b_->displs.resize(static_cast<std::size_t>(parts_));
+  for (std::size_t m = 0; m < b_->counts.size(); ++m) {
+    b_->counts[m] = float_count(offsets[m + 1] - offsets[m]);
+    b_->displs[m] = float_count(offsets[m]);
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rows.data(), b_->counts.data(),
+                        b_->displs.data(), MPI_FLOAT, experts_, &request),
+        "MPI_Iallgatherv");
+  wait(request, "the expert group's rows", -1);
+}
+
 void MpiLinks::abort() noexcept {
-  if (aborted_ || comm_ == MPI_COMM_NULL) return;
+  if (aborted_ || world_ == MPI_COMM_NULL) return;
   aborted_ = true;
   if (peer_failed_) return;  // the failed peer told everyone itself
-  b_->control_out.assign(static_cast<std::size_t>(size_), rank_);
-  for (std::int32_t r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
+  int world_size = 1;
+  MPI_Comm_size(world_, &world_size);
+  b_->control_out.assign(static_cast<std::size_t>(world_size), world_rank_);
+  for (std::int32_t r = 0; r < world_size; ++r) {
+    if (r == world_rank_) continue;
     MPI_Request request = MPI_REQUEST_NULL;
     if (MPI_Isend(&b_->control_out[static_cast<std::size_t>(r)], 1, MPI_INT32_T, r, kControlTag,
-                  comm_, &request) == MPI_SUCCESS)
+                  world_, &request) == MPI_SUCCESS)
       control_sends_.push_back(request);
   }
 }

@@ -20,6 +20,12 @@
 // calls in at every message of its own, so such a message may arrive up to one action late over
 // TCP (docs/multiprocess.md).
 //
+// Expert parallelism (expert_parts e > 1): e processes run each device, world rank d·e + j running
+// device d with part j of its experts. The processes of part j form the pipeline (their own
+// communicator: part j's links); those of device d share expert rows (an all-gather on a
+// communicator of their own) and gather their parts of the stage states. A failure reaches every
+// process of the world.
+//
 // MPI is initialised for calls from one thread (MPI_THREAD_FUNNELED): the executor runs its one
 // device in the thread that owns the links.
 #pragma once
@@ -60,12 +66,13 @@ class Session {
   int rank_ = 0, size_ = 1;
 };
 
-class MpiLinks final : public HostLinks {
+class MpiLinks final : public HostLinks, public model::ExpertExchange {
  public:
   // Collective over MPI_COMM_WORLD. Throws InputError when the world's size is not the schedule's
-  // device count (check_launch: any valid schedule runs, its early messages kept), and through
-  // check_fingerprints() when another process gives another `fingerprint`.
-  MpiLinks(const Schedule& schedule, std::uint64_t fingerprint, std::chrono::seconds timeout);
+  // device count times expert_parts (check_launch: any valid schedule runs, its early messages
+  // kept), and through check_fingerprints() when another process gives another `fingerprint`.
+  MpiLinks(const Schedule& schedule, std::uint64_t fingerprint, std::chrono::seconds timeout,
+           std::int32_t expert_parts = 1);
   // Collective with no schedule: every pair of processes may exchange messages (paci calibrate's
   // link measurement). Checks only the fingerprint.
   MpiLinks(std::uint64_t fingerprint, std::chrono::seconds timeout);
@@ -86,6 +93,14 @@ class MpiLinks final : public HostLinks {
   void abort() noexcept override;
   // A message that arrives ahead of its turn is kept until its consumer asks.
   bool in_order() const override { return false; }
+
+  model::ExpertShard expert_shard() const override {
+    return {static_cast<std::size_t>(part_), static_cast<std::size_t>(parts_)};
+  }
+  model::ExpertExchange* expert_exchange() override { return parts_ > 1 ? this : nullptr; }
+  std::vector<std::string> gather_expert_parts(std::string bytes) override;
+  // The expert group's all-gather (MPI_Iallgatherv in place, polled like every wait).
+  void share(std::span<float> rows, std::span<const std::size_t> offsets) override;
 
   // Blocks until every send this process queued has completed (its receiver took it).
   void wait_sends();
@@ -119,8 +134,11 @@ class MpiLinks final : public HostLinks {
     std::vector<std::int64_t> sizes;
     std::string gather_out;
     std::vector<std::string> gather_in;
+    std::vector<int> counts, displs;  // an expert all-gather's, in floats
   };
-  void connect(std::uint64_t fingerprint);
+  void connect(std::uint64_t fingerprint, std::int32_t expert_parts);
+  // Bytes of every process of `comm` on its `root` (point to point in chunks).
+  std::vector<std::string> gather_on(MPI_Comm comm, std::string bytes, std::int32_t root);
   // Polls `request` to completion, watching the control receive and the timeout meanwhile;
   // `what` and `peer` (-1: a collective) name it in a timeout's message. `sleep`: between polls,
   // else spin (a barrier whose end starts the clocks).
@@ -133,8 +151,11 @@ class MpiLinks final : public HostLinks {
   void close() noexcept;
   void reclaim_sends();
 
-  MPI_Comm comm_ = MPI_COMM_NULL;  // the links' own (a duplicate of MPI_COMM_WORLD)
-  std::int32_t rank_ = 0, size_ = 1;
+  MPI_Comm world_ = MPI_COMM_NULL;    // every process: the control tag and the start-up check
+  MPI_Comm comm_ = MPI_COMM_NULL;     // this expert part's pipeline: the links' messages
+  MPI_Comm experts_ = MPI_COMM_NULL;  // the processes running this device
+  std::int32_t rank_ = 0, size_ = 1;  // in comm_: the device, the device count
+  std::int32_t world_rank_ = 0, part_ = 0, parts_ = 1;
   std::chrono::seconds timeout_;
   std::unique_ptr<Buffers> b_ = std::make_unique<Buffers>();
   MPI_Request control_ = MPI_REQUEST_NULL;    // the posted control receive

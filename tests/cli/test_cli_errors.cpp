@@ -147,6 +147,19 @@ std::vector<Case> catalogue() {
       {t + "--experts 4 --export-llmc out.bin",
        "paci train: error: --export-llmc writes llm.c's dense GPT-2 file: a mixture of experts has "
        "no such layout (--save writes a training state that holds it) (see paci train --help)"},
+      // Expert parallelism that cannot split the experts, or is not launched as processes.
+      {t + "--experts 4 --ep 3",
+       "paci train: error: --ep 3 does not divide the 4 experts (--ep 1, 2, 4 would)"},
+      {t + "--ep 2",
+       "paci train: error: --ep 2 splits a mixture of experts' experts over processes: give "
+       "--experts E too (see paci train --help)"},
+      {t + "--experts 4 --ep 2 --clip 1",
+       "paci train: error: --clip with --ep 2: a stage's gradient norm needs every expert part's "
+       "gradients, which each process does not hold; train without --clip, or without --ep (see "
+       "paci train --help)"},
+      {t + "--experts 4 --ep 2",
+       "paci train: error: --ep 2 runs each device's expert parts as processes: start 4 of them "
+       "with mpirun (-np 4) (see paci train --help)"},
       {"simulate good.json --host-slowdown ''",
        "paci simulate: error: --host-slowdown must list numbers > 0 such as 1,1.3,2 (got '' in "
        "'') (see paci simulate --help)"},

@@ -153,6 +153,58 @@ INSTANTIATE_TEST_SUITE_P(MixtureOfExperts, CliMpi,
                                             ::testing::Values(2), ::testing::Values(kMoe)),
                          [](const auto& info) { return case_name(info.param); });
 
+// Expert parallelism (--ep e): P·e processes, each device's experts split over e of them, the
+// tokens and every other tensor whole in each. (kind, P, e): a flushed, an asynchronous and a
+// split-backward schedule; every loss, routing count and the checkpoint bit for bit one process's.
+class CliMpiExperts : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+
+TEST_P(CliMpiExperts, EqualsOneProcessBitForBit) {
+  REQUIRE_MPI();
+  const auto& [kind, P, ep] = GetParam();
+  std::string tag = fmt::format("ep_{}_P{}_e{}", kind, P, ep);
+  std::replace(tag.begin(), tag.end(), '-', '_');
+  const std::string flags = fmt::format(" train -k {} -p {} -m 4 -n 3 --val-every 2", kind, P) +
+                            kTiny + kMoe + " " + testing::corpus_flags();
+  auto outputs = [&](const std::string& who) {
+    const std::string base = temp_path(tag + who);
+    return fmt::format(" --report {0}.json --metrics {0}.jsonl --save {0}.state", base);
+  };
+  const auto one = run_paci(flags + outputs("one"));
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto many = run_shell(mpirun(P * ep) + PACI_BINARY + flags + fmt::format(" --ep {}", ep) +
+                              outputs("many"));
+  ASSERT_EQ(many.status, 0) << many.out << many.err;
+  const std::string a = temp_path(tag + "one"), b = temp_path(tag + "many");
+  const auto losses = step_losses(a + ".jsonl");
+  ASSERT_GE(losses.size(), 3u);
+  EXPECT_EQ(step_losses(b + ".jsonl"), losses);
+  const auto ra = nlohmann::json::parse(slurp(a + ".json"));
+  const auto rb = nlohmann::json::parse(slurp(b + ".json"));
+  for (const char* key : {"loss", "aux_loss", "expert_load", "val_loss", "versions"})
+    EXPECT_EQ(rb[key], ra[key]) << key;
+  EXPECT_EQ(rb["processes"], P * ep);
+  EXPECT_EQ(rb["expert_parallel"], ep);
+  // The parts' experts assembled into whole stages: the same file, byte for byte.
+  const std::string state = slurp(a + ".state");
+  ASSERT_FALSE(state.empty());
+  EXPECT_TRUE(slurp(b + ".state") == state) << "checkpoints differ";
+  // Each process holds its part of the experts: less memory than a whole device's.
+  for (std::size_t d = 0; d < static_cast<std::size_t>(P); ++d)
+    EXPECT_LT(rb["devices"][d]["peak_memory_bytes"].get<double>(),
+              ra["devices"][d]["peak_memory_bytes"].get<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CliMpiExperts,
+                         ::testing::Values(std::tuple{std::string("1f1b"), 2, 2},
+                                           std::tuple{std::string("paci"), 2, 2},
+                                           std::tuple{std::string("zb-h1"), 1, 4}),
+                         [](const auto& info) {
+                           std::string kind = std::get<0>(info.param);
+                           std::replace(kind.begin(), kind.end(), '-', '_');
+                           return fmt::format("{}_P{}_ep{}", kind, std::get<1>(info.param),
+                                              std::get<2>(info.param));
+                         });
+
 // The issue's own check: P=4 PACI for 20 steps, versions equal paci analyze's.
 TEST(CliMpiLaunch, VersionsEqualTheAnalysis) {
   REQUIRE_MPI();
@@ -376,6 +428,53 @@ TEST(CliMpiLaunch, FidelityAddsRowsRunOneProcessPerDevice) {
   const auto alone = run_paci(flags);
   EXPECT_EQ(alone.status, 2);
   EXPECT_THAT(alone.err, HasSubstr("start paci fidelity under mpirun -np 2"));
+}
+
+// A whole model's state resumed under --ep (each process takes its part of the experts) goes on
+// as one process does; the launch's refusals, each one line and exit 2; a killed rank ends it.
+TEST(CliMpiLaunch, ExpertParallelResumesRefusesAndEnds) {
+  REQUIRE_MPI();
+  const std::string base = temp_path("ep_resume");
+  const std::string model = std::string(kTiny) + kMoe + " " + testing::corpus_flags();
+  ASSERT_EQ(
+      run_paci(" train -k 1f1b -p 2 -m 2 -n 2" + model + " --save " + base + "0.state").status, 0);
+  const std::string go_on =
+      " train -k 1f1b -p 2 -m 2 -n 4 --resume " + base + "0.state" + model + " --save ";
+  const auto one = run_paci(go_on + base + "1.state");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto many = run_shell(mpirun(4) + PACI_BINARY + go_on + base + "2.state --ep 2");
+  ASSERT_EQ(many.status, 0) << many.err;
+  EXPECT_TRUE(slurp(base + "1.state") == slurp(base + "2.state")) << "checkpoints differ";
+
+  const std::string flags = " train -k 1f1b -p 2 -m 2 -n 2" + model;
+  auto r = run_shell(mpirun(3) + PACI_BINARY + flags + " --ep 2");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("times --ep 2 need 4: start one process per device and expert "
+                               "part (mpirun -np 4)"));
+  r = run_shell(mpirun(4) + PACI_BINARY + flags + " --ep 2 --clip 1");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(paci_lines(r.err).size(), 1u) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--clip with --ep 2"));
+
+  // An injected failure: one line, every process ends; a killed rank: mpirun ends the others.
+  const auto failed = run_timed(mpirun(4) + PACI_BINARY + " train -k 1f1b -p 2 -m 4 -n 200" +
+                                model + " --ep 2 --fail-at 1B37");
+  EXPECT_NE(field(failed.out, "rc"), 0) << failed.out << failed.err;
+  EXPECT_LT(field(failed.out, "elapsed_ms"), 10000);
+  const auto lines = paci_lines(failed.err);
+  ASSERT_EQ(lines.size(), 1u) << failed.err;
+  EXPECT_THAT(lines[0], HasSubstr("action 1B37: injected failure"));
+  const std::string pids = temp_path("ep_pids");
+  run_shell("rm -rf " + pids + " && mkdir -p " + pids);
+  const std::string rank = "sh -c 'echo $$ > " + pids + "/$OMPI_COMM_WORLD_RANK; exec " +
+                           PACI_BINARY + " train -k 1f1b -p 2 -m 4 -n 100000" + model + " --ep 2'";
+  const auto killed = run_timed(mpirun(4) + rank, "for i in $(seq 200); do [ -s " + pids +
+                                                      "/3 ] && break; sleep 0.05; done; sleep 2; "
+                                                      "kill -9 $(cat " +
+                                                      pids + "/3);");
+  EXPECT_NE(field(killed.out, "rc"), 0) << killed.out << killed.err;
+  EXPECT_LT(field(killed.out, "elapsed_ms"), 10000) << killed.err;
+  EXPECT_THAT(killed.err, HasSubstr("rank 3"));
 }
 
 }  // namespace

@@ -17,6 +17,17 @@ Batch make_batch(const StageShape& shape, std::uint64_t seed) {
   return {random_ids(R, V, seed), random_ids(R, V, seed + 1)};
 }
 
+StageShape capacity_moe(std::size_t layers) {
+  StageShape shape;
+  shape.config = {.layers = layers, .heads = 4, .d_model = 32, .max_seq_len = 40, .vocab = 256};
+  shape.config.moe = {
+      .experts = 4, .top_k = 2, .hidden = 24, .shared_expert = true, .capacity_factor = 1.0};
+  shape.range = whole_model(shape.config);
+  shape.batch = 4;
+  shape.seq_len = 33;
+  return shape;
+}
+
 std::vector<float> make_params(const ParamLayout& layout, std::uint64_t seed) {
   std::vector<float> params(layout.size());
   init_gpt2(layout, params, seed);

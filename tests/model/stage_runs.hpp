@@ -14,6 +14,11 @@ struct Batch {
 };
 Batch make_batch(const StageShape& shape, std::uint64_t seed);
 
+// A mixture of experts of `layers` blocks: 4 experts of width 24, top-2, a shared expert,
+// capacity 1.0; 4 sequences of 33 tokens (132 rows, 264 assignments: experts of 40-90 rows, some
+// dropped).
+StageShape capacity_moe(std::size_t layers);
+
 // GPT-2 init plus noise on LayerNorms and biases, so that no gradient path is trivially zero.
 std::vector<float> make_params(const ParamLayout& layout, std::uint64_t seed);
 

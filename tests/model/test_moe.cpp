@@ -133,19 +133,8 @@ TEST(Moe, CapacityDropsWhatIsOverItAndNothingElse) {
   EXPECT_EQ(dropless.config.moe.capacity(16), 32u);
 }
 
-StageShape split_moe() {
-  StageShape shape;
-  shape.config = {.layers = 4, .heads = 4, .d_model = 32, .max_seq_len = 40, .vocab = 256};
-  shape.config.moe = {
-      .experts = 4, .top_k = 2, .hidden = 24, .shared_expert = true, .capacity_factor = 1.0};
-  shape.range = whole_model(shape.config);
-  shape.batch = 4;
-  shape.seq_len = 33;  // 132 rows, 264 assignments: experts of 40-90 rows, some dropped
-  return shape;
-}
-
 TEST(Moe, ChainedStagesThreadsAndSplitBackwardAreBitwiseEqual) {
-  const StageShape shape = split_moe();
+  const StageShape shape = capacity_moe(4);
   const ParamLayout layout(shape.config, shape.range);
   const auto params = make_params(layout, 7);
   const Batch batch = make_batch(shape, 8);
