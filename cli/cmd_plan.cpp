@@ -387,7 +387,8 @@ int run_plan(const std::vector<std::string>& args) {
            "sequences per micro-batch b (range: divisors of global batch / d)");
   add_knob("kind", po::value<std::string>(),
            "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev "
-           "(range: all but the V-shaped zb-v and dualpipev, searched when listed)");
+           "(range: all of them for a mixture of experts; for a dense model all but the V-shaped "
+           "zb-v and dualpipev, searched when listed)");
   add_knob("chunks,v", po::value<std::string>(),
            "interleaved: model stages per device (range: v >= 2 with p·v dividing the layers, or "
            "the layers + 2: one fewer on the first and last stage)");

@@ -22,13 +22,25 @@
 namespace paci::plan {
 
 const std::vector<std::string>& all_kinds() {
-  // The V-shaped zb-v and dualpipev are searched when listed (--kind ...,zb-v,dualpipev): their
-  // configurations are often among the fastest, so the bound prunes few of them, and with zb-v
-  // the whole default space of Llama 3 405B on 16,384 H100s took 3.2 s instead of 1.8
+  // The V-shaped zb-v and dualpipev are searched by default for mixtures of experts only (below):
+  // their configurations are often among the fastest, so the bound prunes few of them, and with
+  // zb-v the whole default space of Llama 3 405B on 16,384 H100s took 3.2 s instead of 1.8
   // (docs/results/bench_plan.md).
   static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream", "2bw",
                                                  "paci",  "zb-h1", "zb-h2",     "interleaved"};
   return kinds;
+}
+
+const std::vector<std::string>& default_kinds(const ModelSpec& model) {
+  // A mixture of experts' all-to-alls are what DualPipeV's overlapped pairs hide (DeepSeek-V3's
+  // reason for it): searched, not left to be listed (docs/results/moe.md weighs them against the
+  // eight kinds).
+  static const std::vector<std::string> with_v = [] {
+    std::vector<std::string> k = all_kinds();
+    k.insert(k.end(), {"zb-v", "dualpipev"});
+    return k;
+  }();
+  return model.moe() ? with_v : all_kinds();
 }
 
 namespace {
@@ -266,7 +278,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
           (m.moe() ? m.shared_expert_ffn % t == 0 : m.ffn % t == 0) &&
           (m.kv_heads % t == 0 || t % m.kv_heads == 0) && space.gpus % t == 0)
         tps.push_back(t);
-  const std::vector<std::string>& kinds = space.kinds.empty() ? all_kinds() : space.kinds;
+  const std::vector<std::string>& kinds = space.kinds.empty() ? default_kinds(m) : space.kinds;
   // One pipeline stage: no kind runs less work than 1F1B nor holds less memory (GPipe and 2BW
   // hold more, PipeDream also updates after every micro-batch), so the whole range tries 1F1B.
   const std::vector<std::string> one_stage{"1f1b"};

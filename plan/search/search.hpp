@@ -143,8 +143,10 @@ struct SearchResult {
   std::vector<std::pair<std::string, std::int64_t>> alternatives;
 };
 
-// The eight kinds a search covers when --kind is not given.
+// The eight kinds a search covers when --kind is not given; for a mixture of experts also the V
+// schedules, zb-v and dualpipev (default_kinds).
 const std::vector<std::string>& all_kinds();
+const std::vector<std::string>& default_kinds(const ModelSpec& model);
 
 // The whole search. InputError for a space with nothing to search (a fixed knob that does not
 // fit the model, no GPUs).
