@@ -150,6 +150,8 @@ int run_calibrate(const std::vector<std::string>& args) {
     if (o.max_rounds == 0 || o.max_rounds > 1000) throw InputError("--max-rounds must be 1..1000");
     if (launch.world_size == 1 && links_only)
       throw InputError("--links-only measures the links between processes: run it under mpirun");
+    if (f.ep != 1)
+      throw UsageError("--ep is paci train's: calibrate measures one process a device");
     // The costs do not depend on M; the schedule it places stages by must exist (interleaved
     // wants M a multiple of P).
     if (!given(vm, "microbatches")) f.microbatches = f.stages;

@@ -55,6 +55,8 @@ struct FidelityOptions {
 
 // The setup every row shares (its model, data and shape); --chunks is interleaved's alone.
 TrainSetup shared_setup(TrainFlags f, const po::variables_map& vm) {
+  if (f.ep != 1)
+    throw UsageError("--ep is paci train's: fidelity runs and predicts one process a device");
   f.chunks = 0;
   return make_train_setup(f, vm);
 }

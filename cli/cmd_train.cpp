@@ -56,9 +56,6 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
   std::optional<exec::mpi::MpiLinks> links;
   try {
     links.emplace(t.schedule, run_fingerprint(t, f), timeout, f.ep);
-    // Every expert part runs the device's actions: an injected failure (a test's) happens in
-    // part 0's process alone, so that one line says it, as without expert parallelism.
-    if (links->expert_shard().index != 0) t.exec.fail_at.reset();
     // The last stage's process of expert part 0 (every part runs the same schedule).
     const bool writer = links->local_device() == exec::last_stage_device(t.schedule) &&
                         links->expert_shard().index == 0;

@@ -52,9 +52,12 @@ std::invoke_result_t<Setup> agreed_setup(const exec::mpi::Session& session,
 
 // In the catch of a launch's run: tells the peers that this process stops (if its links were
 // made), prints the failure as `command`'s one line, and ends this process quietly after it.
+// With expert parallelism a failure every part of a device meets alike (a NaN loss, a bad
+// routing) is printed by part 0 only: another part waits up to 3 s for part 0's notice.
 [[noreturn]] inline void end_launch(const std::string& command, exec::mpi::MpiLinks* links) {
   if (links != nullptr) links->abort();  // no peer waits on this process any more
-  throw exec::QuietExit("reported", report_failure(command, std::current_exception()));
+  const bool say = links == nullptr || !links->partner_failed(std::chrono::seconds(3));
+  throw exec::QuietExit("reported", report_failure(command, std::current_exception(), say));
 }
 
 }  // namespace paci::cli

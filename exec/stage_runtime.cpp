@@ -125,6 +125,12 @@ void StageRuntime::write_image(model::ImageWriter& out) const {
 }
 
 void StageRuntime::copy_state_to(model::StageState& into) const {
+  PACI_MODEL_CHECK(into.weights.size() == params_.size() &&
+                       into.first_moment.size() == params_.size() &&
+                       into.second_moment.size() == params_.size(),
+                   "stage {}: a state of {} weights for a layout of {} (a part of the experts is "
+                   "assembled into a whole stage by exec::assemble_expert_parts)",
+                   stage(), into.weights.size(), params_.size());
   std::ranges::copy(params_, into.weights.begin());
   std::ranges::copy(optimizer_.first_moment(), into.first_moment.begin());
   std::ranges::copy(optimizer_.second_moment(), into.second_moment.begin());
@@ -138,6 +144,11 @@ void StageRuntime::copy_state_from(const model::StageState& from) {
     model::copy_tensors(whole, from.first_moment, layout(), optimizer_.first_moment());
     model::copy_tensors(whole, from.second_moment, layout(), optimizer_.second_moment());
   } else {
+    PACI_MODEL_CHECK(from.weights.size() == params_.size() &&
+                         from.first_moment.size() == params_.size() &&
+                         from.second_moment.size() == params_.size(),
+                     "stage {}: a state of {} weights for a layout of {}", stage(),
+                     from.weights.size(), params_.size());
     std::ranges::copy(from.weights, params_.begin());
     std::ranges::copy(from.first_moment, optimizer_.first_moment().begin());
     std::ranges::copy(from.second_moment, optimizer_.second_moment().begin());

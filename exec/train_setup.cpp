@@ -49,6 +49,10 @@ std::size_t given_moe_flags(const TrainOptions& f) {
 void check_expert_parallel(const TrainOptions& f, const model::GptConfig& config) {
   if (f.ep < 1) throw InputError(fmt::format("--ep must be at least 1, got {}", f.ep));
   if (f.ep == 1) return;
+  if (!config.moe.enabled() && !f.resume_path.empty())
+    throw UsageError(fmt::format(
+        "--ep {} splits a mixture of experts' experts over processes: {} holds a dense model", f.ep,
+        f.resume_path));
   if (!config.moe.enabled())
     throw UsageError(fmt::format(
         "--ep {} splits a mixture of experts' experts over processes: give --experts E too", f.ep));

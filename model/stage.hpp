@@ -67,12 +67,14 @@ class WeightGradStash {
 // Expert parallelism's one collective. The processes of a stage's expert group (StageShape::
 // experts: part i of n) hold the same tokens and compute the same routing, and each runs only its
 // own experts' rows, which are contiguous in the expert order: share() gives every member every
-// member's rows (an all-gather, Megatron-LM's "allgather" token dispatcher). `offsets` has n + 1
-// entries: member m filled floats [offsets[m], offsets[m + 1]) of `rows`, in every member the same.
+// member's rows (an all-gather, Megatron-LM's "allgather" token dispatcher). `rows` holds rows of
+// `width` floats; `first` has n + 1 entries: member m filled rows [first[m], first[m + 1]), in
+// every member the same (an exchange may check that they agree: the routing's bounds).
 class ExpertExchange {
  public:
   virtual ~ExpertExchange() = default;
-  virtual void share(std::span<float> rows, std::span<const std::size_t> offsets) = 0;
+  virtual void share(std::span<float> rows, std::span<const std::size_t> first,
+                     std::size_t width) = 0;
 };
 
 // One stage's compute. Parameters and gradients are passed in (ParamLayout buffers), so a caller
@@ -194,7 +196,7 @@ class Stage {
   std::vector<float> moe_kept_;              // a fused backward's moe_stash_floats()
   std::vector<std::int32_t> route_scratch_;  // (E)
   ExpertExchange* exchange_ = nullptr;       // expert parallelism's group
-  std::vector<std::size_t> share_offsets_;   // (n + 1)
+  std::vector<std::size_t> share_first_;     // (n + 1)
 };
 
 }  // namespace paci::model

@@ -44,10 +44,10 @@ void Stage::share_expert_rows(float* rows, const std::int32_t* first_row) {
                    "a stage holding expert part {} of {} has no expert group to share rows with",
                    shard.index, shard.count);
   const std::size_t E = shape_.config.moe.experts, C = shape_.config.d_model;
-  share_offsets_.resize(shard.count + 1);
+  share_first_.resize(shard.count + 1);
   for (std::size_t m = 0; m <= shard.count; ++m)
-    share_offsets_[m] = static_cast<std::size_t>(first_row[m * (E / shard.count)]) * C;
-  exchange_->share(std::span<float>(rows, share_offsets_.back()), share_offsets_);
+    share_first_[m] = static_cast<std::size_t>(first_row[m * (E / shard.count)]);
+  exchange_->share(std::span<float>(rows, share_first_.back() * C), share_first_, C);
 }
 
 std::size_t Stage::moe_stash_floats() const {

@@ -36,13 +36,6 @@ int byte_count(std::size_t bytes) {
   return static_cast<int>(bytes);
 }
 
-int float_count(std::size_t floats) {
-  if (floats > static_cast<std::size_t>(INT_MAX))
-    throw std::runtime_error(
-        fmt::format("an expert group's share of {} floats is too large for one MPI call", floats));
-  return static_cast<int>(floats);
-}
-
 }  // namespace
 
 Session::Session() {
@@ -190,10 +183,11 @@ void MpiLinks::close() noexcept {
     } catch (...) {  // a peer failed at the very end: as after any failure, below
     }
   }
-  if (control_ != MPI_REQUEST_NULL) {  // a receive: cancelled locally
-    MPI_Cancel(&control_);
-    MPI_Wait(&control_, MPI_STATUS_IGNORE);
-  }
+  for (MPI_Request* r : {&control_, &partner_})
+    if (*r != MPI_REQUEST_NULL) {  // a receive: cancelled locally
+      MPI_Cancel(r);
+      MPI_Wait(r, MPI_STATUS_IGNORE);
+    }
   cancel_receive();
   // The failure notices get a moment to leave; then whatever nobody completed is MPI_Finalize's,
   // and the buffers it may still touch are kept until the process exits.
@@ -265,7 +259,7 @@ void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, M
       throw std::runtime_error(fmt::format(
           "process {}: waited {} s for {}{} (a peer may have stopped; PACI_LINK_TIMEOUT_S sets "
           "the limit)",
-          rank_, timeout_.count(), what, peer >= 0 ? fmt::format(" process {}", peer) : ""));
+          world_rank_, timeout_.count(), what, peer >= 0 ? fmt::format(" process {}", peer) : ""));
     if (polls < 200 || !sleep) {
       std::this_thread::yield();
       continue;
@@ -288,7 +282,7 @@ void MpiLinks::reclaim_sends() {
 
 void MpiLinks::wait_sends() {
   while (!b_->sends.empty()) {
-    wait(b_->sends.front().request, "a send to", b_->sends.front().dst);
+    wait(b_->sends.front().request, "a send to", world_of_device(b_->sends.front().dst));
     b_->spare.push_back(std::move(b_->sends.front().bytes));
     b_->sends.pop_front();
   }
@@ -336,8 +330,8 @@ SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey
           "process {}: from process {} came a message of {} bytes (stage {}, micro-batch {}) "
           "where {} bytes of stage {}, micro-batch {} were expected: the processes do not run "
           "the same schedule",
-          rank_, src, bytes, h.stage, h.microbatch, sizeof(Header) + out.size_bytes(),
-          key.producer_stage, key.microbatch));
+          world_rank_, world_of_device(src), bytes, h.stage, h.microbatch,
+          sizeof(Header) + out.size_bytes(), key.producer_stage, key.microbatch));
     std::memcpy(out.data(), in.data() + sizeof(h), out.size_bytes());
     return {h.send_start_s, h.send_end_s};
   };
@@ -358,7 +352,7 @@ SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey
     check(MPI_Irecv(in.data(), byte_count(in.size()), MPI_BYTE, src, kDataTag, comm_, &receiving_),
           "MPI_Irecv");
     MPI_Status status;
-    wait(receiving_, "a message from", src, &status);
+    wait(receiving_, "a message from", world_of_device(src), &status);
     int bytes = 0;
     MPI_Get_count(&status, MPI_BYTE, &bytes);
     Header h;
@@ -366,7 +360,7 @@ SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey
       throw std::runtime_error(fmt::format(
           "process {}: from process {} came a message of {} bytes, shorter than its header: the "
           "processes do not run the same schedule",
-          rank_, src, bytes));
+          world_rank_, world_of_device(src), bytes));
     std::memcpy(&h, in.data(), sizeof(h));
     const MessageKey got{static_cast<DependencyKind>(h.kind), h.stage, h.microbatch};
     if (got == key) return unpack(in, static_cast<std::size_t>(bytes));
@@ -375,7 +369,7 @@ SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey
       throw std::runtime_error(fmt::format(
           "process {}: from process {} came stage {}, micro-batch {} twice before its consumer "
           "asked: the processes do not run the same schedule",
-          rank_, src, h.stage, h.microbatch));
+          world_rank_, world_of_device(src), h.stage, h.microbatch));
   }
 }
 
@@ -423,7 +417,7 @@ std::vector<std::string> MpiLinks::gather_on(MPI_Comm comm, std::string bytes, s
       check(MPI_Isend(b.gather_out.data() + at, byte_count(n), MPI_BYTE, root, kGatherTag, comm,
                       &request),
             "MPI_Isend");
-      wait(request, "the results to reach", root);
+      wait(request, "the results to reach", world_rank_in(comm, root));
     }
     return {};
   }
@@ -439,27 +433,102 @@ std::vector<std::string> MpiLinks::gather_on(MPI_Comm comm, std::string bytes, s
       const std::size_t n = std::min(kGatherChunk, in.size() - at);
       check(MPI_Irecv(in.data() + at, byte_count(n), MPI_BYTE, r, kGatherTag, comm, &receiving_),
             "MPI_Irecv");
-      wait(receiving_, "the results of", r);
+      wait(receiving_, "the results of", world_rank_in(comm, r));
     }
   }
   return std::move(b.gather_in);
 }
 
-void MpiLinks::share(std::span<float> rows, std::span<const std::size_t> offsets) {
-  if (offsets.size() != static_cast<std::size_t>(parts_) + 1 || offsets.back() != rows.size())
-    throw std::logic_error("MpiLinks::share: offsets do not match the expert group");
+std::int32_t MpiLinks::world_rank_in(MPI_Comm comm, std::int32_t rank) const {
+  MPI_Group from = MPI_GROUP_NULL, to = MPI_GROUP_NULL;
+  int out = MPI_UNDEFINED;
+  if (MPI_Comm_group(comm, &from) == MPI_SUCCESS && MPI_Comm_group(world_, &to) == MPI_SUCCESS)
+    MPI_Group_translate_ranks(from, 1, &rank, to, &out);
+  if (from != MPI_GROUP_NULL) MPI_Group_free(&from);
+  if (to != MPI_GROUP_NULL) MPI_Group_free(&to);
+  return out == MPI_UNDEFINED ? rank : out;
+}
+
+void MpiLinks::share(std::span<float> rows, std::span<const std::size_t> first, std::size_t width) {
+  if (first.size() != static_cast<std::size_t>(parts_) + 1 || first.back() * width != rows.size() ||
+      width == 0 || width > static_cast<std::size_t>(INT_MAX) ||
+      first.back() > static_cast<std::size_t>(INT_MAX))
+    throw std::logic_error("MpiLinks::share: rows that do not match the expert group");
   check_peers();
-  b_->counts.resize(static_cast<std::size_t>(parts_));
-  b_->displs.resize(static_cast<std::size_t>(parts_));
-  for (std::size_t m = 0; m < b_->counts.size(); ++m) {
-    b_->counts[m] = float_count(offsets[m + 1] - offsets[m]);
-    b_->displs[m] = float_count(offsets[m]);
-  }
+  Buffers& b = *b_;
+  // The routing's bounds agree in every member (the same data, the same arithmetic): checked
+  // first, so that a group whose routing diverged stops with a line, not an all-gather of counts
+  // that disagree.
+  b.share_print = fingerprint(
+      std::string_view(reinterpret_cast<const char*>(first.data()), first.size_bytes()));
+  b.share_prints.assign(static_cast<std::size_t>(parts_), 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rows.data(), b_->counts.data(),
-                        b_->displs.data(), MPI_FLOAT, experts_, &request),
+  check(MPI_Iallgather(&b.share_print, 1, MPI_UINT64_T, b.share_prints.data(), 1, MPI_UINT64_T,
+                       experts_, &request),
+        "MPI_Iallgather");
+  wait(request, "the expert group's routing", -1);
+  for (std::size_t m = 1; m < b.share_prints.size(); ++m)
+    if (b.share_prints[m] != b.share_prints[0])
+      throw std::runtime_error(fmt::format(
+          "process {}: the expert group of device {} routes differently in its parts 0 and {}: its "
+          "processes do not hold the same data or do not compute the same bits",
+          world_rank_, rank_, m));
+  // Rows of `width` floats (one datatype), staged in a buffer the links own: after a failure MPI
+  // may write into it until MPI_Finalize, and it is kept until the process exits.
+  b.share_rows.resize(rows.size());
+  const auto part = static_cast<std::size_t>(part_);
+  std::copy(rows.begin() + static_cast<std::ptrdiff_t>(first[part] * width),
+            rows.begin() + static_cast<std::ptrdiff_t>(first[part + 1] * width),
+            b.share_rows.begin() + static_cast<std::ptrdiff_t>(first[part] * width));
+  b.counts.resize(static_cast<std::size_t>(parts_));
+  b.displs.resize(static_cast<std::size_t>(parts_));
+  for (std::size_t m = 0; m < b.counts.size(); ++m) {
+    b.counts[m] = static_cast<int>(first[m + 1] - first[m]);
+    b.displs[m] = static_cast<int>(first[m]);
+  }
+  MPI_Datatype row = MPI_DATATYPE_NULL;
+  check(MPI_Type_contiguous(static_cast<int>(width), MPI_FLOAT, &row), "MPI_Type_contiguous");
+  MPI_Type_commit(&row);
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.share_rows.data(), b.counts.data(),
+                        b.displs.data(), row, experts_, &request),
         "MPI_Iallgatherv");
+  MPI_Type_free(&row);  // freed once the pending collective is done with it
   wait(request, "the expert group's rows", -1);
+  for (std::size_t m = 0; m < b.counts.size(); ++m)
+    if (m != part)
+      std::copy(b.share_rows.begin() + static_cast<std::ptrdiff_t>(first[m] * width),
+                b.share_rows.begin() + static_cast<std::ptrdiff_t>(first[m + 1] * width),
+                rows.begin() + static_cast<std::ptrdiff_t>(first[m] * width));
+}
+
+bool MpiLinks::partner_failed(std::chrono::milliseconds within) noexcept {
+  if (parts_ == 1 || part_ == 0 || world_ == MPI_COMM_NULL || peer_failed_) return false;
+  const std::int32_t partner = world_rank_ - part_;  // part 0 of this device
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int done = 0;
+    if (control_ != MPI_REQUEST_NULL) {
+      if (MPI_Test(&control_, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      if (done) {
+        control_ = MPI_REQUEST_NULL;
+        if (b_->control_in == partner) return true;
+        // Another process's notice came first: the partner's, if any, comes on its own.
+        if (MPI_Irecv(&b_->partner_in, 1, MPI_INT32_T, partner, kControlTag, world_, &partner_) !=
+            MPI_SUCCESS)
+          return false;
+      }
+    } else if (partner_ != MPI_REQUEST_NULL) {
+      if (MPI_Test(&partner_, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      if (done) {
+        partner_ = MPI_REQUEST_NULL;
+        return true;
+      }
+    } else {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 void MpiLinks::abort() noexcept {

@@ -99,8 +99,14 @@ class MpiLinks final : public HostLinks, public model::ExpertExchange {
   }
   model::ExpertExchange* expert_exchange() override { return parts_ > 1 ? this : nullptr; }
   std::vector<std::string> gather_expert_parts(std::string bytes) override;
-  // The expert group's all-gather (MPI_Iallgatherv in place, polled like every wait).
-  void share(std::span<float> rows, std::span<const std::size_t> offsets) override;
+  // The expert group's all-gather (MPI_Iallgatherv of rows, polled like every wait), after a
+  // check that every member's routing bounds agree (runtime_error naming the parts otherwise).
+  void share(std::span<float> rows, std::span<const std::size_t> first, std::size_t width) override;
+  // After this process's abort(), a part other than 0: whether its device's part 0 said within
+  // `within` that it failed too (a failure every part meets alike, such as a NaN loss, is then
+  // said once, by part 0). False at once for part 0, without expert parallelism, or when this
+  // process stops for a peer's failure.
+  bool partner_failed(std::chrono::milliseconds within) noexcept;
 
   // Blocks until every send this process queued has completed (its receiver took it).
   void wait_sends();
@@ -134,9 +140,16 @@ class MpiLinks final : public HostLinks, public model::ExpertExchange {
     std::vector<std::int64_t> sizes;
     std::string gather_out;
     std::vector<std::string> gather_in;
-    std::vector<int> counts, displs;  // an expert all-gather's, in floats
+    std::vector<int> counts, displs;  // an expert all-gather's, in rows
+    std::vector<float> share_rows;    // its rows, staged
+    std::uint64_t share_print = 0;    // its routing bounds' fingerprint, and every member's
+    std::vector<std::uint64_t> share_prints;
+    std::int32_t partner_in = -1;  // part 0's failure notice (partner_failed)
   };
   void connect(std::uint64_t fingerprint, std::int32_t expert_parts);
+  // Where a process of this part's pipeline, or of `comm`, is in the world (error messages).
+  std::int32_t world_of_device(std::int32_t device) const { return device * parts_ + part_; }
+  std::int32_t world_rank_in(MPI_Comm comm, std::int32_t rank) const;
   // Bytes of every process of `comm` on its `root` (point to point in chunks).
   std::vector<std::string> gather_on(MPI_Comm comm, std::string bytes, std::int32_t root);
   // Polls `request` to completion, watching the control receive and the timeout meanwhile;
@@ -159,6 +172,7 @@ class MpiLinks final : public HostLinks, public model::ExpertExchange {
   std::chrono::seconds timeout_;
   std::unique_ptr<Buffers> b_ = std::make_unique<Buffers>();
   MPI_Request control_ = MPI_REQUEST_NULL;    // the posted control receive
+  MPI_Request partner_ = MPI_REQUEST_NULL;    // part 0's notice, awaited by partner_failed()
   MPI_Request receiving_ = MPI_REQUEST_NULL;  // a message or gathered bytes being received
   std::vector<MPI_Request> control_sends_;
   bool aborted_ = false, peer_failed_ = false;

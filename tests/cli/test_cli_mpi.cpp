@@ -456,7 +456,8 @@ TEST(CliMpiLaunch, ExpertParallelResumesRefusesAndEnds) {
   EXPECT_EQ(paci_lines(r.err).size(), 1u) << r.err;
   EXPECT_THAT(r.err, HasSubstr("--clip with --ep 2"));
 
-  // An injected failure: one line, every process ends; a killed rank: mpirun ends the others.
+  // A failure every part of a device meets (an injected one, a NaN loss): one line, from part 0,
+  // and every process ends; a killed rank: mpirun ends the others.
   const auto failed = run_timed(mpirun(4) + PACI_BINARY + " train -k 1f1b -p 2 -m 4 -n 200" +
                                 model + " --ep 2 --fail-at 1B37");
   EXPECT_NE(field(failed.out, "rc"), 0) << failed.out << failed.err;
@@ -464,6 +465,13 @@ TEST(CliMpiLaunch, ExpertParallelResumesRefusesAndEnds) {
   const auto lines = paci_lines(failed.err);
   ASSERT_EQ(lines.size(), 1u) << failed.err;
   EXPECT_THAT(lines[0], HasSubstr("action 1B37: injected failure"));
+  const auto nan = run_timed(mpirun(4) + PACI_BINARY + " train -k 1f1b -p 2 -m 2 -n 6" + model +
+                             " --ep 2 --lr 1e30 --warmup-steps 0");
+  EXPECT_NE(field(nan.out, "rc"), 0) << nan.err;
+  EXPECT_LT(field(nan.out, "elapsed_ms"), 10000);
+  const auto nan_lines = paci_lines(nan.err);
+  ASSERT_EQ(nan_lines.size(), 1u) << nan.err;
+  EXPECT_THAT(nan_lines[0], HasSubstr("loss is"));
   const std::string pids = temp_path("ep_pids");
   run_shell("rm -rf " + pids + " && mkdir -p " + pids);
   const std::string rank = "sh -c 'echo $$ > " + pids + "/$OMPI_COMM_WORLD_RANK; exec " +

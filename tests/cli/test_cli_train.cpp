@@ -255,6 +255,16 @@ TEST(CliTrain, BadInputIsOneLineExitTwo) {
   expect_bad(data_flags() + sized + " --device tpu", "--device must be cpu or cuda");
   expect_bad(data_flags() + sized + " --precision bf16", "needs --device cuda");
   expect_bad(data_flags() + sized + " --device cuda --sequential", "CPU executor");
+  // Expert parallelism is paci train's alone; a dense checkpoint has no experts to split.
+  for (const char* command : {"calibrate --stages 2", "fidelity --stages 2"})
+    testing::expect_refused(std::string(command) + " --layers 4 --seq-len 16" + shape +
+                                data_flags() + " --experts 4 --ep 2",
+                            "--ep is paci train's");
+  const std::string dense = temp_path("dense.state");
+  ASSERT_EQ(run_paci(base + sized + data_flags() + " --save " + dense).status, 0);
+  testing::expect_refused("train -k 1f1b -p 2 -m 2 -n 2 --quiet --batch 2 --seq-len 16" +
+                              data_flags() + " --resume " + dense + " --ep 2",
+                          "dense.state holds a dense model");
 }
 
 // One process per GPU: a launch whose process count is not the schedule's device count is refused

@@ -29,13 +29,14 @@ class ThreadExchange {
   class Member final : public ExpertExchange {
    public:
     Member(ThreadExchange& group, std::size_t index) : group_(group), index_(index) {}
-    void share(std::span<float> rows, std::span<const std::size_t> offsets) override {
+    void share(std::span<float> rows, std::span<const std::size_t> first,
+               std::size_t width) override {
       group_.buffers_[index_] = rows.data();
       group_.barrier_.arrive_and_wait();
-      for (std::size_t m = 0; m + 1 < offsets.size(); ++m)
+      for (std::size_t m = 0; m + 1 < first.size(); ++m)
         if (m != index_)
-          std::copy(group_.buffers_[m] + offsets[m], group_.buffers_[m] + offsets[m + 1],
-                    rows.data() + offsets[m]);
+          std::copy(group_.buffers_[m] + first[m] * width,
+                    group_.buffers_[m] + first[m + 1] * width, rows.data() + first[m] * width);
       group_.barrier_.arrive_and_wait();
       ++calls;
     }
