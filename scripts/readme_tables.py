@@ -102,6 +102,25 @@ def moe_headline():
             f"in {vee} of {len(rows)} (DualPipeV in {dual}) ([moe.md](docs/results/moe.md))")
 
 
+def moe_ep_headline():
+    path = os.path.join(ROOT, "docs", "results", "moe_ep.json")
+    if not os.path.exists(path):
+        return ""
+    d = json.load(open(path))
+    base = d["rows"][0]
+    parts = []
+    for r in d["rows"][1:]:
+        t = r["tokens_per_s"]
+        parts.append(f"--ep {r['ep']}: {r['peak_bytes'] / base['peak_bytes']:.2f}x the memory a "
+                     f"process, {t['median'] / base['tokens_per_s']['median']:.2f}x the tokens/s "
+                     f"({t['median']:,.0f} [{t['min']:,.0f}, {t['max']:,.0f}])")
+    b = base["tokens_per_s"]
+    return (f"one process {b['median']:,.0f} tokens/s [{b['min']:,.0f}, {b['max']:,.0f}], "
+            f"{base['peak_bytes'] / 2**20:.0f} MiB; " + "; ".join(parts) +
+            f"; the same losses bit for bit ({d['repeats']} runs each, {d['machine']}) "
+            "([moe_ep.md](docs/results/moe_ep.md))")
+
+
 def moe_train_headline():
     path = os.path.join(ROOT, "docs", "results", "moe_train.json")
     if not os.path.exists(path):
@@ -162,6 +181,10 @@ def results_headlines():
     if moe_train:
         lines.append("- **The mixture-of-experts GPT trains** "
                      "(`bash scripts/experiments/moe_train.sh`): " + moe_train)
+    moe_ep = moe_ep_headline()
+    if moe_ep:
+        lines.append("- **Expert parallelism on this CPU** "
+                     "(`bash scripts/experiments/moe_ep.sh`): " + moe_ep)
     return "\n".join(lines)
 
 
