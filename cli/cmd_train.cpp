@@ -32,6 +32,7 @@ int run_train_processes(TrainFlags& f, const po::variables_map& vm,
                         const exec::LaunchInfo& launch) {
 #ifdef PACI_HAVE_MPI
   exec::mpi::Session session;
+  f.processes_here = static_cast<std::size_t>(session.local_size());  // collective
   std::chrono::seconds timeout{};
   TrainSetup t = agreed_setup(session, "train", [&] {
     check_mpi_sees(launch, session.size(), "train --device cpu");

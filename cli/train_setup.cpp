@@ -63,8 +63,10 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   add_model("init", po::value(&f.init_path), "start from an llm.c GPT-2 fp32 model file");
   add_model("seed", po::value(&f.seed)->default_value(f.seed),
             "initialisation and data-order seed");
-  add_model("threads", po::value(&f.threads)->default_value(0, "auto"),
-            "compute threads per stage (auto: cores / (devices x --ep), at least 1)");
+  add_model(
+      "threads", po::value(&f.threads)->default_value(0, "auto"),
+      "compute threads per stage (auto: cores / devices, or under mpirun cores / the processes "
+      "on this machine; at least 1)");
   po::options_description optim("optimizer");
   auto add_optim = optim.add_options();
   add_optim("lr", po::value(&f.lr)->default_value(f.lr), "peak learning rate");

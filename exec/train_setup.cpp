@@ -323,11 +323,14 @@ TrainSetup make_train_setup(const TrainOptions& f) {
   e.clip = f.clip;
   e.seed = f.seed;
   e.first_step = t.first_step;
-  // auto: the cores shared by the devices, and by each device's expert parts (--ep: a process
-  // each; more OpenMP threads than cores spin against each other at every all-gather).
+  // auto: the cores shared by the device threads of this process, or by the processes of a
+  // launch on this machine (more OpenMP threads than cores spin against each other at every
+  // collective: 2 threads in each of 4 processes on 2 cores ran 25x slower).
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t workers = static_cast<std::size_t>(t.schedule.num_devices()) *
-                              static_cast<std::size_t>(std::max(f.ep, 1));
+  const std::size_t workers = f.processes_here > 0
+                                  ? f.processes_here
+                                  : static_cast<std::size_t>(t.schedule.num_devices()) *
+                                        static_cast<std::size_t>(std::max(f.ep, 1));
   e.threads_per_device = f.threads > 0 ? f.threads : std::max<std::size_t>(1, cores / workers);
   e.sequential = f.sequential;
   e.record_timeline = !f.trace_path.empty();

@@ -23,6 +23,9 @@ struct TrainOptions {
   std::string kind = "paci", schedule_path, partition;
   std::int32_t stages = 1, microbatches = 1, steps = 1, stop_after = 0, chunks = 0, save_every = 0;
   std::int32_t ep = 1;  // processes per device, each holding 1/ep of its experts (mpirun)
+  // Processes of a launch on this machine, each running one device (0: one process, every device
+  // a thread): --threads auto divides the cores among them.
+  std::size_t processes_here = 0;
   std::size_t layers = 4, heads = 4, d_model = 128, seq_len = 128, vocab = 256, batch = 16;
   // Mixture of experts (model/config.hpp, MoeConfig): experts 0 is dense; expert_hidden 0 is the
   // width that gives the top_k experts (and the shared one) the dense MLP's 8·C² FLOPs a token.

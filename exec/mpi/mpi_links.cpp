@@ -61,6 +61,16 @@ Session::~Session() {
   if (!finalized) MPI_Finalize();
 }
 
+int Session::local_size() const {
+  MPI_Comm local = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
+        "MPI_Comm_split_type");
+  int n = 1;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  return n;
+}
+
 std::string Session::library() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING];
   int length = 0;

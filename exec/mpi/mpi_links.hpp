@@ -59,6 +59,9 @@ class Session {
   // Collective over MPI_COMM_WORLD, blocking (polled, sleeping between polls): every process's
   // value, in rank order. Throws after `timeout`.
   std::vector<std::uint64_t> all_gather(std::uint64_t value, std::chrono::seconds timeout) const;
+  // Collective: how many processes of the launch share this process's machine
+  // (MPI_COMM_TYPE_SHARED).
+  int local_size() const;
   // "Open MPI v4.1.4, ..." (MPI_Get_library_version's first line).
   static std::string library();
 
