@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+from moe_train import machine  # cores, CPU model, BLAS kernel
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACI = os.environ.get("PACI_BIN") or os.path.join(ROOT, "build", "cli", "paci")
 MODEL = ["--experts", "16", "--top-k", "2", "--layers", "4", "--d-model", "128", "--heads", "4",
@@ -50,17 +52,6 @@ def run(e, path):
 
 def spread(values):
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
-def machine(blas):
-    cpu = "unknown CPU"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return (f"{os.cpu_count()} cores, {cpu}, {blas.get('library', 'BLAS')} with its "
-            f"{blas.get('kernel', '?')} kernel")
 
 
 def main():

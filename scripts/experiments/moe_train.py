@@ -90,15 +90,14 @@ def run(name, flags, seed, steps, out):
             "tokens_per_s": statistics.median(rates), "expert_load": load}
 
 
-def machine(metrics):
-    """Cores, CPU model and the BLAS kernel the runs used (the metrics' first line)."""
+def machine(blas):
+    """Cores, CPU model and the BLAS kernel a run used (its metrics' or report's "blas")."""
     cpu = "unknown CPU"
     with open("/proc/cpuinfo") as f:
         for line in f:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    blas = read_jsonl(metrics)[0]["blas"]
     return (f"{os.cpu_count()} cores, {cpu}, {blas['library']} with its {blas['kernel']} kernel "
             f"({blas['cpu']})")
 
@@ -119,7 +118,8 @@ def main():
     for seed in range(1, args.seeds + 1):  # seeds interleaved across the models
         for name, flags, _ in MODELS:
             run(name, flags, seed, args.steps, args.out)
-    results["machine"] = machine(os.path.join(args.out, f"{MODELS[0][0]}-s1.jsonl"))
+    results["machine"] = machine(
+        read_jsonl(os.path.join(args.out, f"{MODELS[0][0]}-s1.jsonl"))[0]["blas"])
     for name, flags, text in MODELS:
         runs = [run(name, flags, s, args.steps, args.out) for s in range(1, args.seeds + 1)]
         results["models"].append({
