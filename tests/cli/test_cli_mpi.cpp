@@ -84,6 +84,11 @@ std::vector<std::string> paci_lines(const std::string& err) {
   return lines;
 }
 
+// A run's report, metrics and checkpoint, all at `base` (a temporary path) with their suffixes.
+std::string outputs_at(const std::string& base) {
+  return fmt::format(" --report {0}.json --metrics {0}.jsonl --save {0}.state", base);
+}
+
 // (kind, P, model flags added to the tiny model's: empty, or a mixture of experts)
 class CliMpi : public ::testing::TestWithParam<std::tuple<std::string, int, std::string>> {};
 
@@ -102,15 +107,11 @@ TEST_P(CliMpi, EqualsOneProcessBitForBit) {
   const std::string tag = case_name(GetParam());
   const std::string flags = fmt::format(" train -k {} -p {} -m 4 -n 3 --val-every 2", kind, P) +
                             kTiny + model + " " + testing::corpus_flags();
-  auto outputs = [&](const std::string& who) {
-    const std::string base = temp_path(tag + who);
-    return fmt::format(" --report {0}.json --metrics {0}.jsonl --save {0}.state", base);
-  };
-  const auto one = run_paci(flags + outputs("one"));
-  ASSERT_EQ(one.status, 0) << one.err;
-  const auto many = run_shell(mpirun(P) + PACI_BINARY + flags + outputs("many"));
-  ASSERT_EQ(many.status, 0) << many.out << many.err;
   const std::string a = temp_path(tag + "one"), b = temp_path(tag + "many");
+  const auto one = run_paci(flags + outputs_at(a));
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto many = run_shell(mpirun(P) + PACI_BINARY + flags + outputs_at(b));
+  ASSERT_EQ(many.status, 0) << many.out << many.err;
   const auto losses = step_losses(a + ".jsonl");
   ASSERT_GE(losses.size(), 3u);                  // PipeDream updates after every micro-batch
   EXPECT_EQ(step_losses(b + ".jsonl"), losses);  // the same doubles
@@ -165,16 +166,12 @@ TEST_P(CliMpiExperts, EqualsOneProcessBitForBit) {
   std::replace(tag.begin(), tag.end(), '-', '_');
   const std::string flags = fmt::format(" train -k {} -p {} -m 4 -n 3 --val-every 2", kind, P) +
                             kTiny + kMoe + " " + testing::corpus_flags();
-  auto outputs = [&](const std::string& who) {
-    const std::string base = temp_path(tag + who);
-    return fmt::format(" --report {0}.json --metrics {0}.jsonl --save {0}.state", base);
-  };
-  const auto one = run_paci(flags + outputs("one"));
-  ASSERT_EQ(one.status, 0) << one.err;
-  const auto many = run_shell(mpirun(P * ep) + PACI_BINARY + flags + fmt::format(" --ep {}", ep) +
-                              outputs("many"));
-  ASSERT_EQ(many.status, 0) << many.out << many.err;
   const std::string a = temp_path(tag + "one"), b = temp_path(tag + "many");
+  const auto one = run_paci(flags + outputs_at(a));
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto many =
+      run_shell(mpirun(P * ep) + PACI_BINARY + flags + fmt::format(" --ep {}", ep) + outputs_at(b));
+  ASSERT_EQ(many.status, 0) << many.out << many.err;
   const auto losses = step_losses(a + ".jsonl");
   ASSERT_GE(losses.size(), 3u);
   EXPECT_EQ(step_losses(b + ".jsonl"), losses);
