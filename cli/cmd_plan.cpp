@@ -160,6 +160,13 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
       throw UsageError("--shard-group is the group ZeRO shards over: it needs --zero 1, 2 or 3");
   }
   s.overlap_grad_reduce = switch_values(vm, "overlap-grad-reduce");
+  if (vm.count("overlap-p2p")) {
+    const std::string v = vm["overlap-p2p"].as<std::string>();
+    if (v != "on" && v != "off")
+      throw UsageError(fmt::format(
+          "--overlap-p2p takes on or off, got '{}' (absent: what the schedule's runtime does)", v));
+    s.overlap_p2p = v == "on";
+  }
   if (vm.count("offload-layers")) {
     s.offload_layers.clear();
     for (const std::string& v : split_commas(vm["offload-layers"].as<std::string>())) {
@@ -216,7 +223,8 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
              plan::SearchOptions o) {
   std::istringstream cluster_flags(
       "gpu gpus tp cp cp-comm microbatch-size recompute sequence-parallel tp-comm-overlap "
-      "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
+      "overlap-p2p distributed-optimizer zero shard-group overlap-grad-reduce offload-layers "
+      "attention "
       "precision grad-dtype fp8-param-gather moments-dtype emit jobs preset "
       "layers d-model heads kv-heads head-dim ffn vocab seq-len arch tied-embeddings experts top-k "
       "shared-expert-ffn ep expert-load");
@@ -269,7 +277,8 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
       "tp cp "
       "cp-comm pp "
       "microbatch-size kind chunks recompute partition sequence-parallel tp-comm-overlap "
-      "distributed-optimizer zero shard-group overlap-grad-reduce offload-layers attention "
+      "overlap-p2p distributed-optimizer zero shard-group overlap-grad-reduce offload-layers "
+      "attention "
       "precision grad-dtype fp8-param-gather moments-dtype max-staleness experts top-k "
       "shared-expert-ffn ep expert-load");
   for (std::string f; launch_flags >> f;)
@@ -414,6 +423,10 @@ int run_plan(const std::vector<std::string>& args) {
              "--zero 1 (on) or 0 (off); on,off: both");
   add_switch("overlap-grad-reduce", po::value<std::string>()->implicit_value("on"),
              "reduce gradients during the last backward; absent: searched");
+  add_switch("overlap-p2p", po::value<std::string>()->implicit_value("on"),
+             "pipeline sends overlapped with compute (on) or waited on by the sender (off: "
+             "Megatron-LM's --no-overlap-p2p-communication); absent: what the schedule's runtime "
+             "does: off for 1f1b, on otherwise");
   add_switch("offload-layers", po::value<std::string>(),
              "activation offloading (Megatron-LM's --cpu-offloading-num-layers): the first N "
              "layers' activations kept in host memory from the forward to the backward; p = 1 "

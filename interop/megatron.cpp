@@ -21,6 +21,9 @@ std::string megatron_refusal(const plan::PlanConfig& c) {
         "--data-parallel-sharding-strategy) is not checked yet; plan ZeRO 0 or 1 (--use-"
         "distributed-optimizer)",
         c.zero);
+  if (c.pp > 1 && c.kind == "1f1b" && c.p2p_overlapped())
+    return "Megatron-LM's non-interleaved 1F1B waits on every pipeline send (it refuses to overlap "
+           "them): plan --overlap-p2p off, or --kind interleaved";
   return "";
 }
 
@@ -59,6 +62,10 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
     add("--pipeline-model-parallel-layout", layout);  // the stage count sets the virtual stages
   else if (c.kind == "interleaved")
     add("--num-virtual-stages-per-pipeline-rank", c.chunks);
+  // Interleaved: the pipeline sends overlap the next pass unless turned off (megatron-core's
+  // --no-overlap-p2p-communication; it sets batch_p2p_comm, whose requests are all waited on).
+  if (c.stages() > c.pp && c.pp > 1 && !c.p2p_overlapped())
+    a.push_back("--no-overlap-p2p-communication");
   add("--micro-batch-size", c.microbatch_size);
   add("--global-batch-size", c.global_batch);
   if (c.recompute == plan::Recompute::selective) add("--recompute-granularity", "selective");

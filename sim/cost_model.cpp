@@ -370,6 +370,7 @@ std::string write_cost_model(const CostModel& model) {
   root["format"] = std::string(kCostModelFormatTag);
   root["description"] = model.description;
   root["tokens_per_microbatch"] = model.tokens_per_microbatch;
+  if (model.blocking_sends) root["blocking_sends"] = true;
   root["default_link"] = link_json(model.default_link);
   root["links"] = Json::array();
   for (const auto& l : model.links) {
@@ -432,6 +433,10 @@ CostModel parse_cost_model(std::string_view json, std::string_view source) {
   }
   if (root.contains("tokens_per_microbatch"))
     model.tokens_per_microbatch = r.integer(root, "tokens_per_microbatch", "");
+  if (const auto it = root.find("blocking_sends"); it != root.end()) {
+    if (!it->is_boolean()) fail(source, "blocking_sends must be true or false");
+    model.blocking_sends = it->get<bool>();
+  }
   model.default_link =
       r.link(r.object(r.member(root, "default_link", ""), "default_link"), "default_link");
   if (root.contains("links")) {

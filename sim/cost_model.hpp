@@ -104,6 +104,10 @@ struct CostModel {
   std::vector<LinkOverride> links;         // per directed device pair
   std::vector<HostSharing> hosts;          // shared hosts; empty: every device independent
   std::int64_t tokens_per_microbatch = 0;  // for tokens/s; 0 when unknown
+  // A device waits for each message it sends to arrive before its next action (Megatron-LM's
+  // pipeline sends without --overlap-p2p-communication: every request waited on); false: messages
+  // travel while the sender computes.
+  bool blocking_sends = false;
 
   const LinkCost& link(std::int32_t src_device, std::int32_t dst_device) const;
   friend bool operator==(const CostModel&, const CostModel&) = default;

@@ -1,11 +1,12 @@
 // The discrete-event engine. Events are action completions (and, on shared hosts, starts), popped
 // in time order from a binary heap; a completion frees its device, and sends each output that
 // another device needs over that link (FIFO: a message starts when the link's previous send has
-// left). A device starts its next action as soon as the device is free and every dependency (from
-// DependencyRules) has arrived; an overlapped pair (DualPipe's F&B) that hides communication starts
-// when both its actions' inputs have, takes pair_duration_s() in all, and sends both outputs at its
-// end. On a shared host every start and end re-rates the actions running
-// there (slowdown for the number computing) and reschedules their ends; stale ends are skipped.
+// left; with blocking_sends the sender is free only when its message has arrived). A device starts
+// its next action as soon as the device is free and every dependency (from DependencyRules) has
+// arrived; an overlapped pair (DualPipe's F&B) that hides communication starts when both its
+// actions' inputs have, takes pair_duration_s() in all, and sends both outputs at its end. On a
+// shared host every start and end re-rates the actions running there (slowdown for the number
+// computing) and reschedules their ends; stale ends are skipped.
 #include "sim/engine.hpp"
 
 #include <fmt/format.h>
@@ -329,6 +330,11 @@ void Engine::send_outputs(const Action& a, std::int32_t d, std::int64_t v, doubl
     const std::int32_t dst = index_.position(consumer.vertex).device;
     if (dst == d) continue;  // same device: the consumer reads done_s_
     send(a, d, consumer.vertex, consumer.kind, now);
+    if (costs_.blocking_sends && replay_ == nullptr) {  // the sender waits for its message
+      const auto du = static_cast<std::size_t>(d);
+      free_at_s_[du] = std::max(free_at_s_[du], arrival_s_[consumer.vertex]);
+      result_.times[du][pc_[du] - 1].free_s = free_at_s_[du];
+    }
     try_start(dst);
   }
 }

@@ -360,6 +360,9 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   if (c.chunks > 1 && c.pp == 1)
     refuse("Megatron-LM refuses virtual pipeline stages with a pipeline size of 1");
   c.kind = c.chunks > 1 ? "interleaved" : "1f1b";
+  // Pipeline sends: overlapped in the interleaved schedule unless turned off; validate_args turns
+  // the overlap off for the non-interleaved one, which waits on every send (paci's 1f1b default).
+  if (c.kind == "interleaved" && r.on("--no-overlap-p2p-communication")) c.overlap_p2p = false;
   if (!layout) c.partition = megatron_partition(r, c);
   if (!r.value("--micro-batch-size")) refuse("--micro-batch-size is missing");
   c.microbatch_size = *r.number("--micro-batch-size");

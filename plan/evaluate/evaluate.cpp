@@ -410,7 +410,7 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
   const std::int64_t P = c.pp, g = gpu.gpus_per_node;
   CostModel costs;
   costs.description = fmt::format(
-      "paci plan: {} on {} x {} (t={}{}, p={}, d={}, v={}, b={}, M={}, recompute {}{}{}{}{}{}{})",
+      "paci plan: {} on {} x {} (t={}{}, p={}, d={}, v={}, b={}, M={}, recompute {}{}{}{}{}{}{}{})",
       m.name, c.gpus, gpu.name, c.tp, cp_label(c, ", c={}"), P, c.dp(), c.chunks, c.microbatch_size,
       c.microbatches(), to_string(c.recompute), c.sequence_parallel ? ", sequence parallel" : "",
       c.tp_comm_overlap ? ", tensor-parallel collectives overlapped" : "",
@@ -421,8 +421,10 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
           : "",
       c.precision != Precision::bf16 ? fmt::format(", {}", to_string(c.precision)) : "",
       c.bf16_gradients ? ", bf16 gradients" : "",
-      c.overlap_grad_reduce ? ", overlapped gradient reduction" : "");
+      c.overlap_grad_reduce ? ", overlapped gradient reduction" : "",
+      c.pp > 1 && !c.p2p_overlapped() ? ", pipeline sends waited on" : "");
   costs.tokens_per_microbatch = c.microbatch_size * m.seq_len;
+  costs.blocking_sends = !c.p2p_overlapped();
   std::int32_t first_layer = 0;
   for (std::int32_t s = 0; s < c.stages(); ++s) {
     const StagePlan sp = stage(s, first_layer, layers[static_cast<std::size_t>(s)]);

@@ -20,6 +20,15 @@
 
 namespace paci::plan {
 
+// What the runtimes that run `kind` do with pipeline sends when not told (docs/costmodel.md,
+// "Pipeline messages"): 1f1b waits for them (Megatron-LM's non-interleaved schedule refuses to
+// overlap them; PyTorch's Schedule1F1B waits on its steady phase's fused send and receive); every
+// other kind overlaps them (Megatron-LM's interleaved schedule by default, PyTorch's GPipe and
+// multi-stage runtime, the Zero Bubble runtime).
+inline bool default_overlap_p2p(std::string_view kind) {
+  return kind != "1f1b";
+}
+
 struct PlanConfig {
   ModelSpec model;
   ClusterSpec cluster;
@@ -56,6 +65,11 @@ struct PlanConfig {
   // 0: over all of them.
   std::int64_t shard_group = 0;
   bool tp_comm_overlap = false;  // needs sequence_parallel (docs/costmodel.md)
+  // Pipeline messages travel while the sender computes (true), or the sender waits for each to
+  // arrive (false: Megatron-LM's non-interleaved schedule always, its interleaved one with
+  // --no-overlap-p2p-communication). Unset: what the kind's runtimes do (default_overlap_p2p).
+  std::optional<bool> overlap_p2p;
+  bool p2p_overlapped() const { return overlap_p2p.value_or(default_overlap_p2p(kind)); }
   // Activation offloading (Megatron-LM's --cpu-offloading-num-layers, Transformer Engine's CPU
   // offload; docs/costmodel.md, "Activation offloading"): the activations of the model's first
   // this-many layers copied to host memory as the forward leaves each and back before the
@@ -93,6 +107,7 @@ struct PlanConfig {
 // precision the GPU lacks; fewer layers than p·v stages; a bad partition; chunks with a kind
 // other than interleaved; a kind the generators refuse.
 void check_config(const PlanConfig& config);
+
 // check_config without the model's and the cluster's own checks (a search makes them once).
 void check_knobs(const PlanConfig& config);
 // Of those, the pipeline's alone: chunks only for interleaved, layers for p·v stages, the

@@ -65,6 +65,7 @@ ordered_json plan_json(const PlanResult& p) {
   j["zero"] = c.zero;
   j["shard_group"] = c.zero > 0 ? c.shards() : 0;  // ZeRO's sharding group (HSDP: below d·c)
   j["overlap_grad_reduce"] = c.overlap_grad_reduce;
+  j["overlap_p2p"] = c.p2p_overlapped();
   j["offload_layers"] = c.offload_layers;
   j["ep"] = c.ep;
   j["expert_load"] = c.expert_load;
@@ -166,7 +167,7 @@ std::string plan_text(const PlanResult& p) {
   std::string out = fmt::format(
       "{} ({:.2f} B parameters) on {} x {}, global batch {} x {} tokens\n"
       "t={}{} p={} d={}{} v={} b={} M={}, {}, recompute {}, sequence parallel {}{}, {}, "
-      "overlapped gradient reduction {}, {} attention{}{}{}\n",
+      "overlapped gradient reduction {}{}, {} attention{}{}{}\n",
       m.name, static_cast<double>(p.parameters) / 1e9, c.gpus, c.cluster.name, c.global_batch,
       m.seq_len, c.tp, cp_label(c, " c={}"), c.pp, p.dp,
       m.moe() ? fmt::format(" e={} ({} experts, top {}{})", c.ep, m.experts, m.top_k,
@@ -178,7 +179,11 @@ std::string plan_text(const PlanResult& p) {
                                ? fmt::format(" over groups of {}, {} replicas (HSDP)",
                                              c.shard_group, p.dp * c.cp / c.shard_group)
                                : ""),
-      on_off(c.overlap_grad_reduce), c.flash_attention ? "flash" : "unfused",
+      on_off(c.overlap_grad_reduce),
+      c.pp > 1 ? fmt::format(", pipeline sends {}",
+                             c.p2p_overlapped() ? "overlapped" : "waited on (no P2P overlap)")
+               : "",
+      c.flash_attention ? "flash" : "unfused",
       c.precision != Precision::bf16 ? fmt::format(", {} GEMMs", to_string(c.precision)) : "",
       std::string(c.bf16_gradients ? ", bf16 gradients" : "") +
           (c.fp8_params ? ", FP8 weights" : "") + (c.bf16_moments ? ", bf16 AdamW moments" : ""),

@@ -26,6 +26,8 @@ std::string knobs(const PlanConfig& c) {
   if (c.zero > 0) switches += fmt::format(" z{}", c.zero);
   if (c.zero > 0 && c.shard_group > 0) switches += fmt::format("/{}", c.shard_group);
   if (c.overlap_grad_reduce) switches += " grad-overlap";
+  if (c.pp > 1 && c.p2p_overlapped() != default_overlap_p2p(c.kind))
+    switches += c.p2p_overlapped() ? " p2p-overlap" : " p2p-waited";
   if (c.offload_layers > 0) switches += fmt::format(" offload{}", c.offload_layers);
   return fmt::format("{} t={}{} p={} d={}{}{} b={} M={} {}{}", c.kind, c.tp,
                      c.cp > 1 ? fmt::format(" c={}{}", c.cp, c.cp_all_gather ? "ag" : "") : "",

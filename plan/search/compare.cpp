@@ -88,6 +88,14 @@ std::vector<Knob> knobs() {
          a.shard_group = b.shard_group;
        }},
       switch_knob("overlapped gradient reduction", &PlanConfig::overlap_grad_reduce),
+      // The pipeline sends as they run, given or the kind's runtime's.
+      {[](const PlanConfig& a, const PlanConfig& b) {
+         return a.pp > 1 && a.p2p_overlapped() != b.p2p_overlapped();
+       },
+       [](const PlanConfig&, const PlanConfig& b) {
+         return fmt::format("pipeline sends {}", b.p2p_overlapped() ? "overlapped" : "waited on");
+       },
+       [](PlanConfig& a, const PlanConfig& b) { a.overlap_p2p = b.p2p_overlapped(); }},
       field_knob("offloaded layers", &PlanConfig::offload_layers),
       field_knob("expert parallelism", &PlanConfig::ep),
   };

@@ -67,6 +67,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.recompute = s.recompute[0];
   c.sequence_parallel = s.sequence_parallel[0];
   c.tp_comm_overlap = s.tp_comm_overlap[0];
+  c.overlap_p2p = s.overlap_p2p;
   c.zero = s.zero[0];
   c.shard_group = s.shard_group.empty() ? 0 : s.shard_group[0];
   if (c.shard_group == c.dp() * c.cp) c.shard_group = 0;  // all the replicas: the default

@@ -83,10 +83,11 @@ struct Candidate {
 std::string config_key(const PlanConfig& c) {
   std::string partition;
   for (const std::int32_t l : c.partition) partition += fmt::format("{},", l);
-  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}|z{}|h{}|g{}|f{}|e{}|{}", c.kind, c.tp,
+  return fmt::format("{}|t{}|c{}{}|p{}|v{}|b{}|{}|sp{}|o{}{}|z{}|h{}|g{}|f{}|e{}|{}", c.kind, c.tp,
                      c.cp, c.cp_all_gather ? "ag" : "", c.pp, c.chunks, c.microbatch_size,
-                     to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap, c.zero,
-                     c.shard_group, c.overlap_grad_reduce, c.offload_layers, c.ep, partition);
+                     to_string(c.recompute), c.sequence_parallel, c.tp_comm_overlap,
+                     c.p2p_overlapped() ? "" : "w", c.zero, c.shard_group, c.overlap_grad_reduce,
+                     c.offload_layers, c.ep, partition);
 }
 
 // A lower bound on the step, and one on the largest device's peak memory: its stages' static
@@ -469,6 +470,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                 c.recompute = rc;
                                 c.sequence_parallel = sp;
                                 c.tp_comm_overlap = tco;
+                                c.overlap_p2p = space.overlap_p2p;
                                 c.zero = zero;
                                 c.shard_group = group;
                                 c.overlap_grad_reduce = ovl;

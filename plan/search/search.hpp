@@ -49,6 +49,9 @@ struct SearchSpace {
   // for a configuration, SP at t = 1 or the optimizer's at d = 1, is tried off only).
   std::vector<bool> sequence_parallel{false, true}, tp_comm_overlap{false, true},
       overlap_grad_reduce{false, true};
+  // Pipeline sends overlapped with compute (PlanConfig::overlap_p2p): unset, what the kind's
+  // runtimes do (default_overlap_p2p).
+  std::optional<bool> overlap_p2p;
   // ZeRO stages (0 at d = 1, where there is nothing to shard).
   std::vector<std::int32_t> zero{0, 1, 2, 3};
   // HSDP's sharding groups (PlanConfig::shard_group), each with ZeRO 1 to 3; 0 (the default):

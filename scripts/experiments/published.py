@@ -41,6 +41,8 @@ def plan_command(paci, run, json_path):
         cmd += ["--" + switch.replace("_", "-"), "on" if run.get(switch) else "off"]
     cmd += ["--zero", str(zero_of(run)), "--precision", run.get("precision", "bf16"),
             "--grad-dtype", run.get("grad_dtype", "fp32")]
+    if "overlap_p2p" in run:  # else what the kind's runtime does (paci plan's default)
+        cmd += ["--overlap-p2p", "on" if run["overlap_p2p"] else "off"]
     if run.get("offload_layers"):
         cmd += ["--offload-layers", str(run["offload_layers"])]
     if run.get("fp8_param_gather"):

@@ -230,6 +230,15 @@ std::vector<Case> catalogue() {
        "paci plan: error: torchtitan 0.3.0 offloads no activations (its "
        "--training.enable-cpu-offload moves FSDP's weights, gradients and optimizer state to the "
        "host, not activations): plan --offload-layers 0, or --emit megatron"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 8 --global-batch 16 --tp 1 --pp 4 "
+       "--microbatch-size 1 --kind 1f1b --recompute full --overlap-p2p on --emit megatron",
+       "paci plan: error: Megatron-LM's non-interleaved 1F1B waits on every pipeline send (it "
+       "refuses to overlap them): plan --overlap-p2p off, or --kind interleaved"},
+      {"plan --preset llama3-8b --gpu h100-80gb --gpus 8 --global-batch 16 --tp 1 --pp 4 "
+       "--microbatch-size 1 --kind interleaved --recompute full --overlap-p2p off --emit "
+       "torchtitan",
+       "paci plan: error: PyTorch's pipelining overlaps its interleaved schedule's pipeline sends: "
+       "plan --overlap-p2p on"},
       {"plan --preset mixtral-8x7b --gpu h100-80gb --gpus 16 --global-batch 32 --tp 2 --pp 1 "
        "--ep 3 --sequence-parallel --microbatch-size 1 --kind 1f1b --recompute full",
        "paci plan: error: --ep 3 must divide the model's 8 experts (each GPU of the group holds "

@@ -170,6 +170,11 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
         vp = a["num_virtual_stages_per_pipeline_rank"]
         vp = vp if vp > 1 else None
     kw["virtual_pipeline_model_parallel_size"] = vp
+    # validate_args: the non-interleaved schedule cannot overlap its pipeline sends, so the overlap
+    # (on unless --no-overlap-p2p-communication) is turned off without virtual stages;
+    # core_transformer_config_from_args: batch_p2p_comm = not overlap_p2p_comm.
+    kw["overlap_p2p_comm"] = bool(a.get("overlap_p2p_comm", True)) if vp else False
+    kw["batch_p2p_comm"] = not kw["overlap_p2p_comm"]
     # core_transformer_config_from_args' translations
     if a.get("swiglu"):
         kw["activation_func"] = F.silu
@@ -419,6 +424,8 @@ def check(a) -> str:
             "experts": config.num_moe_experts or 0,
             "top_k": config.moe_router_topk if config.num_moe_experts else 0,
             "ep": config.expert_model_parallel_size,
+            # With one stage nothing is sent: whether sends would overlap does not apply.
+            "overlap_p2p": bool(config.overlap_p2p_comm) if p > 1 else None,
             "etp": config.expert_tensor_parallel_size}
     check_expected(a.expect, seen, "Megatron")
     return (
@@ -440,7 +447,7 @@ def main() -> int:
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                     help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute, zero, "
                     "shard_group, offload_layers, fp8_param_gather, moments_dtype, experts, top_k, "
-                    "ep, etp")
+                    "ep, etp, overlap_p2p")
     ap.add_argument("--gpu-arch", type=int, default=9,
                     help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
     a = ap.parse_args()

@@ -68,6 +68,11 @@ CASES = [
       "--microbatch-size", "2", "--kind", "interleaved", "--chunks", "2", "--recompute", "full",
       "--partition", "3,5,4,4,4,4,5,3", "--distributed-optimizer", "--cp", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
+    ("llama3-8b interleaved v2, pipeline sends waited on",
+     [*L8, "--gpus", "16", "--global-batch", "64", "--tp", "2", "--pp", "4",
+      "--microbatch-size", "1", "--kind", "interleaved", "--chunks", "2", "--recompute", "none",
+      "--sequence-parallel", "--zero", "1", "--cp", "1", "--overlap-p2p", "off"],
+     {"megatron"}, None),
     ("llama3-8b zb-h1",
      [*L8, "--gpus", "8", "--global-batch", "16", "--tp", "1", "--pp", "4",
       "--microbatch-size", "1", "--kind", "zb-h1", "--recompute", "full", "--zero", "1", "--cp", "1"],
@@ -201,6 +206,11 @@ REFUSALS = [
     ("pipedream for Megatron-LM", [*_ASYNC, "--kind", "pipedream", "--emit", "megatron"], "1F1B"),
     ("2bw for torchtitan", [*_ASYNC, "--kind", "2bw", "--emit", "torchtitan"], "flush"),
     ("zb-h1 for Megatron-LM", [*_ASYNC, "--kind", "zb-h1", "--emit", "megatron"], "zb-h1"),
+    ("1f1b with overlapped sends for Megatron-LM",
+     [*_ASYNC, "--kind", "1f1b", "--overlap-p2p", "on", "--emit", "megatron"], "--overlap-p2p off"),
+    ("interleaved with waited sends for torchtitan",
+     [*_ASYNC, "--kind", "interleaved", "--overlap-p2p", "off", "--emit", "torchtitan"],
+     "--overlap-p2p on"),
     ("1f1b M<p for PyTorch",
      [*L8, "--gpus", "8", "--global-batch", "4", "--tp", "1", "--pp", "8", "--microbatch-size", "1",
       "--kind", "1f1b", "--recompute", "full", "--emit", "pytorch"], "gpipe"),
@@ -270,6 +280,12 @@ READS = [
      "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
      "--global-batch-size 1536 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
      "--num-virtual-stages-per-pipeline-rank 3 --sequence-parallel --use-distributed-optimizer"),
+    ("megatron gpt3-175b interleaved v3, sends waited on", "megatron", 1024,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
+     "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
+     "--global-batch-size 1536 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+     "--num-virtual-stages-per-pipeline-rank 3 --sequence-parallel --use-distributed-optimizer "
+     "--no-overlap-p2p-communication"),
     ("megatron layout, account for embedding", "megatron", 8,
      "--num-layers 30 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
      "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
@@ -504,6 +520,8 @@ class Runner:
         for key in ("zero", "precision", "grad_dtype", "shard_group", "offload_layers",
                     "fp8_param_gather", "moments_dtype", "ep"):
             base += ["--expect", f"{key}={plan[key]}"]
+        if plan["pp"] > 1:  # the pipeline sends overlapped or waited on, as planned
+            base += ["--expect", f"overlap_p2p={plan['overlap_p2p']}"]
         if plan.get("model", {}).get("experts"):
             base += ["--expect", f"experts={plan['model']['experts']}",
                      "--expect", f"top_k={plan['model']['top_k']}", "--expect", "etp=1"]
@@ -608,6 +626,8 @@ class Runner:
                       "offload_layers": plan["offload_layers"],
                       "fp8_param_gather": plan["fp8_param_gather"],
                       "moments_dtype": plan["moments_dtype"], "ep": plan["ep"]}
+            if plan["pp"] > 1:
+                expect["overlap_p2p"] = plan["overlap_p2p"]
             with open(doc) as f:
                 model = json.load(f).get("model", {})
             if model.get("experts"):

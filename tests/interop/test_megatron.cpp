@@ -113,6 +113,24 @@ TEST(InteropMegatron, SchedulesItCannotRunAreRefusedInOneLine) {
   EXPECT_EQ(refusal(Tool::megatron, test::plan_of("llama3-70b", "1f1b", 256, 8, 4).config), "");
 }
 
+// Pipeline sends: the interleaved schedule overlaps them unless told not to; the non-interleaved
+// one waits on them, and a plan that has them overlapped is one Megatron-LM cannot run.
+TEST(InteropMegatron, PipelineSendsAreWaitedOnAsPlanned) {
+  plan::PlanResult p = test::plan_of("llama3-70b", "interleaved", 256, 8, 4, 2);
+  EXPECT_THAT(joined(p), Not(HasSubstr("overlap-p2p")));
+  p.config.overlap_p2p = false;
+  EXPECT_THAT(joined(p), HasSubstr("--no-overlap-p2p-communication"));
+  plan::PlanResult one = test::plan_of("llama3-70b", "1f1b", 256, 8, 4);
+  EXPECT_THAT(joined(one), Not(HasSubstr("overlap-p2p")));
+  one.config.overlap_p2p = true;
+  const std::string why = refusal(Tool::megatron, one.config);
+  EXPECT_THAT(why, HasSubstr("--overlap-p2p off"));
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+  EXPECT_THROW(emit(Tool::megatron, one), InputError);
+  one.config.pp = 1;  // no pipeline, nothing sent
+  EXPECT_EQ(refusal(Tool::megatron, one.config), "");
+}
+
 TEST(InteropWords, QuoteAndSplitRoundTrip) {
   const std::vector<std::string> words = {"--a", "Et|tL", "it's", "", "x y", "plain-1.5"};
   EXPECT_EQ(shell_join(words), "--a 'Et|tL' 'it'\\''s' '' 'x y' plain-1.5");

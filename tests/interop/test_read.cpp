@@ -77,6 +77,9 @@ TEST(InteropRead, MegatronReadsBackWhatPaciEmits) {
   uneven.config.recompute = plan::Recompute::selective;
   uneven.config.tp_comm_overlap = true;
   plans.push_back(uneven);
+  plan::PlanResult waited = test::plan_of("llama3-70b", "interleaved", 64, 8, 4, 2);
+  waited.config.overlap_p2p = false;  // --no-overlap-p2p-communication
+  plans.push_back(waited);
   for (const plan::PlanResult& p : plans) {
     const std::string flags = shell_join(megatron_args(p));
     const ReadLaunch r = read_megatron(flags, on_h100(p.config.gpus));

@@ -153,6 +153,15 @@ TEST(InteropTorchtitan, RefusesWhatItCannotRunInOneLine) {
   EXPECT_THAT(why(test::plan_of("llama3-405b", "1f1b", 512, 8, 16)), HasSubstr("float8"));
   EXPECT_THROW(torchtitan_args(test::plan_of("llama3-405b", "1f1b", 512, 8, 16), ""), InputError);
   EXPECT_TRUE(why(test::plan_of("llama3-70b", "1f1b", 64, 8, 4)).empty());
+  // PyTorch's runtimes: Schedule1F1B waits on its steady phase's sends, the others overlap them.
+  plan::PlanResult one = test::plan_of("llama3-70b", "1f1b", 64, 8, 4);
+  one.config.overlap_p2p = true;
+  EXPECT_THAT(why(one), HasSubstr("--overlap-p2p off"));
+  plan::PlanResult interleaved = test::plan_of("llama3-70b", "interleaved", 64, 8, 4, 2);
+  EXPECT_TRUE(why(interleaved).empty());
+  interleaved.config.overlap_p2p = false;
+  EXPECT_THAT(why(interleaved), HasSubstr("--overlap-p2p on"));
+  EXPECT_EQ(why(interleaved).find('\n'), std::string::npos);
 }
 
 }  // namespace

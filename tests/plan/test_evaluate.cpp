@@ -457,6 +457,32 @@ TEST(PlanEvaluate, OverlappedGradientReductionHidesPartOfTheUpdate) {
   EXPECT_LT(overlapped.step_s, exposed.step_s);
 }
 
+// Pipeline sends waited on (Megatron-LM without P2P overlap, and its non-interleaved 1F1B
+// always) hold each sender until its message arrives: a longer step, by nothing when the messages
+// cost nothing.
+TEST(PlanEvaluate, PipelineSendsWaitedOnHoldTheSender) {
+  PlanConfig c = llama70b_on_h100();  // pipeline neighbours 16 GPUs apart: on the network
+  EXPECT_FALSE(c.p2p_overlapped());   // 1F1B's runtimes wait on its sends
+  EXPECT_TRUE(ConfigCosts(c).cost_model(default_partition(c)).blocking_sends);
+  EXPECT_FALSE(plan_json(evaluate(c))["overlap_p2p"].get<bool>());
+  c.kind = "interleaved";
+  c.chunks = 2;
+  EXPECT_TRUE(c.p2p_overlapped());  // Megatron-LM's interleaved schedule overlaps them
+  const PlanResult overlapped = evaluate(c);
+  EXPECT_FALSE(ConfigCosts(c).cost_model(default_partition(c)).blocking_sends);
+  c.overlap_p2p = false;
+  const PlanResult waited = evaluate(c);
+  EXPECT_TRUE(ConfigCosts(c).cost_model(default_partition(c)).blocking_sends);
+  EXPECT_GT(waited.step_s, overlapped.step_s);
+  EXPECT_THAT(plan_text(waited), HasSubstr("pipeline sends waited on"));
+  // Free messages: waiting for them costs nothing.
+  c.cluster.network.latency_s = 1e-30;
+  c.cluster.network.bandwidth_bytes_per_s = 1e30;
+  const PlanResult free_waited = evaluate(c);
+  c.overlap_p2p = true;
+  EXPECT_NEAR(free_waited.step_s, evaluate(c).step_s, 1e-12 * free_waited.step_s);
+}
+
 TEST(PlanEvaluate, PaciRunsWithoutTheFlushOfOneFOneB) {
   PlanConfig c = llama70b_on_h100();
   c.global_batch = 16;  // M = 8 micro-batches for 4 stages: a large bubble for 1F1B

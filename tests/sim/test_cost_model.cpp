@@ -76,6 +76,7 @@ TEST(CostModelJson, ExactRoundTripOfAHandBuiltModel) {
   CostModel m;
   m.description = "measured \"today\"\non a café GPU";
   m.tokens_per_microbatch = 4096;
+  m.blocking_sends = true;
   m.default_link = {1.0 / 3.0, kInf};
   m.links = {{0, 1, {0.1, 12.5e9}}, {1, 0, {0.0, kInf}}, {2, 3, {5e-324, 1e300}}};
   StageCost a{0.1, 0.2, 0.30000000000000004, 1e-300, 123456.789, INT64_MAX, 1, 2, 3, 4, 5};
@@ -83,6 +84,7 @@ TEST(CostModelJson, ExactRoundTripOfAHandBuiltModel) {
   m.stages = {a, b};
   const std::string text = write_cost_model(m);
   EXPECT_THAT(text, HasSubstr("\"bandwidth_bytes_per_s\": \"inf\""));
+  EXPECT_THAT(text, HasSubstr("\"blocking_sends\": true"));
   const CostModel back = parse_cost_model(text, "m.json");
   EXPECT_EQ(back, m);
   EXPECT_EQ(write_cost_model(back), text);
@@ -106,6 +108,7 @@ TEST(CostModelJson, ReadsAnyLayoutAndOptionalKeys) {
   EXPECT_EQ(m.description, "");
   EXPECT_TRUE(m.links.empty());
   EXPECT_EQ(m.tokens_per_microbatch, 0);
+  EXPECT_FALSE(m.blocking_sends);  // absent: messages overlap compute
   EXPECT_EQ(m.stages[0].forward_s, 2.0);
   EXPECT_EQ(m.stages[1], golden_uniform().stages[1]);
 }
@@ -149,6 +152,7 @@ TEST(CostModelJson, EachBadModelIsOneClearInputError) {
        {"default_link.latency_s is negative"}},
       {edited([](Json& j) { j["links"].push_back(j["links"][0]); }),
        {"links[1] overrides the link 1 -> 2 again"}},
+      {edited([](Json& j) { j["blocking_sends"] = 1; }), {"blocking_sends must be true or false"}},
   };
   for (const auto& [text, fragments] : cases) {
     SCOPED_TRACE(text);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "schedules/analysis.hpp"
 #include "schedules/generators.hpp"
@@ -148,10 +150,8 @@ TEST(Simulator, PeakMemoryIsStaticPlusPeakActivations) {
             costs.stages[0].static_bytes() + 4 * u.activation_bytes + 3 * u.weight_bytes);
 }
 
-// Two stages, two micro-batches, 1F1B, links slow enough that the second activation queues
-// behind the first. Worked by hand in the comments.
-TEST(Simulator, HandComputedTwoStageMakespan) {
-  Schedule s = generate_schedule("1f1b", 2, 2, 1);
+// Two stages' costs with links slow enough that a second message queues behind the first.
+CostModel slow_link_costs() {
   UniformCosts u;
   u.tf = 1.0;
   u.tb = 2.0;
@@ -159,27 +159,35 @@ TEST(Simulator, HandComputedTwoStageMakespan) {
   u.latency_s = 0.25;
   u.bandwidth_bytes_per_s = 100.0;
   u.message_bytes = 150;  // 1.5 s on the wire
-  const SimResult r = simulate(s, uniform_cost_model(2, u), {true});
+  return uniform_cost_model(2, u);
+}
+
+// Each device's actions ran over exactly these [start, end] spans, in list order.
+void expect_spans(const Schedule& s, const SimResult& r,
+                  const std::vector<std::vector<std::pair<double, double>>>& spans) {
+  ASSERT_EQ(r.times.size(), spans.size());
+  for (std::size_t d = 0; d < spans.size(); ++d) {
+    ASSERT_EQ(r.times[d].size(), spans[d].size());
+    for (std::size_t i = 0; i < spans[d].size(); ++i) {
+      EXPECT_DOUBLE_EQ(r.times[d][i].start_s, spans[d][i].first) << to_string(s.devices[d][i]);
+      EXPECT_DOUBLE_EQ(r.times[d][i].end_s, spans[d][i].second) << to_string(s.devices[d][i]);
+    }
+  }
+}
+
+// Two stages, two micro-batches, 1F1B on those links. Worked by hand in the comments.
+TEST(Simulator, HandComputedTwoStageMakespan) {
+  Schedule s = generate_schedule("1f1b", 2, 2, 1);
+  const SimResult r = simulate(s, slow_link_costs(), {true});
   // dev0: 0F0 [0,1] 0F1 [1,2]; act0 on the wire [1,2.5] arrives 2.75; act1 waits for the link:
   //       [2.5,4] arrives 4.25
   // dev1: 1F0 [2.75,3.75] 1B0 [3.75,5.75] 1F1 [5.75,6.75] 1B1 [6.75,8.75] 1U [8.75,9.25];
   //       grad0 [5.75,7.25] arrives 7.5; grad1 [8.75,10.25] arrives 10.5
   // dev0: 0B0 [7.5,9.5] 0B1 [10.5,12.5] 0U [12.5,13]
-  auto expect = [&](int d, int i, double start, double end) {
-    EXPECT_DOUBLE_EQ(r.times[d][i].start_s, start) << to_string(s.devices[d][i]);
-    EXPECT_DOUBLE_EQ(r.times[d][i].end_s, end) << to_string(s.devices[d][i]);
-  };
   ASSERT_EQ(to_string(s.devices[0][2]), "0B0");
-  expect(0, 0, 0, 1);
-  expect(0, 1, 1, 2);
-  expect(0, 2, 7.5, 9.5);
-  expect(0, 3, 10.5, 12.5);
-  expect(0, 4, 12.5, 13);
-  expect(1, 0, 2.75, 3.75);
-  expect(1, 1, 3.75, 5.75);
-  expect(1, 2, 5.75, 6.75);
-  expect(1, 3, 6.75, 8.75);
-  expect(1, 4, 8.75, 9.25);
+  expect_spans(s, r,
+               {{{0, 1}, {1, 2}, {7.5, 9.5}, {10.5, 12.5}, {12.5, 13}},
+                {{2.75, 3.75}, {3.75, 5.75}, {5.75, 6.75}, {6.75, 8.75}, {8.75, 9.25}}});
   EXPECT_DOUBLE_EQ(timing_metrics(s, r.times).makespan_s, 13.0);
   ASSERT_EQ(r.timeline.messages.size(), 4u);
   const MessageSlice* act1 = nullptr;
@@ -193,6 +201,28 @@ TEST(Simulator, HandComputedTwoStageMakespan) {
   EXPECT_DOUBLE_EQ(r.critical_path.length_s, 13.0);
   EXPECT_EQ(to_string(r.critical_path.actions.back()), "0U");
   EXPECT_EQ(to_string(r.critical_path.actions.front()), "0F0");
+}
+
+// The same run with blocking sends (Megatron-LM without P2P overlap): a device is free for its
+// next action only when the message it sent has arrived.
+TEST(Simulator, BlockingSendsHoldTheSenderUntilArrival) {
+  Schedule s = generate_schedule("1f1b", 2, 2, 1);
+  CostModel costs = slow_link_costs();
+  costs.blocking_sends = true;
+  const SimResult r = simulate(s, costs, {true});
+  // dev0: 0F0 [0,1], act0 [1,2.5] arrives 2.75, free then; 0F1 [2.75,3.75], act1 [3.75,5.25]
+  //       arrives 5.5
+  // dev1: 1F0 [2.75,3.75] 1B0 [3.75,5.75], grad0 [5.75,7.25] arrives 7.5, free then;
+  //       1F1 [7.5,8.5] 1B1 [8.5,10.5], grad1 [10.5,12] arrives 12.25; 1U [12.25,12.75]
+  // dev0: 0B0 [7.5,9.5] 0B1 [12.25,14.25] 0U [14.25,14.75]
+  expect_spans(s, r,
+               {{{0, 1}, {2.75, 3.75}, {7.5, 9.5}, {12.25, 14.25}, {14.25, 14.75}},
+                {{2.75, 3.75}, {3.75, 5.75}, {7.5, 8.5}, {8.5, 10.5}, {12.25, 12.75}}});
+  EXPECT_DOUBLE_EQ(r.times[0][0].free_s, 2.75);
+  EXPECT_DOUBLE_EQ(r.times[0][1].free_s, 5.5);
+  EXPECT_DOUBLE_EQ(timing_metrics(s, r.times).makespan_s, 14.75);
+  // The last stage's forward sends nothing: it is free when it ends.
+  EXPECT_DOUBLE_EQ(r.times[1][0].free_s, 3.75);
 }
 
 TEST(Simulator, CriticalPathOfOneDeviceIsEveryAction) {
