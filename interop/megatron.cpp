@@ -24,6 +24,11 @@ std::string megatron_refusal(const plan::PlanConfig& c) {
   if (c.pp > 1 && c.kind == "1f1b" && c.p2p_overlapped())
     return "Megatron-LM's non-interleaved 1F1B waits on every pipeline send (it refuses to overlap "
            "them): plan --overlap-p2p off, or --kind interleaved";
+  if (c.kind == "interleaved" && c.pp <= 2 && !c.p2p_overlapped())
+    return fmt::format(
+        "Megatron-LM's interleaved schedule with its pipeline sends waited on needs more than 2 "
+        "pipeline stages (validate_args), not {}: plan --overlap-p2p on, or --pp 3 or more",
+        c.pp);
   return "";
 }
 

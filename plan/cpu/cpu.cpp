@@ -100,6 +100,7 @@ PlanResult evaluate_cpu(const LayerCalibration& cal, const PlanConfig& config,
                         const EvaluateOptions& options, SimResult& simulated) {
   PlanResult r;
   r.config = config;
+  r.config.overlap_p2p = true;  // the executor's sends travel while its stage computes
   r.parameters = parameter_counts(config.model).total;
   r.dp = 1;
   r.microbatches = config.microbatches();

@@ -90,7 +90,7 @@ std::vector<Knob> knobs() {
       switch_knob("overlapped gradient reduction", &PlanConfig::overlap_grad_reduce),
       // The pipeline sends as they run, given or the kind's runtime's.
       {[](const PlanConfig& a, const PlanConfig& b) {
-         return a.pp > 1 && a.p2p_overlapped() != b.p2p_overlapped();
+         return a.pp > 1 && b.pp > 1 && a.p2p_overlapped() != b.p2p_overlapped();
        },
        [](const PlanConfig&, const PlanConfig& b) {
          return fmt::format("pipeline sends {}", b.p2p_overlapped() ? "overlapped" : "waited on");

@@ -482,5 +482,39 @@ TEST(CliMpiLaunch, ExpertParallelResumesRefusesAndEnds) {
   EXPECT_THAT(killed.err, HasSubstr("rank 3"));
 }
 
+// The parts of a device must route its tokens alike; a part given other data of the same size
+// (the launch's fingerprint counts the data's bytes, not what they are) routes differently: the
+// run stops at the first expert exchange, in one line naming it, every process ends.
+TEST(CliMpiLaunch, ExpertPartsThatRouteDifferentlyStopInOneLine) {
+  REQUIRE_MPI();
+  const auto corpus = [](const std::string& name, const std::string& word) {
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+      text += "In the beginning God created the " + word + " and the earth. Verse " +
+              std::to_string(i) + ".\n";
+    const std::string txt = temp_path(name + ".txt");
+    write_text(txt, text);
+    const auto r = run_paci("data tokenize " + txt + " --train " + temp_path(name + "_train.bin") +
+                            " --val " + temp_path(name + "_val.bin"));
+    EXPECT_EQ(r.status, 0) << r.err;
+  };
+  corpus("route_a", "heaven");
+  corpus("route_b", "HEAVEN");  // the same length: shards of the same size, other tokens
+  ASSERT_EQ(slurp(temp_path("route_a_train.bin")).size(),
+            slurp(temp_path("route_b_train.bin")).size());
+  // Rank 1 (device 0's second expert part) reads the other corpus.
+  const std::string rank =
+      "sh -c 'c=route_a; [ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && c=route_b; exec " +
+      std::string(PACI_BINARY) + " train -k 1f1b -p 1 -m 2 -n 4" + kTiny + kMoe +
+      " --ep 2 --data " + temp_path("") + "${c}_train.bin --val-data " + temp_path("") +
+      "${c}_val.bin'";
+  const auto r = run_timed(mpirun(2) + rank);
+  EXPECT_NE(field(r.out, "rc"), 0) << r.out << r.err;
+  EXPECT_LT(field(r.out, "elapsed_ms"), 10000) << r.err;
+  const auto lines = paci_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_THAT(lines[0], HasSubstr("routes differently in its parts 0 and 1"));
+}
+
 }  // namespace
 }  // namespace paci

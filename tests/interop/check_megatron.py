@@ -175,6 +175,11 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
     # core_transformer_config_from_args: batch_p2p_comm = not overlap_p2p_comm.
     kw["overlap_p2p_comm"] = bool(a.get("overlap_p2p_comm", True)) if vp else False
     kw["batch_p2p_comm"] = not kw["overlap_p2p_comm"]
+    # validate_args: interleaved without the overlap needs more than 2 pipeline stages (else two
+    # ranks would exchange several sends and receives in one batch).
+    if vp and not kw["overlap_p2p_comm"] and p <= 2:
+        raise CheckError("validate_args: the interleaved schedule without P2P overlap needs a "
+                         "pipeline-model-parallel size above 2")
     # core_transformer_config_from_args' translations
     if a.get("swiglu"):
         kw["activation_func"] = F.silu

@@ -336,6 +336,10 @@ READS = [
 ]
 # Launches paci must refuse in one line (exit 2): what the tool refuses or paci does not model.
 READ_REFUSALS = [
+    ("megatron interleaved p2 with sends waited on", "megatron", 16, "CUDA_DEVICE_MAX_CONNECTIONS=1 "
+     + _LLAMA8B_MEGATRON + "--micro-batch-size 1 --global-batch-size 64 "
+     "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+     "--no-overlap-p2p-communication", "more than 2 pipeline stages"),
     ("megatron unknown flag", "megatron", 16, _LLAMA8B_MEGATRON +
      "--micro-batch-size 1 --global-batch-size 64 --tensor-parallel-size 2", "no option"),
     ("megatron context parallelism a2a", "megatron", 16, _LLAMA8B_MEGATRON +

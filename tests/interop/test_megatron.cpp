@@ -129,6 +129,11 @@ TEST(InteropMegatron, PipelineSendsAreWaitedOnAsPlanned) {
   EXPECT_THROW(emit(Tool::megatron, one), InputError);
   one.config.pp = 1;  // no pipeline, nothing sent
   EXPECT_EQ(refusal(Tool::megatron, one.config), "");
+  // validate_args: interleaved without the overlap needs p > 2.
+  plan::PlanResult two = test::plan_of("llama3-70b", "interleaved", 128, 8, 2, 2);
+  EXPECT_EQ(refusal(Tool::megatron, two.config), "");
+  two.config.overlap_p2p = false;
+  EXPECT_THAT(refusal(Tool::megatron, two.config), HasSubstr("more than 2 pipeline stages"));
 }
 
 TEST(InteropWords, QuoteAndSplitRoundTrip) {

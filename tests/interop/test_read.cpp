@@ -37,7 +37,8 @@ LaunchContext on_h100(std::optional<std::int64_t> gpus) {
 auto knobs(const plan::PlanConfig& c) {
   return std::make_tuple(c.model, c.gpus, c.global_batch, c.tp, c.pp, c.chunks, c.kind,
                          c.microbatch_size, c.recompute, c.sequence_parallel, c.tp_comm_overlap,
-                         c.zero, c.overlap_grad_reduce, c.flash_attention, c.partition);
+                         c.zero, c.overlap_grad_reduce, c.flash_attention, c.partition,
+                         c.p2p_overlapped());
 }
 
 std::string message_of(const std::function<void()>& f) {

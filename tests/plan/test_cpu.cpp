@@ -133,6 +133,9 @@ TEST(CpuSearch, SimulatesEveryConfigurationAndRanksThem) {
   for (const PlanResult& p : r.plans) {
     SimResult sim;
     EXPECT_DOUBLE_EQ(evaluate_cpu(c, p.config, {}, sim).step_s, p.step_s);
+    // The executor's sends travel while its stages compute, whatever the kind.
+    EXPECT_TRUE(p.config.p2p_overlapped()) << p.config.kind;
+    EXPECT_FALSE(p.costs.blocking_sends);
   }
   // The head weighs two layers: 1F1B on two threads does best with three layers beside the
   // embedding and one beside the head.
