@@ -68,9 +68,9 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   else if (c.kind == "interleaved")
     add("--num-virtual-stages-per-pipeline-rank", c.chunks);
   // Interleaved: the pipeline sends overlap the next pass unless turned off (megatron-core's
-  // --no-overlap-p2p-communication; it sets batch_p2p_comm, whose requests are all waited on).
-  if (c.stages() > c.pp && c.pp > 1 && !c.p2p_overlapped())
-    a.push_back("--no-overlap-p2p-communication");
+  // --no-overlap-p2p-communication; it sets batch_p2p_comm, whose requests are all waited on; at
+  // p <= 2 megatron_refusal has refused it).
+  if (c.kind == "interleaved" && !c.p2p_overlapped()) a.push_back("--no-overlap-p2p-communication");
   add("--micro-batch-size", c.microbatch_size);
   add("--global-batch-size", c.global_batch);
   if (c.recompute == plan::Recompute::selective) add("--recompute-granularity", "selective");
