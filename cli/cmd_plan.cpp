@@ -77,6 +77,12 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   number("top-k", o.top_k);
   number("shared-expert-ffn", o.shared_expert_ffn);
   number("head-dim", o.head_width);
+  number("dense-layers", o.dense_layers);
+  number("dense-ffn", o.dense_ffn);
+  number("q-lora-rank", o.q_lora_rank);
+  number("kv-lora-rank", o.kv_lora_rank);
+  number("rope-head-dim", o.rope_head_width);
+  number("mtp-layers", o.mtp_layers);
   if (vm.count("arch")) o.arch = plan::parse_arch(vm["arch"].as<std::string>());
   if (vm.count("tied-embeddings")) {
     const std::string v = vm["tied-embeddings"].as<std::string>();
@@ -227,7 +233,9 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
       "attention "
       "precision grad-dtype fp8-param-gather moments-dtype emit jobs preset "
       "layers d-model heads kv-heads head-dim ffn vocab seq-len arch tied-embeddings experts top-k "
-      "shared-expert-ffn ep expert-load");
+      "shared-expert-ffn dense-layers dense-ffn q-lora-rank kv-lora-rank rope-head-dim mtp-layers "
+      "ep "
+      "expert-load");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
       throw UsageError(fmt::format(
@@ -280,7 +288,9 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
       "overlap-p2p distributed-optimizer zero shard-group overlap-grad-reduce offload-layers "
       "attention "
       "precision grad-dtype fp8-param-gather moments-dtype max-staleness experts top-k "
-      "shared-expert-ffn ep expert-load");
+      "shared-expert-ffn dense-layers dense-ffn q-lora-rank kv-lora-rank rope-head-dim mtp-layers "
+      "ep "
+      "expert-load");
   for (std::string f; launch_flags >> f;)
     if (given(vm, f.c_str()))
       throw UsageError(fmt::format("--{} does not apply with --{}: {}", f, flag,
@@ -344,7 +354,8 @@ int run_plan(const std::vector<std::string>& args) {
   auto add_model = model.add_options();
   add_model("preset", po::value<std::string>(),
             "gpt2-small|medium|large|xl, gpt3-125m ... gpt3-175b, llama2-7b|13b|70b, "
-            "llama3-8b|70b|405b, mixtral-8x7b|8x22b, qwen3-30b-a3b|235b-a22b (docs/costmodel.md)");
+            "llama3-8b|70b|405b, mixtral-8x7b|8x22b, qwen3-30b-a3b|235b-a22b, deepseek-v3 "
+            "(docs/costmodel.md)");
   add_model("layers", po::value<std::int64_t>(), "transformer layers L");
   add_model("d-model", po::value<std::int64_t>(), "width h");
   add_model("heads", po::value<std::int64_t>(), "attention heads a");
@@ -361,6 +372,19 @@ int run_plan(const std::vector<std::string>& args) {
   add_model("top-k", po::value<std::int64_t>(), "experts each token is routed to (1..E)");
   add_model("shared-expert-ffn", po::value<std::int64_t>(),
             "width of the shared experts every token passes (default 0: none)");
+  add_model("dense-layers", po::value<std::int64_t>(),
+            "with experts: the first N layers keep a dense MLP of width --dense-ffn (DeepSeek-V3: "
+            "3; default 0)");
+  add_model("dense-ffn", po::value<std::int64_t>(), "the dense layers' MLP width");
+  add_model("kv-lora-rank", po::value<std::int64_t>(),
+            "multi-head latent attention (MLA): the keys' and values' latent width (default 0: "
+            "none)");
+  add_model("q-lora-rank", po::value<std::int64_t>(),
+            "MLA: the queries' latent width (default 0: queries projected from h)");
+  add_model("rope-head-dim", po::value<std::int64_t>(),
+            "MLA: rotary columns added to each query and key head (the key's shared)");
+  add_model("mtp-layers", po::value<std::int64_t>(),
+            "multi-token-prediction modules on the last stage (DeepSeek-V3: 1; default 0)");
   po::options_description cluster("cluster");
   auto add_cluster = cluster.add_options();
   add_cluster("gpu", po::value<std::string>(),

@@ -2,6 +2,7 @@
 #include "interop/megatron.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -10,6 +11,17 @@
 namespace paci::interop {
 
 std::string megatron_refusal(const plan::PlanConfig& c) {
+  const plan::ModelSpec& m = c.model;
+  if (m.mla() || m.dense_layers > 0 || m.mtp_layers > 0) {
+    std::vector<std::string> what;
+    if (m.mla()) what.emplace_back("multi-head latent attention (--multi-latent-attention)");
+    if (m.dense_layers > 0) what.emplace_back("dense first layers (--moe-layer-freq)");
+    if (m.mtp_layers > 0) what.emplace_back("multi-token prediction (--mtp-num-layers)");
+    return fmt::format(
+        "paci does not emit {} for Megatron-LM yet: its {} {} not checked against megatron-core's "
+        "parser; plan it with paci plan and launch it from Megatron-Bridge's DeepSeek recipe",
+        m.name, fmt::join(what, ", "), what.size() > 1 ? "are" : "is");
+  }
   if (c.kind != "1f1b" && c.kind != "interleaved")
     return fmt::format(
         "Megatron-LM cannot run a {} schedule: it runs 1F1B and interleaved 1F1B only (no GPipe, "

@@ -95,11 +95,12 @@ def moe_headline():
     vee = sum(r["default"]["kind"] in ("zb-v", "dualpipev") for r in fits)
     dual = sum(r["default"]["kind"] == "dualpipev" for r in fits)
     mfu = [100 * r["default"]["mfu"] for r in fits]
-    return (f"Mixtral 8x7B and 8x22B, Qwen3-30B-A3B and 235B-A22B on 64 and 256 H100s and B200s "
+    return (f"Mixtral 8x7B and 8x22B, Qwen3-30B-A3B and 235B-A22B and DeepSeek-V3 on 64 and 256 "
+            f"H100s and B200s "
             f"({len(rows)} cases, predictions, none run): {len(fits)} fit; the default pick "
             f"shards the experts (e > 1) in {ep} of them, MFU {min(mfu):.0f}-{max(mfu):.0f}% on "
             f"active parameters; the V schedules, searched for mixtures of experts, are the pick "
-            f"in {vee} of {len(rows)} (DualPipeV in {dual}) ([moe.md](docs/results/moe.md))")
+            f"in {vee} of the {len(fits)} (DualPipeV in {dual}) ([moe.md](docs/results/moe.md))")
 
 
 def moe_ep_headline():

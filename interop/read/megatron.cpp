@@ -30,7 +30,6 @@ constexpr Unmodelled kUnmodelled[] = {
     {"--fp4-format", "FP4 training"},
     {"--use-torch-fsdp2", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
     {"--use-megatron-fsdp", "Megatron-LM's FSDP (its ZeRO 2 and 3 as torchtitan runs them are)"},
-    {"--mtp-num-layers", "multi-token prediction layers"},
     {"--hybrid-override-pattern", "hybrid (Mamba) layers"},
     {"--rampup-batch-size", "a batch-size ramp (paci predicts one global batch)"},
 };
@@ -168,8 +167,10 @@ plan::ModelSpec model_of(const Reader& r, const LaunchContext& context,
     m.ffn = r.number("--moe-ffn-hidden-size").value_or(m.ffn);
     m.shared_expert_ffn = r.number_or("--moe-shared-expert-intermediate-size", 0);
     if (const auto freq = r.value("--moe-layer-freq"); freq && *freq != "1")
-      refuse(fmt::format("--moe-layer-freq {}: paci models a mixture of experts in every layer (1)",
-                         *freq));
+      refuse(fmt::format(
+          "--moe-layer-freq {}: paci reads a mixture of experts in every layer (1) from a launch; "
+          "paci plan models dense first layers (--dense-layers), but does not read them yet",
+          *freq));
   }
   if (const auto v = r.number("--vocab-size"))
     m.vocab = *v;
@@ -269,6 +270,15 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   if (!words.program.empty()) out.program.push_back(words.program);
   for (const Unmodelled& u : kUnmodelled)
     if (r.value(u.option)) refuse(fmt::format("{}: paci does not model {} yet", u.option, u.what));
+  // DeepSeek's pieces: paci plan models them, this reader does not take them from flags yet.
+  if (r.on("--multi-latent-attention"))
+    refuse(
+        "--multi-latent-attention: paci plan models multi-head latent attention (--kv-lora-rank), "
+        "but does not read it from a launch yet");
+  if (r.number_or("--mtp-num-layers", 0) > 0)
+    refuse(
+        "--mtp-num-layers: paci plan models multi-token prediction (--mtp-layers), but does not "
+        "read it from a launch yet");
   if (const auto s = r.value("--data-parallel-sharding-strategy"); s && *s != "no_shard")
     refuse(fmt::format(
         "--data-parallel-sharding-strategy {}: paci does not model FSDP sharding yet", *s));

@@ -145,10 +145,12 @@ namespace {
 
 // The per-GPU widths of a layer under t-way tensor parallelism.
 struct Widths {
-  std::int64_t T = 0;      // tokens of the micro-batch on this GPU: b·s/c
-  std::int64_t Tn = 0;     // tokens in the norms, dropouts, residual adds: T, or T/t with SP
-  std::int64_t q = 0;      // query (and attention output) columns: h/t
-  std::int64_t kv = 0;     // key (and value) columns: g·d/t, at least one head's d
+  std::int64_t T = 0;   // tokens of the micro-batch on this GPU: b·s/c
+  std::int64_t Tn = 0;  // tokens in the norms, dropouts, residual adds: T, or T/t with SP
+  std::int64_t q = 0;   // query (and attention output) columns: h/t
+  std::int64_t kv = 0;  // key (and value) columns: g·d/t, at least one head's d
+  // Query and key columns with MLA's rotary part: a(d + r)/t each (q and kv without MLA).
+  std::int64_t qk = 0, k = 0;
   std::int64_t f = 0;      // MLP columns: f/t
   std::int64_t heads = 0;  // a/t
 };
@@ -164,6 +166,8 @@ Widths widths(const ModelSpec& m, const LayerRun& r) {
   // experts are costed apart (moe_costs).
   w.f = (m.moe() ? m.shared_expert_ffn : m.ffn) / t;
   w.heads = m.heads / t;
+  w.qk = m.mla() ? w.heads * m.qk_head_dim() : w.q;
+  w.k = m.mla() ? w.heads * m.qk_head_dim() : w.kv;
   return w;
 }
 
@@ -190,13 +194,16 @@ struct CoreTimes {
 
 CoreTimes attention_core(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r,
                          const Widths& w) {
-  const std::int64_t s = m.seq_len, d = m.head_dim(), batch = r.microbatch_size * w.heads;
+  // d: each value head's width; dqk: each query and key head's (d plus MLA's rotary columns).
+  const std::int64_t s = m.seq_len, d = m.head_dim(), dqk = m.qk_head_dim(),
+                     batch = r.microbatch_size * w.heads;
   CoreTimes core;
   if (r.flash_attention) {
     // FlashAttention's own FLOP count: 4·s²·d per head and sequence forward (QK^T and PV), half
     // of it under a causal mask; its backward 2.5 times that (it recomputes QK^T). Each call at
-    // the measured rate for its length and mask (attention_rate).
-    const double B = static_cast<double>(batch), D = static_cast<double>(d);
+    // the measured rate for its length and mask (attention_rate). With MLA's wider query and key
+    // heads, QK^T's d is theirs: 2·s²·(d_qk + d).
+    const double B = static_cast<double>(batch), D = 0.5 * static_cast<double>(dqk + d);
     const std::int64_t cp = r.context_parallel;
     if (cp == 1 || r.cp_all_gather) {
       // One call over the whole sequence; with the keys and values all-gathered (Llama 3's
@@ -232,9 +239,9 @@ CoreTimes attention_core(const ModelSpec& m, const ClusterSpec& c, const LayerRu
     // bytes per element): forward the output (this GPU's T·h/t), backward the query gradient and
     // the keys' and values' gradients that travel with them (T·2·kv/t).
     const double T = static_cast<double>(w.T), q = static_cast<double>(w.q),
-                 kv = static_cast<double>(w.kv);
+                 kv = static_cast<double>(w.k + w.kv);
     core.forward_s += steps * memory_s(c, 6.0 * T * q);
-    core.backward_s += steps * (memory_s(c, 6.0 * T * q) + memory_s(c, 12.0 * T * kv));
+    core.backward_s += steps * (memory_s(c, 6.0 * T * q) + memory_s(c, 6.0 * T * kv));
     return core;
   }
   // Megatron's unfused core: batched GEMMs over the full s x s scores, a fused
@@ -243,13 +250,13 @@ CoreTimes attention_core(const ModelSpec& m, const ClusterSpec& c, const LayerRu
   const double scores =
       static_cast<double>(batch) * static_cast<double>(s) * static_cast<double>(s);
   const bool dropout = m.arch == Arch::gpt;
-  core.forward_s = gemm_s(c, s, s, d, batch) + memory_s(c, 4.0 * scores) +
+  core.forward_s = gemm_s(c, s, s, dqk, batch) + memory_s(c, 4.0 * scores) +
                    (dropout ? memory_s(c, 5.0 * scores) : 0.0) + gemm_s(c, s, d, s, batch);
   // dV = P^T dO, dP = dO V^T, the dropout's and the softmax's backward (read P and dP, write dS:
   // 6 bytes per score), dQ = dS K, dK = dS^T Q.
   core.backward_s = gemm_s(c, s, d, s, batch) + gemm_s(c, s, s, d, batch) +
                     (dropout ? memory_s(c, 5.0 * scores) : 0.0) + memory_s(c, 6.0 * scores) +
-                    2 * gemm_s(c, s, d, s, batch);
+                    2 * gemm_s(c, s, dqk, s, batch);
   return core;
 }
 
@@ -340,7 +347,24 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     linear(c, w.T, in, out, p, r.precision);
     gemms[i] = {p.forward_s - before.forward_s, p.input_grad_s - before.input_grad_s};
   };
-  timed_linear(0, h, w.q + 2 * w.kv);
+  // MLA (Megatron-LM's MLASelfAttention): the latents' down-projections on every GPU of the
+  // group (on its T/t tokens with sequence parallelism), the up-projections split by heads; the
+  // five GEMMs take the QKV GEMM's place.
+  const std::int64_t latents = m.q_lora_rank + m.kv_lora_rank + m.rope_head_width;
+  if (m.mla()) {
+    const PieceCosts before = p;
+    if (m.q_lora_rank > 0) {
+      linear(c, w.Tn, h, m.q_lora_rank, p, r.precision);
+      linear(c, w.T, m.q_lora_rank, w.qk, p, r.precision);
+    } else {
+      linear(c, w.T, h, w.qk, p, r.precision);
+    }
+    linear(c, w.Tn, h, m.kv_lora_rank + m.rope_head_width, p, r.precision);
+    linear(c, w.T, m.kv_lora_rank, w.heads * 2 * m.head_dim(), p, r.precision);
+    gemms[0] = {p.forward_s - before.forward_s, p.input_grad_s - before.input_grad_s};
+  } else {
+    timed_linear(0, h, w.q + 2 * w.kv);
+  }
   timed_linear(1, w.q, h);
   timed_linear(2, h, mlp_up);
   timed_linear(3, w.f, h);
@@ -348,7 +372,9 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   p.forward_s += core.forward_s;
   p.input_grad_s += core.backward_s;
   const bool fp8 = r.precision != Precision::bf16;
-  const std::int64_t qkv_cols = w.q + 2 * w.kv;
+  // The query, key and value columns the attention's GEMMs write (MLA: its up-projections'; the
+  // latents apart).
+  const std::int64_t qkv_cols = m.mla() ? w.qk + w.heads * 2 * m.head_dim() : w.q + 2 * w.kv;
   if (fp8) {
     // The casts to 8 bits (docs/costmodel.md, "FP8"), each reading bf16 (2 bytes per element) and
     // writing a row-wise and a column-wise 8-bit copy (1 + 1: the dgrad and wgrad GEMMs read the
@@ -357,6 +383,7 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     // every GEMM's output gradient.
     p.forward_s += memory_s(c, 4.0 * T * static_cast<double>(w.q)) + memory_s(c, 4.0 * T * F);
     p.input_grad_s += memory_s(c, 4.0 * T * static_cast<double>(qkv_cols)) +
+                      memory_s(c, 4.0 * Tn * static_cast<double>(m.mla() ? latents : 0)) +
                       memory_s(c, 4.0 * T * H) +
                       memory_s(c, 4.0 * T * static_cast<double>(mlp_up)) +
                       (w.f > 0 ? memory_s(c, 4.0 * T * H) : 0.0);
@@ -366,7 +393,7 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   // in the backward, the gradients of Q, K and V assembled into the QKV GEMM's output layout (4
   // per element), as Megatron-LM's attention does around its core; the residual stream's two
   // gradient sums in the backward (read both, write: 6).
-  const double qkv_out = T * static_cast<double>(w.q + 2 * w.kv);
+  const double qkv_out = T * static_cast<double>(w.qk + w.k + w.kv);
   p.forward_s += memory_s(c, 4 * T * static_cast<double>(w.q));
   p.input_grad_s += memory_s(c, 4 * qkv_out) + 2 * memory_s(c, 6 * Tn * H);
   if (gpt) {
@@ -386,10 +413,20 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
     // Forward: two RMSNorms (4), rotary on Q and K (read and write: 4 per element), two residual
     // adds (6), SwiGLU (read gate and up, write: 6 per MLP element). Backward: RMSNorms 8,
     // rotary 4, SwiGLU 10.
-    const double qk = T * static_cast<double>(w.q + w.kv);
+    // MLA: rotary on the queries' and the shared key's r columns, the two latents' RMSNorms (4,
+    // 8), and the rotary parts concatenated to the heads' (a copy of Q and K: 4 per element).
+    const double qk = m.mla()
+                          ? T * static_cast<double>(w.heads * m.rope_head_width + m.rope_head_width)
+                          : T * static_cast<double>(w.q + w.kv);
     p.forward_s += 2 * memory_s(c, 4 * Tn * H) + memory_s(c, 4 * qk) + 2 * memory_s(c, 6 * Tn * H) +
                    memory_s(c, 6 * T * F);
     p.input_grad_s += 2 * memory_s(c, 8 * Tn * H) + memory_s(c, 4 * qk) + memory_s(c, 10 * T * F);
+    if (m.mla()) {
+      const double norms = Tn * static_cast<double>(m.q_lora_rank + m.kv_lora_rank);
+      const double assembled = T * static_cast<double>(w.qk + w.k);
+      p.forward_s += memory_s(c, 4 * norms) + memory_s(c, 4 * assembled);
+      p.input_grad_s += memory_s(c, 8 * norms) + memory_s(c, 4 * assembled);
+    }
   }
   // Two tensor-parallel collectives in each direction (Megatron's f and g operators).
   // With FP8 and sequence parallelism the forward all-gathers carry the 8-bit inputs of the QKV
@@ -439,7 +476,8 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   double cp_saved_bytes = 0;
   if (r.context_parallel > 1) {
     const std::int64_t cp = r.context_parallel;
-    const double own = 4.0 * T * static_cast<double>(w.kv), steps = static_cast<double>(cp - 1);
+    const double own = 2.0 * T * static_cast<double>(w.k + w.kv),
+                 steps = static_cast<double>(cp - 1);
     if (r.cp_all_gather) {
       const double gathered = own * static_cast<double>(cp);
       const std::int64_t per_node = std::clamp<std::int64_t>(r.cp_ranks_per_node, 1, cp);
@@ -468,11 +506,17 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
       break;
   }
   // Parameters on this GPU: the GEMMs' weights (and GPT's biases) split t ways, the norms whole.
-  const std::int64_t qkv = qkv_cols;
-  const std::int64_t gemm_weights = h * qkv + w.q * h + h * mlp_up + w.f * h;
+  // MLA: the down-projections whole, the up-projections split, the latents' norms whole.
+  const std::int64_t qkv_weights =
+      m.mla() ? (m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * w.qk : h * w.qk) +
+                    h * (m.kv_lora_rank + m.rope_head_width) +
+                    m.kv_lora_rank * w.heads * 2 * m.head_dim()
+              : h * qkv_cols;
+  const std::int64_t gemm_weights = qkv_weights + w.q * h + h * mlp_up + w.f * h;
   p.parameters += gemm_weights;
   if (fp8) p.fp8_parameters += gemm_weights;  // the four GEMMs' weights
-  p.parameters += gpt ? qkv + h + w.f + (w.f > 0 ? h : 0) + 4 * h : 2 * h;
+  p.parameters += gpt ? qkv_cols + h + w.f + (w.f > 0 ? h : 0) + 4 * h
+                      : 2 * h + (m.mla() ? m.q_lora_rank + m.kv_lora_rank : 0);
   ActivationOptions a;
   a.microbatch_size = r.microbatch_size;
   a.tensor_parallel = r.tensor_parallel;
@@ -500,12 +544,13 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
                 r.expert_load))
           : 0;
   const std::int64_t expert_up = gpt ? m.ffn : 2 * m.ffn;
-  p.stash_bytes = 2 * w.T * (qkv + h + mlp_up + (w.f > 0 ? h : 0)) +
-                  (m.moe() ? 2 * copies * (expert_up + h) : 0);
+  p.stash_bytes = 2 * w.T * (qkv_cols + h + mlp_up + (w.f > 0 ? h : 0)) +
+                  (m.mla() ? 2 * w.Tn * latents : 0) + (m.moe() ? 2 * copies * (expert_up + h) : 0);
   if (r.recompute != Recompute::full) {
     const std::int64_t input_bytes = fp8 ? 1 : 2;
     const std::int64_t w_inputs =
-        input_bytes * (2 * w.Tn * h + w.T * w.q + w.T * w.f + (m.moe() ? copies * (h + m.ffn) : 0));
+        input_bytes * (2 * w.Tn * h + w.T * w.q + w.T * w.f + (m.moe() ? copies * (h + m.ffn) : 0) +
+                       (m.mla() ? w.Tn * (m.q_lora_rank + m.kv_lora_rank) : 0));
     p.release_bytes = std::max<std::int64_t>(0, p.activation_bytes - w_inputs);
   }
   if (r.recompute == Recompute::full) {  // the layer its backward rebuilds, whole
@@ -577,6 +622,29 @@ PieceCosts head_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& 
   p.activation_bytes =
       2 * w.Tn * h + 2 * w.T * h / (r.sequence_parallel ? r.tensor_parallel : 1) + 4 * w.T * V;
   p.stash_bytes = 2 * w.T * V;  // the logits' gradient, for the head's W
+  return p;
+}
+
+PieceCosts mtp_extra_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r) {
+  const Widths w = widths(m, r);
+  const std::int64_t h = m.d_model;
+  const double T = static_cast<double>(w.T), Tn = static_cast<double>(w.Tn),
+               H = static_cast<double>(h);
+  PieceCosts p;
+  // The lookup (read and write a row per token), the two RMSNorms and the concatenation (read
+  // and write: 4 bytes per element each), the projection [T x 2h] -> h split t ways as a
+  // column-parallel GEMM; the backward's norms 8, the concatenation's split 4.
+  p.forward_s = memory_s(c, 4 * T * H) + 2 * memory_s(c, 4 * Tn * H) + memory_s(c, 8 * Tn * H);
+  p.input_grad_s = 2 * memory_s(c, 8 * Tn * H) + memory_s(c, 8 * Tn * H);
+  linear(c, w.T, 2 * h, h / r.tensor_parallel, p, r.precision);
+  // Its weights: the projection 2h·h/t, the three norms (the embedding's, the hidden state's,
+  // its own final one) whole.
+  p.parameters = 2 * h * h / r.tensor_parallel + 3 * h;
+  if (r.precision != Precision::bf16) p.fp8_parameters = 2 * h * h / r.tensor_parallel;
+  // The two norms' inputs and the projection's input kept for the backward (sequence-sharded
+  // with sequence parallelism).
+  p.activation_bytes = 2 * 2 * w.Tn * h + 2 * w.Tn * 2 * h;
+  p.stash_bytes = 2 * w.T * h / r.tensor_parallel;
   return p;
 }
 

@@ -122,6 +122,11 @@ struct PieceCosts {
 PieceCosts layer_costs(const ModelSpec& model, const ClusterSpec& c, const LayerRun& run);
 // The first stage's token (and position) embedding, vocabulary-parallel over t.
 PieceCosts embedding_costs(const ModelSpec& model, const ClusterSpec& c, const LayerRun& run);
+// A multi-token-prediction module's own pieces (DeepSeek-V3's, as Megatron-LM's MTP block runs
+// it on the last stage), beside the layer and the head it runs again: the next token's embedding
+// (the model's, looked up again) and the hidden state RMS-normed, concatenated and projected from
+// 2h to h, its final norm.
+PieceCosts mtp_extra_costs(const ModelSpec& model, const ClusterSpec& c, const LayerRun& run);
 // The last stage's final norm, LM head (vocabulary-parallel over t) and cross-entropy loss.
 PieceCosts head_costs(const ModelSpec& model, const ClusterSpec& c, const LayerRun& run);
 

@@ -97,6 +97,7 @@ void check_knobs(const PlanConfig& c) {
     divides(m.ffn, "MLP width");
   else if (m.shared_expert_ffn > 0)
     divides(m.shared_expert_ffn, "shared expert's width");
+  if (m.dense_layers > 0) divides(m.dense_ffn, "dense layers' MLP width");
   if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
     throw InputError(fmt::format(
         "--tp {} and the model's {} key-value heads: one must divide the other", c.tp, m.kv_heads));

@@ -117,9 +117,20 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   groups_per_node_ = std::clamp<std::int64_t>(g / (t * shards_), 1, groups_);
   stride_ = t * d;
   layer_ = layer_costs(m, gpu, run);
+  if (m.dense_layers > 0) dense_layer_ = layer_costs(m.dense_part(), gpu, run);
   embedding_ = embedding_costs(m, gpu, run);
   head_ = head_costs(m, gpu, run);
-  tied_apart_ = m.tied_embeddings && placement_.front() != placement_.back();
+  // Tied embeddings, or multi-token prediction (it looks the next tokens up in the embedding on
+  // the last stage: Megatron-LM keeps a copy there, synchronised as a tied one), on two devices.
+  tied_apart_ = (m.tied_embeddings || m.mtp_layers > 0) && placement_.front() != placement_.back();
+  if (m.mtp_layers > 0) {
+    PieceCosts head = head_;
+    head.parameters = 0;
+    mtp_ = layer_;
+    mtp_ += head;
+    mtp_ += mtp_extra_costs(m, gpu, run);
+    mtp_ = mtp_.scaled(m.mtp_layers);
+  }
   message_bytes_ = 2.0 * static_cast<double>(c.microbatch_size * m.seq_len) *
                    static_cast<double>(m.d_model) / static_cast<double>(t * c.cp);
   // Tied embeddings on two devices: their gradients summed between the first and last stage's
@@ -129,6 +140,19 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
         collective_s(gpu, Collective::all_reduce,
                      gradient_bytes(c.bf16_gradients) * static_cast<double>(embedding_.parameters),
                      2, same_node(0, (P - 1) * stride_, g) ? 2 : 1);
+}
+
+std::int32_t ConfigCosts::dense_in(std::int32_t first, std::int32_t n) const {
+  const auto dense = static_cast<std::int32_t>(config_.model.dense_layers);
+  return std::clamp(dense - first, 0, std::max(n, 0));
+}
+
+PieceCosts ConfigCosts::layers_from(std::int32_t first, std::int32_t n) const {
+  const std::int32_t dense = dense_in(first, n);
+  PieceCosts p;
+  if (dense > 0) p += dense_layer_.scaled(dense);
+  if (n - dense > 0) p += layer_.scaled(n - dense);
+  return p;
 }
 
 StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int32_t layers) const {
@@ -142,7 +166,8 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   sp.layers = layers;
   sp.embedding = s == 0;
   sp.head = s == c.stages() - 1;
-  sp.pieces = layer_.scaled(layers);
+  sp.pieces = layers_from(first_layer, layers);
+  const std::int32_t dense = dense_in(first_layer, layers);
   if (sp.embedding) sp.pieces += embedding_;
   if (sp.head) {
     PieceCosts h = head_;
@@ -150,6 +175,11 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     if (c.model.tied_embeddings && !tied_apart_)
       h.parameters -= padded_vocab(c.model, c.tp) / c.tp * c.model.d_model;
     sp.pieces += h;
+    if (c.model.mtp_layers > 0) {
+      sp.pieces += mtp_;
+      // The embedding's copy the modules look the next tokens up in, when it is elsewhere.
+      if (tied_apart_ && !c.model.tied_embeddings) sp.pieces.parameters += embedding_.parameters;
+    }
   }
   // Activation offloading (docs/costmodel.md, "Activation offloading"; Transformer Engine's CPU
   // offload as Megatron-LM uses it, TE >= 2.10): the activations of layer i < N are copied to the
@@ -159,17 +189,20 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   // hide behind the other L - 2 layers' forward (backward); what they exceed shows.
   sp.offloaded_layers = std::clamp(c.offload_layers - first_layer, 0, layers);
   if (sp.offloaded_layers > 0) {
-    const double n = static_cast<double>(sp.offloaded_layers);
-    const double copy_s = static_cast<double>(layer_.activation_bytes) /
-                          (gpu.host_bandwidth_bytes_per_s * gpu.host_efficiency);
+    // The offloaded layers' copies, hidden behind a stage layer's average compute.
+    const PieceCosts all = layers_from(first_layer, layers);
+    sp.host_bytes = layers_from(first_layer, sp.offloaded_layers).activation_bytes;
+    const double copies_s =
+        static_cast<double>(sp.host_bytes) / (gpu.host_bandwidth_bytes_per_s * gpu.host_efficiency);
     // With every layer but the last offloaded, layer i + 1 waits for layer i's copy: nothing
     // hides them (Transformer Engine warns that overlap needs N <= L - 2).
-    const double hiding = sp.offloaded_layers <= layers - 2 ? static_cast<double>(layers - 2) : 0.0;
-    sp.exposed_offload_forward_s = std::max(0.0, n * copy_s - hiding * layer_.forward_total_s());
-    sp.exposed_offload_backward_s = std::max(0.0, n * copy_s - hiding * layer_.backward_total_s());
+    const double hiding = sp.offloaded_layers <= layers - 2
+                              ? static_cast<double>(layers - 2) / static_cast<double>(layers)
+                              : 0.0;
+    sp.exposed_offload_forward_s = std::max(0.0, copies_s - hiding * all.forward_total_s());
+    sp.exposed_offload_backward_s = std::max(0.0, copies_s - hiding * all.backward_total_s());
     sp.pieces.forward_s += sp.exposed_offload_forward_s;
     sp.pieces.input_grad_s += sp.exposed_offload_backward_s;
-    sp.host_bytes = sp.offloaded_layers * layer_.activation_bytes;
     // A split backward frees at I its layers' share of what it holds (the offloaded ones' came
     // back for it).
     const double kept = static_cast<double>(sp.pieces.activation_bytes - sp.host_bytes) /
@@ -217,11 +250,15 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     sp.pieces.forward_comm_s += sp.amax_reduce_s;
     sp.pieces.backward_comm_s += sp.amax_reduce_s;
   }
-  // The stage's pieces as ZeRO 3 gathers them, one collective each: its layers, the embedding,
-  // the head (docs/costmodel.md, "ZeRO").
+  // The stage's pieces as ZeRO 3 gathers them, one collective each: its layers (and the
+  // multi-token-prediction modules' layers on the last), the embedding, the head (with the
+  // modules' own weights and the embedding's copy) (docs/costmodel.md, "ZeRO").
   const std::int64_t embedding = sp.embedding ? embedding_.parameters : 0;
+  const std::int64_t mtp_layers = sp.head ? c.model.mtp_layers : 0;
   const std::int64_t head =
-      sp.head ? std::max<std::int64_t>(0, params - layer_.parameters * layers - embedding) : 0;
+      sp.head ? std::max<std::int64_t>(0, params - layers_from(first_layer, layers).parameters -
+                                              mtp_layers * layer_.parameters - embedding)
+              : 0;
   // HSDP: a shard of gradients, reduce-scattered in its group, is all-reduced between the groups.
   const auto between_groups = [&](double bytes) {
     return groups_ > 1
@@ -231,9 +268,10 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   };
   // A layer's weights gathered (`gather`: 2 bytes each, 1 for an FP8 weight with FP8 weights) or
   // its gradients reduced.
-  const double layer_gather_bytes =
-      kParamGatherBytes * static_cast<double>(layer_.parameters) -
-      (c.fp8_params ? static_cast<double>(layer_.fp8_parameters) : 0.0);
+  const auto gather_bytes_of = [&](const PieceCosts& layer) {
+    return kParamGatherBytes * static_cast<double>(layer.parameters) -
+           (c.fp8_params ? static_cast<double>(layer.fp8_parameters) : 0.0);
+  };
   const auto per_piece = [&](Collective kind, double bytes_per_parameter) {
     const auto one = [&](std::int64_t p, double bytes) {
       if (p <= 0) return 0.0;
@@ -244,16 +282,26 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
       return one(p, bytes_per_parameter * static_cast<double>(p));
     };
     // A layer's routed experts' gradients are reduced over an expert's replicas.
-    const std::int64_t experts = layer_.expert_parameters;
-    const double layer =
-        kind == Collective::all_gather
-            ? one(layer_.parameters, layer_gather_bytes)
-            : plain(layer_.parameters - experts) +
-                  collective_s(gpu, kind, bytes_per_parameter * static_cast<double>(experts),
-                               expert_shards_, expert_shards_per_node_);
-    return static_cast<double>(layers) * layer + plain(embedding) + plain(head);
+    const auto layer = [&](const PieceCosts& l) {
+      const std::int64_t experts = l.expert_parameters;
+      return kind == Collective::all_gather
+                 ? one(l.parameters, gather_bytes_of(l))
+                 : plain(l.parameters - experts) +
+                       collective_s(gpu, kind, bytes_per_parameter * static_cast<double>(experts),
+                                    expert_shards_, expert_shards_per_node_);
+    };
+    return static_cast<double>(layers - dense + mtp_layers) * layer(layer_) +
+           (dense > 0 ? static_cast<double>(dense) * layer(dense_layer_) : 0.0) + plain(embedding) +
+           plain(head);
   };
-  const std::int64_t largest = std::max({layers > 0 ? layer_.parameters : 0, embedding, head});
+  // The largest layer this stage gathers.
+  const PieceCosts& big_layer =
+      dense > 0 && (dense == layers || dense_layer_.parameters > layer_.parameters) &&
+              !(mtp_layers > 0 && layer_.parameters > dense_layer_.parameters)
+          ? dense_layer_
+          : layer_;
+  const std::int64_t largest =
+      std::max({layers + mtp_layers > 0 ? big_layer.parameters : 0, embedding, head});
   const double largest_share =
       params > 0 ? static_cast<double>(largest) / static_cast<double>(params) : 0.0;
   // At the end of the step: ZeRO 0 all-reduces the fp32 gradients, ZeRO 1 reduce-scatters them,
@@ -309,13 +357,13 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
         sp.zero_input_grad_s,
         sp.pieces.input_grad_s + sp.pieces.backward_comm_s + sp.pieces.recompute_s, first);
     // With FP8 weights a layer's FP8 GEMM weights arrive in 8 bits: a byte each, not two.
-    const bool fp8_layer = c.fp8_params && layers > 0 && largest == layer_.parameters;
+    const bool fp8_layer = c.fp8_params && layers > 0 && largest == big_layer.parameters;
     sp.zero_workspace_bytes += 2 * (static_cast<std::int64_t>(kParamGatherBytes) * largest -
-                                    (fp8_layer ? layer_.fp8_parameters : 0));
+                                    (fp8_layer ? big_layer.fp8_parameters : 0));
     // FP8: the gathered layer's two 8-bit copies (row-wise and transposed); with FP8 weights the
     // gathered weight is the row-wise copy, and only the transposed one is made.
     if (sp.pieces.fp8_parameters > 0 && layers > 0)
-      sp.zero_workspace_bytes += (c.fp8_params ? 1 : 2) * layer_.fp8_parameters;
+      sp.zero_workspace_bytes += (c.fp8_params ? 1 : 2) * big_layer.fp8_parameters;
   }
   if (c.zero >= 2 && d > 1) {
     // Every micro-batch's gradients reduce-scattered, piece by piece, as its backward makes them
@@ -524,9 +572,14 @@ void measure(PlanResult& r, const SimResult& sim) {
   const double L = static_cast<double>(m.layers), s = static_cast<double>(m.seq_len),
                h = static_cast<double>(m.d_model);
   const double head_params = static_cast<double>(m.vocab) * h;
+  // Attention: QK^T and PV, 2·s·a·(d_qk + d) a token forward, three times that with the backward
+  // (12·s·a·d without MLA's wider query and key heads), unmasked as Megatron-LM counts it.
+  // Multi-token prediction: each module a layer, its projection and the head again.
+  const double mtp = static_cast<double>(m.mtp_layers);
   r.model_flops_per_step =
-      tokens * (6.0 * (L * static_cast<double>(counts.active_per_layer) + head_params) +
-                12.0 * L * s * static_cast<double>(m.q_dim()));
+      tokens *
+      (6.0 * (static_cast<double>(counts.active_layers) + (1.0 + mtp) * head_params) +
+       6.0 * (L + mtp) * s * static_cast<double>(m.heads * (m.qk_head_dim() + m.head_dim())));
   r.model_tflops_per_gpu = r.model_flops_per_step / r.step_s / static_cast<double>(c.gpus) / 1e12;
   r.mfu = gpu.peak_flops > 0 ? r.model_tflops_per_gpu * 1e12 / gpu.peak_flops : 0.0;
   r.memory_per_device = sim.device_peak_memory_bytes;

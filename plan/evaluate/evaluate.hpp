@@ -214,13 +214,21 @@ class ConfigCosts {
   const std::vector<std::int32_t>& placement() const { return placement_; }
   // The host memory one micro-batch's offloaded activations take (its offload_layers layers').
   std::int64_t host_bytes() const {
-    return static_cast<std::int64_t>(config_.offload_layers) * layer_.activation_bytes;
+    return layers_from(0, config_.offload_layers).activation_bytes;
   }
 
  private:
   PlanConfig config_;
   std::vector<std::int32_t> placement_;
-  PieceCosts layer_, embedding_, head_;
+  // A routed (or dense model's) layer, one of a mixture of experts' first dense layers, the
+  // embedding, the head.
+  PieceCosts layer_, dense_layer_, embedding_, head_;
+  // The multi-token-prediction modules, on the last stage: each a layer, the head run again (its
+  // weights the model's) and the module's own pieces.
+  PieceCosts mtp_;
+  // The layers first .. first + n - 1 together (the first dense_layers dense, the rest layer_).
+  PieceCosts layers_from(std::int32_t first, std::int32_t n) const;
+  std::int32_t dense_in(std::int32_t first, std::int32_t n) const;
   bool tied_apart_ = false;
   double message_bytes_ = 0, embedding_sync_s_ = 0;
   std::int64_t dp_per_node_ = 1, stride_ = 1;

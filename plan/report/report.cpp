@@ -147,6 +147,12 @@ ordered_json plans_document(const std::vector<PlanResult>& plans) {
                   {"experts", m.experts},
                   {"top_k", m.top_k},
                   {"shared_expert_ffn", m.shared_expert_ffn},
+                  {"dense_layers", m.dense_layers},
+                  {"dense_ffn", m.dense_ffn},
+                  {"q_lora_rank", m.q_lora_rank},
+                  {"kv_lora_rank", m.kv_lora_rank},
+                  {"rope_head_dim", m.rope_head_width},
+                  {"mtp_layers", m.mtp_layers},
                   {"parameters", plans.front().parameters}};
     j["cluster"] = {{"name", c.cluster.name},
                     {"description", c.cluster.description},

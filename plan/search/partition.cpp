@@ -17,8 +17,13 @@ StageCostTable stage_cost_table(const PlanConfig& c, const ConfigCosts& costs) {
     const int k = t.kind_of(s);
     if (!t.cost[k].empty()) continue;
     t.cost[k].resize(static_cast<std::size_t>(t.layers) + 1);
+    // A later stage's layers come after the first stage's: past a mixture of experts' first
+    // dense layers when the first stage holds them (every partition of at least that many layers
+    // on it; the others' tables are then a bound's approximation, evaluate() exact).
+    const auto dense = static_cast<std::int32_t>(c.model.dense_layers);
     for (std::int32_t n = 1; n <= t.layers; ++n)
-      t.cost[k][static_cast<std::size_t>(n)] = costs.stage_cost(costs.stage(s, 0, n));
+      t.cost[k][static_cast<std::size_t>(n)] =
+          costs.stage_cost(costs.stage(s, k == 0 ? 0 : std::min(dense, t.layers - n), n));
   }
   return t;
 }

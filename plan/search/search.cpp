@@ -513,10 +513,15 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                              .first;
                                   table = &it->second;
                                 }
+                                // With dense first layers a stage's cost depends on where it
+                                // starts, not only its kind: the bounds are the exact costs, the
+                                // table only guides the partition.
                                 const auto stage_costs =
                                     [&](const std::vector<std::int32_t>& layers) {
-                                      return table ? table->stage_costs(layers)
-                                                   : own->stage_costs(layers);
+                                      if (table && m.dense_layers == 0)
+                                        return table->stage_costs(layers);
+                                      if (!own) own.emplace(c);
+                                      return own->stage_costs(layers);
                                     };
                                 std::vector<std::vector<std::int32_t>> partitions;
                                 if (!space.partition.empty() || kind == "interleaved") {

@@ -84,6 +84,8 @@ ModelSpec heads_of(ModelSpec m, std::int64_t width) {
   return m;
 }
 
+ModelSpec deepseek_v3();
+
 std::vector<ModelSpec> make_presets() {
   return {
       // GPT-2 (Radford et al. 2019; the released checkpoints' hparams / HF config.json).
@@ -124,7 +126,30 @@ std::vector<ModelSpec> make_presets() {
       // Their per-head q and k RMSNorms (2·128 weights a layer) are not counted.
       heads_of(moe(llama("qwen3-30b-a3b", 48, 2048, 32, 4, 768, 151936, 4096), 128, 8), 128),
       heads_of(moe(llama("qwen3-235b-a22b", 94, 4096, 64, 4, 1536, 151936, 4096), 128, 8), 128),
+      deepseek_v3(),
   };
+}
+
+// DeepSeek-V3 (DeepSeek-AI 2024, arXiv 2412.19437, section 4.2; deepseek-ai/DeepSeek-V3's
+// config.json): 61 layers of h = 7168, MLA with 128 heads (q_lora_rank 1536, kv_lora_rank 512,
+// qk_nope_head_dim = v_head_dim = 128, qk_rope_head_dim 64), the first 3 layers dense (18432
+// wide), the other 58 with 256 routed experts of 2048, 8 per token, and one shared expert of
+// 2048; vocabulary 129280, untied; pre-trained at 4K tokens; one multi-token-prediction module
+// (section 2.2: depth 1), 11.6B of its own beside the shared embedding and head. The router's
+// bias terms (256 a layer) are not counted: 671.0B parameters without the module (the report:
+// 671B, 37B active), 682.6B with it (its README: 685B with the module's copies of the embedding
+// and head).
+ModelSpec deepseek_v3() {
+  ModelSpec m =
+      heads_of(moe(llama("deepseek-v3", 61, 7168, 128, 128, 2048, 129280, 4096), 256, 8), 128);
+  m.shared_expert_ffn = 2048;
+  m.dense_layers = 3;
+  m.dense_ffn = 18432;
+  m.q_lora_rank = 1536;
+  m.kv_lora_rank = 512;
+  m.rope_head_width = 64;
+  m.mtp_layers = 1;
+  return m;
 }
 
 ParamCounts counts_of(const ModelSpec& m) {
@@ -137,7 +162,21 @@ ParamCounts counts_of(const ModelSpec& m) {
     return m.arch == Arch::gpt ? sum({product({2, h, w}), w, h}) : product({3, h, w});
   };
   std::int64_t rest = 0;  // a layer without its MLP
-  if (m.arch == Arch::gpt) {
+  if (m.mla()) {
+    // MLA: the query latent's projection h·r_q, its RMSNorm r_q and the up-projection r_q·a(d+r)
+    // (without a query latent one projection h·a(d+r)); the keys' and values' latent with the
+    // shared rotary key h·(r_kv + r), its RMSNorm r_kv, the up-projection r_kv·a(d + d); the
+    // output a·d·h; two RMSNorm weights 2h.
+    const std::int64_t a = m.heads, d = m.head_dim(), qk = sum({d, m.rope_head_width});
+    const std::int64_t queries =
+        m.q_lora_rank > 0
+            ? sum({product({h, m.q_lora_rank}), m.q_lora_rank, product({m.q_lora_rank, a, qk})})
+            : product({h, a, qk});
+    rest = sum({queries, product({h, sum({m.kv_lora_rank, m.rope_head_width})}), m.kv_lora_rank,
+                product({m.kv_lora_rank, a, 2, d}), product({a, d, h}), product({2, h})});
+    p.positions = 0;
+    p.final_norm = h;
+  } else if (m.arch == Arch::gpt) {
     // QKV h·(q + 2kv) + (q + 2kv), projection q·h + h, two LayerNorms 2·2h (weight and bias).
     // With q = kv = h and the MLP of f = 4h: 12h² + 13h.
     const std::int64_t qkv_width = sum({q, product({2, kv})});
@@ -151,6 +190,7 @@ ParamCounts counts_of(const ModelSpec& m) {
     p.positions = 0;
     p.final_norm = h;
   }
+  const std::int64_t routed = m.layers - m.dense_layers;
   if (!m.moe()) {
     p.per_layer = p.active_per_layer = sum({rest, mlp(m.ffn)});
   } else {
@@ -159,9 +199,18 @@ ParamCounts counts_of(const ModelSpec& m) {
     p.expert_per_layer = product({m.experts, mlp(m.ffn)});
     p.per_layer = sum({common, p.expert_per_layer});
     p.active_per_layer = sum({common, product({m.top_k, mlp(m.ffn)})});
+    if (m.dense_layers > 0) p.dense_per_layer = sum({rest, mlp(m.dense_ffn)});
   }
+  // Each multi-token-prediction module: a layer like the last, the 2h -> h projection, three
+  // RMSNorms.
+  const std::int64_t projection = product({2, h, h});
+  p.mtp = product({m.mtp_layers, sum({p.per_layer, projection, product({3, h})})});
+  p.active_layers =
+      sum({product({routed, p.active_per_layer}), product({m.dense_layers, p.dense_per_layer}),
+           product({m.mtp_layers, sum({p.active_per_layer, projection})})});
   p.head = m.tied_embeddings ? 0 : p.embedding;
-  p.total = sum({p.embedding, p.positions, product({m.layers, p.per_layer}), p.final_norm, p.head});
+  p.total = sum({p.embedding, p.positions, product({routed, p.per_layer}),
+                 product({m.dense_layers, p.dense_per_layer}), p.final_norm, p.head, p.mtp});
   return p;
 }
 
@@ -200,7 +249,16 @@ std::int64_t activation_bytes_of(const ModelSpec& m, const ActivationOptions& o)
                      product({4, ceil_div(sb, t), m.experts}),
                      product({is_gpt ? 4 : 6, sb, ceil_div(m.shared_expert_ffn, t)})})
               : product({is_gpt ? 4 : 6, sb, f_t});
-  const std::int64_t split = sum({product({4, sb, q_t}), product({4, sb, kv_t}), mlp_term});
+  // MLA: Q and K a(d + r) wide, V and the output projection's input a·d, and, whole in width on
+  // every GPU of the group (sequence-sharded with sequence parallelism, as the down-projections
+  // run and the up-projections keep their inputs), the latents: the query latent and the keys'
+  // latent with the rotary key before their RMSNorms, and the two norms' outputs.
+  const std::int64_t attention_term =
+      m.mla() ? sum({product({4, sb, a_t, sum({d, m.rope_head_width})}), product({4, sb, a_t, d}),
+                     product({2, sb_rep, sum({m.q_lora_rank, m.kv_lora_rank, m.rope_head_width})}),
+                     product({2, sb_rep, sum({m.q_lora_rank, m.kv_lora_rank})})})
+              : sum({product({4, sb, q_t}), product({4, sb, kv_t})});
+  const std::int64_t split = sum({attention_term, mlp_term});
   // The attention core. Standard: the s x s matrices per head, gpt the softmax output 2as²b, its
   // dropout mask as²b and the dropout output 2as²b, llama the softmax output 2as²b. Selective
   // recomputation recomputes them from Q, K, V; FlashAttention never stores them and keeps its
@@ -219,9 +277,11 @@ std::int64_t activation_bytes_of(const ModelSpec& m, const ActivationOptions& o)
   // kept in 8 bits is the permuted copies (and the shared expert's, the norm output).
   const std::int64_t first_mlp_input =
       m.moe() ? sum({copies * h, m.shared_expert_ffn > 0 ? sb_rep * h : 0}) : sb_rep * h;
+  // MLA: its up-projections' inputs (the latents after their norms) in 8 bits too.
   const std::int64_t fp8_saved =
       o.fp8_linear_inputs
-          ? sum({product({sb_rep, h}), first_mlp_input, product({sb, q_t}), second_mlp_input})
+          ? sum({product({sb_rep, h}), first_mlp_input, product({sb, q_t}), second_mlp_input,
+                 m.mla() ? product({sb_rep, sum({m.q_lora_rank, m.kv_lora_rank})}) : 0})
           : 0;
   return sum({replicated, split, core}) - fp8_saved;
 }
@@ -297,7 +357,8 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   }
   const bool changed = o.layers || o.d_model || o.heads || o.kv_heads || o.ffn || o.vocab ||
                        o.arch || o.tied_embeddings || o.experts || o.top_k || o.shared_expert_ffn ||
-                       o.head_width;
+                       o.head_width || o.dense_layers || o.dense_ffn || o.q_lora_rank ||
+                       o.kv_lora_rank || o.rope_head_width || o.mtp_layers;
   // A preset without grouped-query attention keeps it when --heads changes; an MLP of 4h keeps
   // its ratio when --d-model changes.
   const bool full_attention = m.kv_heads == m.heads, mlp_4h = m.ffn == 4 * m.d_model;
@@ -311,7 +372,18 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   m.ffn = o.ffn.value_or(preset && !mlp_4h ? m.ffn : 4 * m.d_model);
   if (o.tied_embeddings) m.tied_embeddings = *o.tied_embeddings;
   if (o.experts) m.experts = *o.experts;
-  if (o.experts && *o.experts == 0) m.top_k = m.shared_expert_ffn = 0;  // a dense model again
+  if (o.experts && *o.experts == 0)  // a dense model again
+    m.top_k = m.shared_expert_ffn = m.dense_layers = m.dense_ffn = 0;
+  if (o.dense_layers) m.dense_layers = *o.dense_layers;
+  if (o.dense_layers && *o.dense_layers == 0) m.dense_ffn = 0;  // every layer routed again
+  if (o.dense_ffn) m.dense_ffn = *o.dense_ffn;
+  if (o.kv_lora_rank && *o.kv_lora_rank == 0)  // no latent attention again
+    m.q_lora_rank = m.rope_head_width = 0;
+  if (o.q_lora_rank) m.q_lora_rank = *o.q_lora_rank;
+  if (o.kv_lora_rank) m.kv_lora_rank = *o.kv_lora_rank;
+  if (o.rope_head_width) m.rope_head_width = *o.rope_head_width;
+  if (o.mtp_layers) m.mtp_layers = *o.mtp_layers;
+  if (m.mla() && !o.kv_heads) m.kv_heads = m.heads;  // MLA: a key and a value per head
   if (o.top_k) m.top_k = *o.top_k;
   if (o.shared_expert_ffn) m.shared_expert_ffn = *o.shared_expert_ffn;
   if (m.experts > 0 && m.top_k == 0)
@@ -360,10 +432,63 @@ void check_model(const ModelSpec& model) {
         "model '{}': --top-k {} must be between 1 and the {} experts (each token goes to k of "
         "them)",
         model.name, model.top_k, model.experts));
+  if (model.dense_layers < 0 || model.dense_ffn < 0)
+    throw InputError(
+        fmt::format("model '{}': --dense-layers and --dense-ffn cannot be negative (got {} and {})",
+                    model.name, model.dense_layers, model.dense_ffn));
+  if (model.dense_layers > 0 && model.experts == 0)
+    throw InputError(fmt::format(
+        "model '{}': --dense-layers {} needs routed experts in the other layers (--experts E); a "
+        "dense model is every layer dense",
+        model.name, model.dense_layers));
+  if (model.dense_layers > 0 && model.dense_ffn < 1)
+    throw InputError(
+        fmt::format("model '{}': --dense-layers {} needs the dense layers' MLP width, --dense-ffn "
+                    "(DeepSeek-V3: "
+                    "18432)",
+                    model.name, model.dense_layers));
+  if (model.dense_layers >= model.layers)
+    throw InputError(fmt::format(
+        "model '{}': --dense-layers {} leaves none of the {} layers routed; --dense-layers {} or "
+        "fewer would work",
+        model.name, model.dense_layers, model.layers, model.layers - 1));
+  if (model.dense_layers == 0 && model.dense_ffn != 0)
+    throw InputError(fmt::format("model '{}': --dense-ffn {} needs --dense-layers N", model.name,
+                                 model.dense_ffn));
+  if (model.mtp_layers < 0)
+    throw InputError(fmt::format("model '{}': --mtp-layers cannot be negative (got {})", model.name,
+                                 model.mtp_layers));
+  if (model.q_lora_rank < 0 || model.kv_lora_rank < 0 || model.rope_head_width < 0)
+    throw InputError(fmt::format(
+        "model '{}': --q-lora-rank, --kv-lora-rank and --rope-head-dim cannot be negative",
+        model.name));
+  if (!model.mla() && (model.q_lora_rank > 0 || model.rope_head_width > 0))
+    throw InputError(fmt::format(
+        "model '{}': --q-lora-rank and --rope-head-dim are multi-head latent attention's: give "
+        "--kv-lora-rank too (DeepSeek-V3: 512)",
+        model.name));
+  if (model.mla() && model.arch != Arch::llama)
+    throw InputError(fmt::format(
+        "model '{}': multi-head latent attention is built as DeepSeek's, with RMSNorm and rotary "
+        "positions: --arch llama",
+        model.name));
+  if (model.mla() && model.kv_heads != model.heads)
+    throw InputError(fmt::format(
+        "model '{}': multi-head latent attention has a key and a value per head: --kv-heads {} "
+        "must be the {} heads",
+        model.name, model.kv_heads, model.heads));
   // The largest counts: every parameter, and one layer's activations for one sequence on one GPU
   // (a larger micro-batch is checked when it is asked for).
   counts_of(model);
   activation_bytes_of(model, ActivationOptions{});
+}
+
+ModelSpec ModelSpec::dense_part() const {
+  ModelSpec m = *this;
+  m.experts = m.top_k = m.shared_expert_ffn = 0;
+  m.ffn = dense_ffn;
+  m.dense_layers = m.dense_ffn = 0;
+  return m;
 }
 
 ParamCounts parameter_counts(const ModelSpec& model) {

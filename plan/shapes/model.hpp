@@ -38,6 +38,28 @@ struct ModelSpec {
   std::int64_t top_k = 0;              // k
   std::int64_t shared_expert_ffn = 0;  // the shared experts' width together (0: none)
   bool moe() const { return experts > 0; }
+  // With experts, the first dense_layers layers keep a dense MLP of width dense_ffn (DeepSeek-V3's
+  // first three, 18432 wide); the rest are routed.
+  std::int64_t dense_layers = 0;
+  std::int64_t dense_ffn = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3's MLA, as Megatron-LM's MLASelfAttention runs it)
+  // when kv_lora_rank > 0: the keys and values come up from a kv_lora_rank-wide latent, the
+  // queries from a q_lora_rank-wide one (0: projected from h directly); each query and key head
+  // is head_dim() wide plus rope_head_width rotary columns (the key's shared by every head), each
+  // value head head_dim() wide. kv_heads = heads.
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t rope_head_width = 0;
+  bool mla() const { return kv_lora_rank > 0; }
+  // Multi-token prediction (DeepSeek-V3's, Megatron-LM's --mtp-num-layers): this many modules on
+  // the last stage, each a layer like the model's last, a 2h -> h projection and three RMSNorms,
+  // predicting one more token with the model's embedding and head.
+  std::int64_t mtp_layers = 0;
+  // The widths of a query (and key) head and of a value head.
+  std::int64_t qk_head_dim() const { return head_dim() + rope_head_width; }
+  // The model of one of the first dense layers (dense_layers > 0): the same attention, a dense MLP
+  // of width dense_ffn.
+  ModelSpec dense_part() const;
 
   // d: each head's width, h/a unless given (Qwen3's 128 with h = 2048 and 32 heads: queries 4096
   // wide, the attention output projected back to h).
@@ -51,7 +73,8 @@ struct ModelSpec {
 };
 
 // The presets: gpt2 (small, medium, large, xl), gpt3 (125m ... 175b), llama2 (7b, 13b, 70b),
-// llama3 (8b, 70b, 405b), mixtral (8x7b, 8x22b). Each with its published shape and default
+// llama3 (8b, 70b, 405b), mixtral (8x7b, 8x22b), qwen3 (30b-a3b, 235b-a22b), deepseek-v3. Each
+// with its published shape and default
 // sequence length.
 const std::vector<ModelSpec>& model_presets();
 // The preset called `name`; InputError listing the known names otherwise.
@@ -63,6 +86,8 @@ ModelSpec model_preset(std::string_view name);
 struct ModelOverrides {
   std::optional<std::int64_t> layers, d_model, heads, kv_heads, ffn, vocab, seq_len;
   std::optional<std::int64_t> experts, top_k, shared_expert_ffn, head_width;
+  std::optional<std::int64_t> dense_layers, dense_ffn, q_lora_rank, kv_lora_rank, rope_head_width;
+  std::optional<std::int64_t> mtp_layers;
   std::optional<Arch> arch;
   std::optional<bool> tied_embeddings;
 };
@@ -74,14 +99,20 @@ void check_model(const ModelSpec& model);
 struct ParamCounts {
   std::int64_t embedding = 0;  // V·h token embedding
   std::int64_t positions = 0;  // s·h learned positions (gpt), 0 (llama: rotary)
-  std::int64_t per_layer = 0;  // one transformer layer (attention, MLP, its norms, biases)
+  std::int64_t per_layer = 0;  // one transformer layer (attention, MLP, its norms, biases); with
+                               // dense first layers, one of the others (routed)
+  std::int64_t dense_per_layer = 0;  // one of the first dense_layers layers, 0 if none
+  // What every layer together computes with per token: the dense ones' and the others' active,
+  // and the multi-token-prediction modules' (their layer and projection).
+  std::int64_t active_layers = 0;
+  std::int64_t mtp = 0;  // the multi-token-prediction modules' own (embedding and head shared)
   // Of them, what one token computes with: with experts its k routed experts (and the router,
   // the shared expert); per_layer for a dense model.
   std::int64_t active_per_layer = 0;
   std::int64_t expert_per_layer = 0;  // the routed experts' parameters (E of them), 0 if dense
   std::int64_t final_norm = 0;        // the norm before the head
   std::int64_t head = 0;              // V·h when untied, 0 when tied (it is the embedding)
-  std::int64_t total = 0;             // embedding + positions + L·per_layer + final_norm + head
+  std::int64_t total = 0;  // embedding + positions + the layers + final_norm + head + mtp
 };
 ParamCounts parameter_counts(const ModelSpec& model);
 

@@ -22,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from published import plan_command  # noqa: E402  (the expert's own configuration, fixed)
+from published import model_flags, plan_command  # noqa: E402  (the expert's own configuration)
 
 EXPERTS = [
     ("llama3_405B_8k_8192gpu", "Meta, Llama 3 405B pre-training (Table 4)"),
@@ -36,21 +36,22 @@ EXPERTS = [
     ("nemo2407_llama3_70b_h100_fp8_cp2_64", "NeMo 24.07 recipe, Llama 3 70B FP8, CP 2"),
     ("nemo2502_llama31_405b_b200_fp8_cp2_128", "NeMo 25.02 recipe, Llama 3.1 405B FP8 on B200"),
     ("nemo2504_llama3_70b_gb200_fp8_fsdp_64", "NeMo 25.04 recipe, Llama 3 70B FP8 FSDP on GB200"),
+    ("mb2602_dsv3_b200_mxfp8_256", "Megatron-Bridge 26.02 recipe, DeepSeek-V3 MXFP8 on B200"),
+    ("mb2602_dsv3_gb200_mxfp8_256", "Megatron-Bridge 26.02 recipe, DeepSeek-V3 MXFP8 on GB200"),
 ]
 
 
 def search_command(paci, run, json_path, jobs):
-    m = run["model"]
-    return [paci, "plan", "--quiet", "--json", json_path, "--jobs", str(jobs),
-            "--arch", m["arch"], "--layers", str(m["layers"]), "--d-model", str(m["d_model"]),
-            "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]), "--ffn", str(m["ffn"]),
-            "--vocab", str(m["vocab"]), "--seq-len", str(m["seq_len"]),
-            "--tied-embeddings", "yes" if m["tied_embeddings"] else "no",
+    # The numeric formats the run chose (GEMMs, gradients, moments, FP8 weights) stay fixed.
+    return [paci, "plan", "--quiet", "--json", json_path, "--jobs", str(jobs), *model_flags(run["model"]),
             *(["--cluster", os.path.join(ROOT, run["cluster_file"])] if run.get("cluster_file")
               else ["--gpu", run["gpu"]]), "--gpus", str(run["gpus"]),
             "--global-batch", str(run["global_batch"]), "--max-staleness", "0",
             "--precision", run.get("precision", "bf16"),
-            "--grad-dtype", run.get("grad_dtype", "fp32"), "--attention", run["attention"]]
+            "--grad-dtype", run.get("grad_dtype", "fp32"),
+            "--moments-dtype", run.get("moments_dtype", "fp32"),
+            *(["--fp8-param-gather"] if run.get("fp8_param_gather") else []),
+            "--attention", run["attention"]]
 
 
 def label(p):
@@ -58,6 +59,8 @@ def label(p):
     if p["cp"] > 1:
         parts.append(f"c={p['cp']}")
     parts += [f"p={p['pp']}", f"d={p['dp']}"]
+    if p.get("ep", 1) > 1:
+        parts.append(f"e={p['ep']}")
     if p["kind"] == "interleaved":
         parts.append(f"v={p['chunks']}")
     parts += [f"b={p['microbatch_size']}", f"recompute {p['recompute']}", f"z{p['zero']}"]
@@ -110,8 +113,8 @@ def main():
     md = ["# paci plan against the experts' configurations", "",
           "`python3 scripts/experiments/experts.py` (after `bash scripts/build.sh`): for each "
           "configuration an expert team trained with, paci's prediction of it, and what paci's "
-          "default search (every knob open but the model, GPUs, global batch and the GEMMs' and "
-          "gradients' precision; "
+          "default search (every knob open but the model, GPUs, global batch and the numeric "
+          "formats the run chose: the GEMMs', the gradients', the Adam moments', FP8 weights; "
           "staleness 0, as they ran) picks for the same run. Gain = paci's predicted step of the "
           "expert's configuration / of its pick, both in paci's model; the measured step is the "
           "source's (docs/results/published.md). Fits: against the GPU's memory less paci's 4 GiB "

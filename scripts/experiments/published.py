@@ -21,15 +21,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+def model_flags(m):
+    """The row's model as paci plan's shape flags."""
+    return ["--arch", m["arch"], "--layers", str(m["layers"]), "--d-model", str(m["d_model"]),
+            "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]), "--ffn", str(m["ffn"]),
+            "--vocab", str(m["vocab"]), "--seq-len", str(m["seq_len"]),
+            "--tied-embeddings", "yes" if m["tied_embeddings"] else "no",
+            *(["--head-dim", str(m["head_dim"])] if m.get("head_dim") else []),
+            *(["--experts", str(m["experts"]), "--top-k", str(m["top_k"])] if m.get("experts") else []),
+            *[a for key, flag in (("shared_expert_ffn", "--shared-expert-ffn"),
+                                  ("dense_layers", "--dense-layers"), ("dense_ffn", "--dense-ffn"),
+                                  ("q_lora_rank", "--q-lora-rank"), ("kv_lora_rank", "--kv-lora-rank"),
+                                  ("rope_head_dim", "--rope-head-dim"), ("mtp_layers", "--mtp-layers"))
+              if m.get(key) for a in (flag, str(m[key]))]]
+
+
 def plan_command(paci, run, json_path):
     m = run["model"]
-    cmd = [paci, "plan", "--quiet", "--json", json_path,
-           "--arch", m["arch"], "--layers", str(m["layers"]), "--d-model", str(m["d_model"]),
-           "--heads", str(m["heads"]), "--kv-heads", str(m["kv_heads"]), "--ffn", str(m["ffn"]),
-           "--vocab", str(m["vocab"]), "--seq-len", str(m["seq_len"]),
-           "--tied-embeddings", "yes" if m["tied_embeddings"] else "no",
-           *(["--head-dim", str(m["head_dim"])] if m.get("head_dim") else []),
-           *(["--experts", str(m["experts"]), "--top-k", str(m["top_k"])] if m.get("experts") else []),
+    cmd = [paci, "plan", "--quiet", "--json", json_path, *model_flags(m),
            *(["--cluster", os.path.join(ROOT, run["cluster_file"])] if run.get("cluster_file")
              else ["--gpu", run["gpu"]]), "--gpus", str(run["gpus"]), "--global-batch", str(run["global_batch"]),
            "--tp", str(run["tp"]), "--cp", str(run.get("cp", 1)), "--pp", str(run["pp"]), "--microbatch-size", str(run["microbatch_size"]),

@@ -171,7 +171,7 @@ std::vector<Case> catalogue() {
        "paci plan: error: unknown model preset 'gpt5' (known: gpt2-small, gpt2-medium, "
        "gpt2-large, gpt2-xl, gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, "
        "gpt3-13b, gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, "
-       "llama3-405b, mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b)"},
+       "llama3-405b, mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b, deepseek-v3)"},
       {"plan --preset llama3-8b --gpu v100 --gpus 8 --global-batch 8",
        "paci plan: error: unknown GPU 'v100' (known: a100-40gb, a100-80gb, h100-80gb, h200, b200, "
        "gb200-nvl72)"},
@@ -239,6 +239,16 @@ std::vector<Case> catalogue() {
        "torchtitan",
        "paci plan: error: PyTorch's pipelining overlaps its interleaved schedule's pipeline sends: "
        "plan --overlap-p2p on"},
+      {"plan --preset deepseek-v3 --layers 3 --gpu b200 --gpus 8 --global-batch 8",
+       "paci plan: error: model 'deepseek-v3 (modified)': --dense-layers 3 leaves none of the 3 "
+       "layers routed; --dense-layers 2 or fewer would work"},
+      {"plan --preset deepseek-v3 --gpu b200 --gpus 256 --global-batch 2048 --tp 1 --pp 16 --ep 8 "
+       "--microbatch-size 1 --kind 1f1b --overlap-p2p off --emit megatron",
+       "paci plan: error: no configuration to simulate: of 72, 72 cannot run where the plan goes "
+       "(e.g. paci does not emit deepseek-v3 for Megatron-LM yet: its multi-head latent attention "
+       "(--multi-latent-attention), dense first layers (--moe-layer-freq), multi-token prediction "
+       "(--mtp-num-layers) are not checked against megatron-core's parser; plan it with paci plan "
+       "and launch it from Megatron-Bridge's DeepSeek recipe)"},
       {"plan --preset mixtral-8x7b --gpu h100-80gb --gpus 16 --global-batch 32 --tp 2 --pp 1 "
        "--ep 3 --sequence-parallel --microbatch-size 1 --kind 1f1b --recompute full",
        "paci plan: error: --ep 3 must divide the model's 8 experts (each GPU of the group holds "

@@ -206,7 +206,12 @@ TEST(InteropRead, MegatronRefusalsAreOneLine) {
       {"--num-experts 8 --moe-router-topk 2 --expert-tensor-parallel-size 2",
        "paci models whole experts on each GPU"},
       {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq ([0]+[1]*31)",
-       "paci models a mixture of experts in every layer"},
+       "paci reads a mixture of experts in every layer (1) from a launch"},
+      {"--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512",
+       "--multi-latent-attention: paci plan models multi-head latent attention (--kv-lora-rank), "
+       "but does not read it from a launch yet"},
+      {"--num-experts 8 --moe-router-topk 2 --mtp-num-layers 1",
+       "--mtp-num-layers: paci plan models multi-token prediction (--mtp-layers)"},
       {"--num-experts 8 --moe-router-topk 9 --vocab-size 128256",
        "--top-k 9 must be between 1 and the 8 experts"},
       {"--fp8-format e4m3 --fp8-recipe blockwise", "paci models FP8 with per-tensor scales"},

@@ -365,6 +365,88 @@ TEST(PlanEvaluate, ExpertsRunTheRoutedTokensAndShardOverTheirReplicas) {
   refused(odd, "--tp 2 does not divide the model's shared expert's width (1001)");
 }
 
+// DeepSeek-V3's heterogeneous stages: the first dense layers cost a dense layer's time and
+// weights where they sit, the multi-token-prediction module runs on the last stage with a copy of
+// the embedding there, and every parameter is on exactly one stage (the copy aside).
+TEST(PlanEvaluate, DenseFirstLayersAndThePredictionModuleSitOnTheirStages) {
+  PlanConfig c;
+  c.model = model_preset("deepseek-v3");
+  c.cluster = cluster_preset("b200");
+  c.gpus = 16;
+  c.global_batch = 16;
+  c.pp = 16;
+  c.partition = {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1};
+  c.zero = 1;
+  const ConfigCosts costs(c);
+  std::vector<StagePlan> stages;
+  costs.cost_model(c.partition, &stages);
+  const ParamCounts counts = parameter_counts(c.model);
+  std::int64_t held = 0;
+  for (const StagePlan& sp : stages) held += sp.pieces.parameters;
+  EXPECT_EQ(held, counts.total + 129280 * 7168);  // the embedding's copy on the last stage
+  // Stage 0: the embedding, 3 dense layers and a routed one; stage 1: 4 routed layers.
+  const std::int64_t embedding = 129280LL * 7168;
+  EXPECT_EQ(stages[0].pieces.parameters, embedding + 3 * counts.dense_per_layer + counts.per_layer);
+  EXPECT_EQ(stages[1].pieces.parameters, 4 * counts.per_layer);
+  // The last: one layer, the final norm and head, the module (a layer, its projection and norms)
+  // and the embedding's copy.
+  EXPECT_EQ(stages[15].pieces.parameters,
+            counts.per_layer + 7168 + embedding + counts.mtp + embedding);
+  // A dense layer's MLP (18432 wide) is not a routed layer's experts: the first stage's layers
+  // cost what their kinds do.
+  const LayerRun run = [&] {
+    LayerRun r;
+    r.flash_attention = true;
+    r.causal = true;
+    return r;
+  }();
+  const PieceCosts routed = layer_costs(c.model, c.cluster, run);
+  const PieceCosts dense = layer_costs(c.model.dense_part(), c.cluster, run);
+  // On one GPU (t = 1, e = 1) each holds its layer's whole count.
+  EXPECT_EQ(routed.parameters, counts.per_layer);
+  EXPECT_EQ(dense.parameters, counts.dense_per_layer);
+  EXPECT_EQ(dense.expert_parameters, 0);
+  const double stage0 = stages[0].pieces.forward_s - costs.stage(0, 0, 0).pieces.forward_s;
+  EXPECT_NEAR(stage0, 3 * dense.forward_s + routed.forward_s, 1e-9);
+  // Without the module the last stage is one layer and the head, and the embedding stays first.
+  PlanConfig plain = c;
+  plain.model.mtp_layers = 0;
+  std::vector<StagePlan> without;
+  ConfigCosts(plain).cost_model(plain.partition, &without);
+  EXPECT_EQ(without[15].pieces.parameters, counts.per_layer + 7168 + embedding);
+  EXPECT_LT(without[15].pieces.forward_s, stages[15].pieces.forward_s);
+  // Model FLOPs: every layer's active parameters, the module's layer, projection and head, and
+  // MLA's attention at a·(d_qk + d) per token and layer (unmasked, as Megatron-LM counts).
+  const PlanResult r = evaluate(c);
+  const double tokens = 16.0 * 4096, head = 129280.0 * 7168;
+  EXPECT_NEAR(r.model_flops_per_step,
+              tokens * (6.0 * (static_cast<double>(counts.active_layers) + 2 * head) +
+                        6.0 * 62 * 4096 * 128 * (192 + 128)),
+              1e6);
+  // ZeRO 3 gathers the module's layer as a layer, and its projection, norms and the embedding's
+  // copy with the head (a dense model with a module: Megatron-LM's FSDP runs no experts): the
+  // last stage's largest piece, whose buffers ZeRO 3 holds (two gathered, one unsharded fp32
+  // gradient), is the head's, not the head and the module's layer together.
+  PlanConfig fsdp;
+  fsdp.model = model_preset("llama3-8b");
+  fsdp.model.mtp_layers = 1;
+  fsdp.cluster = cluster_preset("h100-80gb");
+  fsdp.gpus = 8;
+  fsdp.global_batch = 16;
+  fsdp.pp = 2;
+  fsdp.zero = 3;
+  std::vector<StagePlan> sharded;
+  ConfigCosts(fsdp).cost_model(default_partition(fsdp), &sharded);
+  const std::int64_t V = 128256, H = 4096;
+  EXPECT_EQ(sharded[1].zero_workspace_bytes, (2 * 2 + 4) * (2 * V * H + H + 2 * H * H + 3 * H));
+  // Tensor parallelism splits the dense layers' MLP too.
+  PlanConfig odd = c;
+  odd.tp = 2;
+  odd.gpus = 32;
+  odd.model.dense_ffn = 18431;
+  refused(odd, "--tp 2 does not divide the model's dense layers' MLP width (18431)");
+}
+
 // FP8 (docs/costmodel.md, "FP8"): the four linear layers' GEMMs at the FP8 rate with 8-bit
 // inputs, the casts that make them, their inputs kept in 8 bits for the backward, two 8-bit
 // copies of their weights, and with per-tensor scales the amax reductions; MXFP8 has none of

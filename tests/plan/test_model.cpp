@@ -81,6 +81,7 @@ const std::vector<Shape> kPublished = {
     {"mixtral-8x22b", Arch::llama, 56, 6144, 48, 8, 16384, 32000, 4096, false},
     {"qwen3-30b-a3b", Arch::llama, 48, 2048, 32, 4, 768, 151936, 4096, false},
     {"qwen3-235b-a22b", Arch::llama, 94, 4096, 64, 4, 1536, 151936, 4096, false},
+    {"deepseek-v3", Arch::llama, 61, 7168, 128, 128, 2048, 129280, 4096, false},
 };
 
 TEST(PlanModel, PresetsHaveThePublishedShapes) {
@@ -117,6 +118,15 @@ TEST(PlanModel, PresetsHaveThePublishedShapes) {
     EXPECT_EQ(model_preset(name).head_dim(), 128);  // given, not h/a
   }
   EXPECT_EQ(model_preset("qwen3-30b-a3b").q_dim(), 4096);  // wider than h = 2048
+  // DeepSeek-V3's config.json: 256 experts, 8 a token, one shared of 2048; the first 3 layers
+  // dense of 18432; MLA (q_lora_rank 1536, kv_lora_rank 512, heads of 128 + 64 rotary columns);
+  // one multi-token-prediction module.
+  const ModelSpec ds = model_preset("deepseek-v3");
+  EXPECT_EQ(std::tuple(ds.experts, ds.top_k, ds.shared_expert_ffn), std::tuple(256, 8, 2048));
+  EXPECT_EQ(std::tuple(ds.dense_layers, ds.dense_ffn), std::tuple(3, 18432));
+  EXPECT_EQ(std::tuple(ds.q_lora_rank, ds.kv_lora_rank, ds.head_dim(), ds.qk_head_dim()),
+            std::tuple(1536, 512, 128, 192));
+  EXPECT_EQ(ds.mtp_layers, 1);
   EXPECT_FALSE(model_preset("llama3-70b").moe());
 }
 
@@ -163,6 +173,93 @@ TEST(PlanModel, ExpertsCountWholeAndActiveByTopK) {
   bad.top_k = 2;
   EXPECT_THAT(input_error([&] { check_model(bad); }),
               HasSubstr("--top-k and --shared-expert-ffn need routed experts (--experts E)"));
+}
+
+// DeepSeek-V3 (arXiv 2412.19437; its config.json): each count written out from the config's
+// numbers, and the report's totals: 671B without the multi-token-prediction module, 37B active.
+TEST(PlanModel, DeepSeekV3CountsItsLatentAttentionDenseLayersAndPredictionModule) {
+  const ModelSpec m = model_preset("deepseek-v3");
+  const std::int64_t h = 7168, a = 128;
+  // q: down 7168 x 1536, its norm, up 1536 x 128(128 + 64); kv: down 7168 x (512 + 64), its norm,
+  // up 512 x 128(128 + 128); out 128·128 x 7168; two RMSNorms.
+  const std::int64_t attention =
+      h * 1536 + 1536 + 1536 * a * 192 + h * 576 + 512 + 512 * a * 256 + a * 128 * h + 2 * h;
+  const std::int64_t swiglu = 3 * h * 2048;
+  const std::int64_t routed = attention + h * 256 + swiglu + 256 * swiglu;
+  const std::int64_t dense = attention + 3 * h * 18432;
+  const ParamCounts c = parameter_counts(m);
+  EXPECT_EQ(c.per_layer, routed);
+  EXPECT_EQ(c.dense_per_layer, dense);
+  EXPECT_EQ(c.active_per_layer, attention + h * 256 + swiglu + 8 * swiglu);
+  const std::int64_t embeddings = 2 * 129280 * h;  // untied
+  const std::int64_t module = routed + 2 * h * h + 3 * h;
+  EXPECT_EQ(c.mtp, module);
+  EXPECT_EQ(c.total, embeddings + 3 * dense + 58 * routed + h + module);
+  EXPECT_NEAR(static_cast<double>(c.total - c.mtp) / 1e9, 671.0, 0.1);
+  const double active = static_cast<double>(embeddings + 3 * dense + 58 * c.active_per_layer + h);
+  EXPECT_NEAR(active / 1e9, 37.5, 0.1);
+  EXPECT_EQ(c.active_layers, 3 * dense + 58 * c.active_per_layer + c.active_per_layer + 2 * h * h);
+  // A dense layer is the same attention with the 18432-wide MLP.
+  EXPECT_EQ(parameter_counts(m.dense_part()).per_layer, dense);
+  // Without the module and its flag, the count the report gives.
+  ModelOverrides none;
+  none.mtp_layers = 0;
+  // Each of DeepSeek's pieces turned off by its flag: a plain mixture of experts is left.
+  ModelOverrides off;
+  off.dense_layers = 0;
+  off.kv_lora_rank = 0;
+  const ModelSpec plain_moe = resolve_model(std::string("deepseek-v3"), off);
+  EXPECT_EQ(std::tuple(plain_moe.dense_layers, plain_moe.dense_ffn, plain_moe.q_lora_rank,
+                       plain_moe.rope_head_width, plain_moe.mla()),
+            std::tuple(0, 0, 0, 0, false));
+  // Given to a model with grouped-query attention, latent attention takes a key and a value per
+  // head.
+  ModelOverrides latent;
+  latent.kv_lora_rank = 512;
+  EXPECT_EQ(resolve_model(std::string("llama3-8b"), latent).kv_heads, 32);
+  EXPECT_EQ(parameter_counts(resolve_model(std::string("deepseek-v3"), none)).total,
+            c.total - module);
+  // MLA's activations: Q and K 192 wide per head, V and the output projection's input 128, the
+  // latents whole; more than the same heads of 128 without the latents.
+  ActivationOptions o;
+  o.flash_attention = true;
+  ModelSpec plain = m;
+  plain.q_lora_rank = plain.kv_lora_rank = plain.rope_head_width = 0;
+  const std::int64_t s = 4096;
+  EXPECT_EQ(layer_activation_bytes(m, o) - layer_activation_bytes(plain, o),
+            4 * s * a * 64 + 2 * s * (1536 + 512 + 64) + 2 * s * (1536 + 512));
+  // With tensor and sequence parallelism the heads split t ways and the latents, computed on
+  // each GPU's s/t tokens, are kept sequence-sharded.
+  o.tensor_parallel = 8;
+  o.sequence_parallel = true;
+  EXPECT_EQ(layer_activation_bytes(m, o) - layer_activation_bytes(plain, o),
+            4 * s * (a / 8) * 64 + 2 * (s / 8) * (1536 + 512 + 64) + 2 * (s / 8) * (1536 + 512));
+  // Bad shapes: one line naming the knob and what would work.
+  ModelOverrides few;
+  few.layers = 3;
+  EXPECT_THAT(input_error([&] { resolve_model(std::string("deepseek-v3"), few); }),
+              HasSubstr("--dense-layers 3 leaves none of the 3 layers routed; --dense-layers 2"));
+  ModelSpec bad = model_preset("llama3-8b");
+  bad.dense_layers = 2;
+  bad.dense_ffn = 100;
+  EXPECT_THAT(input_error([&] { check_model(bad); }),
+              HasSubstr("--dense-layers 2 needs routed experts"));
+  bad = model_preset("mixtral-8x7b");
+  bad.dense_layers = 2;
+  EXPECT_THAT(input_error([&] { check_model(bad); }),
+              HasSubstr("needs the dense layers' MLP width"));
+  bad = model_preset("llama3-8b");
+  bad.q_lora_rank = 512;
+  EXPECT_THAT(input_error([&] { check_model(bad); }), HasSubstr("give --kv-lora-rank too"));
+  bad.kv_lora_rank = 512;  // kv_heads 8 of 32
+  EXPECT_THAT(input_error([&] { check_model(bad); }),
+              HasSubstr("has a key and a value per head: --kv-heads 8 must be the 32 heads"));
+  bad = model_preset("gpt2-small");
+  bad.kv_lora_rank = 64;
+  EXPECT_THAT(input_error([&] { check_model(bad); }), HasSubstr("--arch llama"));
+  bad = model_preset("deepseek-v3");
+  bad.mtp_layers = -1;
+  EXPECT_THAT(input_error([&] { check_model(bad); }), HasSubstr("--mtp-layers cannot be negative"));
 }
 
 // Exact published counts. GPT-2: keras-hub's gpt2 presets (= the HF checkpoints' parameter
@@ -454,7 +551,7 @@ TEST(PlanModel, UnknownPresetListsTheKnownNames) {
             "unknown model preset 'gpt4' (known: gpt2-small, gpt2-medium, gpt2-large, gpt2-xl, "
             "gpt3-125m, gpt3-350m, gpt3-760m, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, "
             "gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, llama3-405b, "
-            "mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b)");
+            "mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b, qwen3-235b-a22b, deepseek-v3)");
 }
 
 }  // namespace

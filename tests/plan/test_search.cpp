@@ -66,6 +66,16 @@ TEST(PlanSearch, PruningNeverChangesTheAnswer) {
   // DualPipeV (searched when listed): the V, its overlapped pairs under the bound too.
   cases.push_back({small_space("llama3-8b", "h100-80gb", 8, 32), 0});
   cases.back().space.kinds = {"dualpipev", "zb-v", "1f1b"};
+  // Dense first layers (DeepSeek-V3's kind), more of them than a first stage of 4 pipeline stages
+  // holds: a later stage's cost depends on where it starts, and the bound must stay below the
+  // simulated step there too.
+  cases.push_back({small_space("mixtral-8x7b", "h200", 8, 16), 0});
+  cases.back().space.model.layers = 8;
+  cases.back().space.model.dense_layers = 3;
+  cases.back().space.model.dense_ffn = 14336;
+  cases.back().space.pp = {4};
+  cases.back().space.partition = {2, 2, 2, 2};
+  cases.back().space.kinds = {"1f1b", "zb-h1", "gpipe"};
   const auto best = [](const std::optional<PlanResult>& p) {
     return p ? summary({*p}) : std::vector<std::string>{};
   };
