@@ -171,20 +171,33 @@ Widths widths(const ModelSpec& m, const LayerRun& r) {
   return w;
 }
 
-// The tensor-parallel collectives of one pass: an all-reduce of a [T x h] bf16 activation per
-// `pairs`, or with sequence parallelism a reduce-scatter and an all-gather of it.
-// `gather_bytes`: bytes per element the all-gathers move (2; 1 when they gather FP8 inputs).
-double tp_comm_s(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r, const Widths& w,
-                 int pairs, double gather_bytes = 2.0) {
-  const double elements = static_cast<double>(w.T) * static_cast<double>(m.d_model);
-  const std::int64_t t = r.tensor_parallel;
-  const double one =
-      r.sequence_parallel
-          ? collective_s(c, Collective::reduce_scatter, 2.0 * elements, t, r.tp_ranks_per_node) +
-                collective_s(c, Collective::all_gather, gather_bytes * elements, t,
-                             r.tp_ranks_per_node)
-          : collective_s(c, Collective::all_reduce, 2.0 * elements, t, r.tp_ranks_per_node);
-  return pairs * one;
+// One tensor-parallel collective over this GPU's T tokens of `width` columns, `bytes` per element
+// (2: bf16; 1 when an all-gather carries FP8 inputs).
+double tp_collective_s(const ClusterSpec& c, const LayerRun& r, const Widths& w, Collective kind,
+                       double width, double bytes = 2.0) {
+  return collective_s(c, kind, bytes * static_cast<double>(w.T) * width, r.tensor_parallel,
+                      r.tp_ranks_per_node);
+}
+
+// Megatron's f and g operators around a tensor-parallel block whose input side carries `in`
+// columns a token (h; MLA's latents, q_r + r_kv + r, which its up-projections gather) and whose
+// output side carries h. Forward: with sequence parallelism an all-gather of the input and a
+// reduce-scatter of the output, without it an all-reduce of the output; backward: a
+// reduce-scatter of the input's gradient and an all-gather of the output's, or an all-reduce of
+// the input's gradient.
+struct TpPair {
+  double forward_s = 0.0, backward_s = 0.0;
+};
+TpPair tp_pair(const ModelSpec& m, const ClusterSpec& c, const LayerRun& r, const Widths& w,
+               double in, double gather_bytes) {
+  const double h = static_cast<double>(m.d_model);
+  if (!r.sequence_parallel)
+    return {tp_collective_s(c, r, w, Collective::all_reduce, h),
+            tp_collective_s(c, r, w, Collective::all_reduce, in)};
+  return {tp_collective_s(c, r, w, Collective::all_gather, in, gather_bytes) +
+              tp_collective_s(c, r, w, Collective::reduce_scatter, h),
+          tp_collective_s(c, r, w, Collective::reduce_scatter, in) +
+              tp_collective_s(c, r, w, Collective::all_gather, h)};
 }
 
 // The attention core of one layer (QK^T, softmax, dropout, times V): forward and backward.
@@ -433,19 +446,34 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
   // and the first MLP GEMM (Transformer Engine gathers after the cast).
   const double forward_gather_bytes = fp8 ? 1.0 : 2.0;
   // With experts and no shared expert the MLP side has none: the tokens stay sequence-sharded
-  // into the dispatch and out of the combine.
+  // into the dispatch and out of the combine. MLA's attention gathers its latents, not the
+  // h-wide input: its down-projections run on each GPU's own tokens (Megatron-LM's
+  // MLASelfAttention: duplicated linears, the up-projections column-parallel).
   const int pairs = w.f > 0 ? 2 : 1;
+  const std::array<double, 2> inputs{m.mla() ? static_cast<double>(latents) : H, H};
   if (!r.tp_comm_overlap) {
-    p.forward_comm_s = tp_comm_s(m, c, r, w, pairs, forward_gather_bytes);
-    p.backward_comm_s = tp_comm_s(m, c, r, w, pairs);
+    for (int i = 0; i < pairs; ++i) {
+      const TpPair pair =
+          tp_pair(m, c, r, w, inputs[static_cast<std::size_t>(i)], forward_gather_bytes);
+      p.forward_comm_s += pair.forward_s;
+      p.backward_comm_s += pair.backward_s;
+    }
   } else {
     // Transformer Engine's overlap (sequence parallelism): each all-gather and reduce-scatter is
     // cut into t chunks that travel while the GEMM it feeds or follows computes on the chunks
-    // already there, so what shows is the part the GEMM cannot hide and one chunk.
-    const double pair = tp_comm_s(m, c, r, w, 1);
-    const double one = pair / 2;  // one all-gather (= one reduce-scatter)
-    // The forward all-gathers (before the QKV and the first MLP GEMM): what 8 bits save with FP8.
-    const double gather = one - (pair - tp_comm_s(m, c, r, w, 1, forward_gather_bytes));
+    // already there, so what shows is the part the GEMM cannot hide and one chunk. GEMM i's
+    // collective: even i (QKV, the first MLP GEMM) the all-gather of its input forward (8 bits
+    // with FP8) and the reduce-scatter of its input's gradient backward; odd i (the attention
+    // output, the second MLP GEMM) the reduce-scatter of its output forward and the all-gather
+    // of its output's gradient backward.
+    const auto collective = [&](std::size_t i, bool forward) {
+      const double in = inputs[i / 2];
+      if (i % 2 == 0)
+        return forward ? tp_collective_s(c, r, w, Collective::all_gather, in, forward_gather_bytes)
+                       : tp_collective_s(c, r, w, Collective::reduce_scatter, in);
+      return tp_collective_s(c, r, w, forward ? Collective::reduce_scatter : Collective::all_gather,
+                             H);
+    };
     const double chunks = static_cast<double>(r.tensor_parallel);
     const auto exposed = [&](double comm, double gemm) {
       return std::max(0.0, comm - gemm) + std::min(comm, gemm) / chunks;
@@ -460,11 +488,11 @@ PieceCosts layer_costs(const ModelSpec& m, const ClusterSpec& c, const LayerRun&
         kTpOverlapCommSms < sms ? kTpOverlapCommSms / (sms - kTpOverlapCommSms) : 0.0;
     for (std::size_t i = 0; i < static_cast<std::size_t>(2 * pairs); ++i) {
       const auto [forward, input_grad] = gemms[i];
-      const double forward_comm = i % 2 == 0 ? gather : one;
+      const double forward_comm = collective(i, true), backward_comm = collective(i, false);
       p.forward_comm_s += exposed(forward_comm, forward) +
                           (i % 2 == 1 ? slower * std::min(forward_comm, forward) : 0.0);
-      p.backward_comm_s +=
-          exposed(one, input_grad) + (i % 2 == 0 ? slower * std::min(one, input_grad) : 0.0);
+      p.backward_comm_s += exposed(backward_comm, input_grad) +
+                           (i % 2 == 0 ? slower * std::min(backward_comm, input_grad) : 0.0);
     }
   }
   if (m.moe()) moe_costs(m, c, r, w, p);

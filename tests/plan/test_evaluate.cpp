@@ -406,6 +406,33 @@ TEST(PlanEvaluate, DenseFirstLayersAndThePredictionModuleSitOnTheirStages) {
   EXPECT_EQ(routed.parameters, counts.per_layer);
   EXPECT_EQ(dense.parameters, counts.dense_per_layer);
   EXPECT_EQ(dense.expert_parameters, 0);
+  // Tensor parallelism: MLA's attention gathers its latents (1536 + 512 + 64 columns a token)
+  // where a plain attention gathers the h-wide input, and reduce-scatters their gradient
+  // (sequence parallelism); without sequence parallelism its backward all-reduces that gradient.
+  {
+    LayerRun tp = run;
+    tp.tensor_parallel = 8;
+    tp.tp_ranks_per_node = 8;
+    tp.sequence_parallel = true;
+    ModelSpec plain = c.model;
+    plain.q_lora_rank = plain.kv_lora_rank = plain.rope_head_width = 0;
+    const ClusterSpec& gpu = c.cluster;
+    const auto one = [&](Collective kind, double width) {
+      return collective_s(gpu, kind, 2.0 * 4096 * width, 8, 8);
+    };
+    PieceCosts mla = layer_costs(c.model, gpu, tp), mha = layer_costs(plain, gpu, tp);
+    EXPECT_NEAR(mla.forward_comm_s - mha.forward_comm_s,
+                one(Collective::all_gather, 2112) - one(Collective::all_gather, 7168), 1e-12);
+    EXPECT_NEAR(mla.backward_comm_s - mha.backward_comm_s,
+                one(Collective::reduce_scatter, 2112) - one(Collective::reduce_scatter, 7168),
+                1e-12);
+    tp.sequence_parallel = false;
+    mla = layer_costs(c.model, gpu, tp);
+    mha = layer_costs(plain, gpu, tp);
+    EXPECT_NEAR(mla.forward_comm_s, mha.forward_comm_s, 1e-12);
+    EXPECT_NEAR(mla.backward_comm_s - mha.backward_comm_s,
+                one(Collective::all_reduce, 2112) - one(Collective::all_reduce, 7168), 1e-12);
+  }
   const double stage0 = stages[0].pieces.forward_s - costs.stage(0, 0, 0).pieces.forward_s;
   EXPECT_NEAR(stage0, 3 * dense.forward_s + routed.forward_s, 1e-9);
   // Without the module the last stage is one layer and the head, and the embedding stays first.
