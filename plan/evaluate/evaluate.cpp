@@ -166,7 +166,8 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   sp.layers = layers;
   sp.embedding = s == 0;
   sp.head = s == c.stages() - 1;
-  sp.pieces = layers_from(first_layer, layers);
+  const PieceCosts own_layers = layers_from(first_layer, layers);
+  sp.pieces = own_layers;
   const std::int32_t dense = dense_in(first_layer, layers);
   if (sp.embedding) sp.pieces += embedding_;
   if (sp.head) {
@@ -190,7 +191,6 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   sp.offloaded_layers = std::clamp(c.offload_layers - first_layer, 0, layers);
   if (sp.offloaded_layers > 0) {
     // The offloaded layers' copies, hidden behind a stage layer's average compute.
-    const PieceCosts all = layers_from(first_layer, layers);
     sp.host_bytes = layers_from(first_layer, sp.offloaded_layers).activation_bytes;
     const double copies_s =
         static_cast<double>(sp.host_bytes) / (gpu.host_bandwidth_bytes_per_s * gpu.host_efficiency);
@@ -199,8 +199,9 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
     const double hiding = sp.offloaded_layers <= layers - 2
                               ? static_cast<double>(layers - 2) / static_cast<double>(layers)
                               : 0.0;
-    sp.exposed_offload_forward_s = std::max(0.0, copies_s - hiding * all.forward_total_s());
-    sp.exposed_offload_backward_s = std::max(0.0, copies_s - hiding * all.backward_total_s());
+    sp.exposed_offload_forward_s = std::max(0.0, copies_s - hiding * own_layers.forward_total_s());
+    sp.exposed_offload_backward_s =
+        std::max(0.0, copies_s - hiding * own_layers.backward_total_s());
     sp.pieces.forward_s += sp.exposed_offload_forward_s;
     sp.pieces.input_grad_s += sp.exposed_offload_backward_s;
     // A split backward frees at I its layers' share of what it holds (the offloaded ones' came
@@ -256,8 +257,8 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   const std::int64_t embedding = sp.embedding ? embedding_.parameters : 0;
   const std::int64_t mtp_layers = sp.head ? c.model.mtp_layers : 0;
   const std::int64_t head =
-      sp.head ? std::max<std::int64_t>(0, params - layers_from(first_layer, layers).parameters -
-                                              mtp_layers * layer_.parameters - embedding)
+      sp.head ? std::max<std::int64_t>(
+                    0, params - own_layers.parameters - mtp_layers * layer_.parameters - embedding)
               : 0;
   // HSDP: a shard of gradients, reduce-scattered in its group, is all-reduced between the groups.
   const auto between_groups = [&](double bytes) {
