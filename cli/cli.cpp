@@ -17,7 +17,9 @@ namespace paci::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"schedule", "generate a schedule (gpipe, 1f1b, pipedream, 2bw, paci) as JSON, CSV or text",
+      {"schedule",
+       "generate a schedule (GPipe, 1F1B, PipeDream, PACI, Zero Bubble, V, DualPipe) as JSON, CSV "
+       "or text",
        run_schedule},
       {"validate", "check a schedule file: completeness, optimizer steps, weight policy, deadlock",
        run_validate},

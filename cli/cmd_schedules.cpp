@@ -18,9 +18,11 @@ int run_schedule(const std::vector<std::string>& args) {
   po::options_description options("options");
   auto add = options.add_options();
   add("kind,k", po::value(&kind)->required(),
-      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev");
+      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev | "
+      "dualpipe");
   add("stages,p", po::value(&stages)->required(),
-      "devices P (one pipeline stage each; interleaved: P·v stages; zb-v, dualpipev: 2P)");
+      "devices P (one pipeline stage each; interleaved: P·v stages; zb-v, dualpipev: 2P; "
+      "dualpipe: two copies of P stages, P even)");
   add("chunks,v", po::value(&chunks)->notifier(check_chunks_flag),
       "interleaved: model stages per device (default 2); stage k on device k mod P");
   add("microbatches,m", po::value(&microbatches)->required(),

@@ -132,7 +132,10 @@ int run_simulate(const std::vector<std::string>& args) {
     throw UsageError(
         "--replay uses the measured times, sharing included; --host-slowdown does not apply");
   const Schedule s = load_valid_schedule(file);
-  const CostModel costs = resolve_cost_model(cost, vm, s.stages, s.num_devices());
+  CostModel costs = resolve_cost_model(cost, vm, s.stages, s.num_devices());
+  // Two copies (DualPipe): a cost model of one copy's stages serves both.
+  if (s.copies > 1 && costs.stages.size() == static_cast<std::size_t>(s.stages_per_copy()))
+    costs = two_copy_cost_model(costs);
   try {
     check_cost_model(costs, &s);
   } catch (const InputError& e) {  // a cost model file against this schedule: name the file
@@ -206,7 +209,7 @@ int run_compare(const std::vector<std::string>& args) {
   add("steps,n", po::value(&N)->default_value(1), "optimizer steps N");
   add("kinds", po::value(&kinds_text)->default_value("all"),
       "comma-separated schedules "
-      "(gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved,zb-v,dualpipev)");
+      "(gpipe,1f1b,pipedream,2bw,paci,zb-h1,zb-h2,interleaved,zb-v,dualpipev,dualpipe)");
   add("format,f", po::value(&format)->default_value("table"), "table | csv | json");
   std::string chunk_cost_path;
   add("interleaved-cost", po::value(&chunk_cost_path),
@@ -327,7 +330,8 @@ int run_sweep(const std::vector<std::string>& args) {
   if (!quiet && output != "-")
     std::cerr << fmt::format(
         "sweep: wrote {} ({} points x {} kinds, {} skipped: 2bw needs M >= P, interleaved M a "
-        "multiple of P and uniform costs, zb-v uniform costs, dualpipev those and M >= 2P)\n",
+        "multiple of P and uniform costs, zb-v uniform costs, dualpipev those and M >= 2P, "
+        "dualpipe P and M even and M >= 2P)\n",
         output, total, kinds.size(), skipped);
   return 0;
 }

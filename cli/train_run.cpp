@@ -35,21 +35,51 @@ void TrainOutputs::add_metric(const ordered_json& j) {
   lines_ += j.dump() + "\n";
 }
 
+void TrainOutputs::step_metric(const exec::StepLoss& s, bool running) {
+  const std::size_t step = t_.first_step + static_cast<std::size_t>(s.step) + 1;
+  const double tokens = tokens_per_step_ * static_cast<double>(step - t_.start_step);
+  ordered_json j;
+  j["step"] = step;
+  j["loss"] = s.loss;
+  j["lr"] = t_.exec.lr.at(step - 1);
+  j["tokens"] = tokens_per_step_ * static_cast<double>(step);
+  j["tokens_per_s"] = s.time_s > 0 ? tokens / s.time_s : 0.0;
+  j["elapsed_s"] = s.time_s;
+  add_metric(j);
+  if (running) progress_.update(static_cast<std::int64_t>(step), s.loss, tokens, s.time_s);
+}
+
 void TrainOutputs::install_step_hook() {
   t_.exec.on_step = [this](const exec::StepLoss& s) {
-    const std::size_t step = t_.first_step + static_cast<std::size_t>(s.step) + 1;
-    const double tokens = tokens_per_step_ * static_cast<double>(step - t_.start_step);
-    ordered_json j;
-    j["step"] = step;
-    j["loss"] = s.loss;
-    j["lr"] = t_.exec.lr.at(step - 1);
-    j["tokens"] = tokens_per_step_ * static_cast<double>(step);
-    j["tokens_per_s"] = s.time_s > 0 ? tokens / s.time_s : 0.0;
-    j["elapsed_s"] = s.time_s;
-    add_metric(j);
-    progress_.update(static_cast<std::int64_t>(step), s.loss, tokens, s.time_s);
+    {
+      std::lock_guard lock(mutex_);
+      steps_seen_.insert(s.step);
+    }
+    step_metric(s, true);
   };
   saver_ = exec::install_periodic_saves(t_, f_);
+}
+
+void TrainOutputs::add_unseen_steps(const exec::ExecResult& result) {
+  const Schedule& s = t_.schedule;
+  // When the last of each step's forwards on a last stage ended, as the hook would have said.
+  std::vector<double> ended(result.step_losses.size(), 0.0);
+  for (std::size_t d = 0; d < s.devices.size(); ++d)
+    for (std::size_t i = 0; i < s.devices[d].size() && i < result.times[d].size(); ++i) {
+      const Action& a = s.devices[d][i];
+      const auto k = static_cast<std::size_t>(a.microbatch / s.microbatches);
+      if (a.kind == ActionKind::F && s.last_stage(a.stage) && k < ended.size())
+        ended[k] = std::max(ended[k], result.times[d][i].end_s);
+    }
+  for (std::size_t k = 0; k < result.step_losses.size(); ++k) {
+    // Steps before a resumed run's start are the checkpoint's; those seen were written.
+    if (t_.first_step + k + 1 <= t_.start_step ||
+        steps_seen_.contains(static_cast<std::int32_t>(k)))
+      continue;
+    step_metric({static_cast<std::int32_t>(k), result.step_losses[k], ended[k],
+                 static_cast<std::int64_t>(k + 1) * s.microbatches},
+                false);
+  }
 }
 
 void TrainOutputs::abandon() {

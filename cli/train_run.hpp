@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,11 @@ class TrainOutputs {
   void save_checkpoint(const std::vector<model::StageStateView>& views) const;
   void export_whole_model(const std::vector<float>& params) const;
   void add_metric(const ordered_json& j);
+  // A step's metrics line (and, while running, the progress line).
+  void step_metric(const exec::StepLoss& s, bool running);
+  // The steps no process saw whole while running (two copies, one process per device: each
+  // last stage's process holds half of every step's losses), from the merged result.
+  void add_unseen_steps(const exec::ExecResult& result);
 
   TrainSetup& t_;
   const TrainFlags& f_;
@@ -60,6 +66,7 @@ class TrainOutputs {
   double tokens_per_step_ = 0.0;
   std::vector<std::pair<std::size_t, double>> val_losses_;
   bool writer_ = true;
+  std::set<std::int32_t> steps_seen_;  // the schedule's steps reported while running (mutex_)
 };
 
 template <typename Trainer>
@@ -84,6 +91,7 @@ void TrainOutputs::finish(Trainer& trainer, const exec::ExecResult& result) {
   ordered_json backend_keys = ordered_json::object();
   trainer.describe(backend_keys);
   const RunSummary run = trainer.summary(result);
+  add_unseen_steps(result);
   write_results(result, run, std::move(backend_keys));
   if (!f_.save_path.empty()) save_checkpoint(views);
   if (!f_.export_path.empty()) export_whole_model(params);

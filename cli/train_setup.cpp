@@ -14,9 +14,10 @@ void add_train_options(po::options_description& options, TrainFlags& f) {
   auto add_schedule = schedule.add_options();
   add_schedule(
       "kind,k", po::value(&f.kind)->default_value(f.kind),
-      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev");
+      "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev | "
+      "dualpipe (two copies of the model)");
   add_schedule("stages,p", po::value(&f.stages)->default_value(f.stages),
-               "pipeline stages P (one thread each)");
+               "pipeline stages P (devices: one thread or process each)");
   add_schedule("microbatches,m", po::value(&f.microbatches)->default_value(f.microbatches),
                "micro-batches per optimizer step M");
   add_schedule("chunks,v", po::value(&f.chunks)->notifier(check_chunks_flag),

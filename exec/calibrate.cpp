@@ -219,7 +219,6 @@ struct Calibrator::Bench {
   };
 
   Bench(const ExecConfig& config, std::int32_t stage) : config_(config) {
-    const auto P = static_cast<std::int32_t>(config.ranges.size());
     rc_.shape = {config.config, config.ranges[static_cast<std::size_t>(stage)], config.batch,
                  config.seq_len};
     rc_.stage = stage;
@@ -245,8 +244,10 @@ struct Calibrator::Bench {
     input_.resize(width_);
     d_output_.resize(width_);
     d_input_.resize(width_);
-    first_ = stage == 0;
-    last_ = stage == P - 1;
+    // By its blocks, not its index: a two-copy schedule's copy 1 starts again at block 0.
+    const model::StageRange& range = config.ranges[static_cast<std::size_t>(stage)];
+    first_ = range.is_first();
+    last_ = range.is_last(config.config);
   }
 
   // Micro-batch 0's forward with the previous stage's output (ignored on the first stage); copies
@@ -349,12 +350,16 @@ Calibrator::Calibrator(const ExecConfig& config, const CalibrationOptions& optio
   for (std::size_t s = 0; s < P; ++s)
     benches_.push_back(std::make_unique<Bench>(config, static_cast<std::int32_t>(s)));
   // Micro-batch 0 through the pipeline, forward then backward, so every stage times what it would
-  // receive in training.
+  // receive in training (two copies: through each copy).
+  const auto feeds_next = [&](std::size_t s) {
+    return s + 1 < P && !config.ranges[s].is_last(config.config);
+  };
   for (std::size_t s = 0; s < P; ++s)
     benches_[s]->prime_forward(s > 0 ? benches_[s]->input() : std::span<float>(),
-                               s + 1 < P ? benches_[s + 1]->input() : std::span<float>());
+                               feeds_next(s) ? benches_[s + 1]->input() : std::span<float>());
   for (std::size_t s = P; s-- > 0;)
-    benches_[s]->prime_backward(s + 1 < P ? benches_[s + 1]->d_input() : std::span<const float>());
+    benches_[s]->prime_backward(feeds_next(s) ? benches_[s + 1]->d_input()
+                                              : std::span<const float>());
   for (auto& bench : benches_) bench->run();  // warms caches, pages and thread pools up
   // Then every stage at once for a while, as training keeps the machine: on a shared VM the first
   // seconds of load ran ~10% slower than the rest (the host settling), which a calibration taken

@@ -17,9 +17,9 @@ namespace paci::exec {
 namespace {
 
 // A stage's buffers on its device: the input activation and output gradient it receives, the
-// input gradient it sends back.
+// input gradient it sends back, and (two copies) its twin's gradients before each update.
 struct CpuBuffers : StageTokens {
-  std::vector<float> input, d_output, input_grad;
+  std::vector<float> input, d_output, input_grad, twin;
   CpuBuffers() = default;
   CpuBuffers(std::size_t rows, std::size_t width)
       : StageTokens(rows), input(width), d_output(width), input_grad(width) {}
@@ -57,11 +57,16 @@ class Executor::Run {
                                             : config_.transport_capacity,
                          &clock_),
         transport_(config_.remote ? static_cast<Transport*>(config_.remote) : &local_transport_),
-        losses_(static_cast<std::size_t>(schedule_.total_microbatches()), 0.0f) {
+        losses_(static_cast<std::size_t>(schedule_.total_microbatches()), 0.0f),
+        forwards_done_(static_cast<std::size_t>(schedule_.steps)) {
     const std::size_t rows = config_.batch * config_.seq_len;
     buffers_.resize(static_cast<std::size_t>(schedule_.stages));
-    for (std::int32_t s = 0; s < schedule_.stages; ++s)
-      if (ex.runs(s)) buffers_[static_cast<std::size_t>(s)] = {rows, rows * config_.config.d_model};
+    for (std::int32_t s = 0; s < schedule_.stages; ++s) {
+      if (!ex.runs(s)) continue;
+      auto& b = buffers_[static_cast<std::size_t>(s)];
+      b = {rows, rows * config_.config.d_model};
+      if (schedule_.copies > 1) b.twin.resize(ex.stages_[s].layout().size());
+    }
   }
 
   Run(const Run&) = delete;  // the devices point into program_
@@ -93,18 +98,23 @@ class Executor::Run {
     CpuBuffers& b = buffers(a.stage);
     for (const Op& r : receives) {
       const StageMessage& m = r.message;
-      const std::span<float> into = m.kind == DependencyKind::activation
-                                        ? std::span<float>(b.input)
+      const std::span<float> into = m.kind == DependencyKind::activation ? std::span<float>(b.input)
+                                    : m.kind == DependencyKind::twin_gradients
+                                        ? std::span<float>(b.twin)
                                         : std::span<float>(b.d_output);
       const double wait_start = clock_.now_s();
       const SendTimes sent = between(m.src, dev.device).receive(dev.device, m.src, key_of(m), into);
       const double got = clock_.now_s();
-      // Every message is recorded, trace or not: the report carries them for a replay.
+      // Every message is recorded, trace or not: the report carries them for a replay. (From
+      // another process the send is stamped by its clock: a receive starts no later than it ends
+      // here, whatever the clocks' skew.)
       if (m.src != dev.device)
         dev.messages.push_back({m.producer, m.consumer, m.kind, m.src, dev.device,
                                 static_cast<std::int64_t>(into.size() * sizeof(float)),
-                                sent.start_s, sent.end_s, std::max(wait_start, sent.end_s), got});
+                                sent.start_s, sent.end_s, std::min(std::max(wait_start, sent.end_s), got), got});
     }
+    if (a.kind == ActionKind::U)  // the twin's gradients (two copies), or nothing
+      return {receives.empty() ? std::span<const float>() : std::span<const float>(b.twin)};
     return {a.kind == ActionKind::F ? std::span<const float>(b.input)
                                     : std::span<const float>(b.d_output)};
   }
@@ -142,13 +152,21 @@ class Executor::Run {
     return advance(*this, dev, blocking) || took_cut;
   }
 
-  // The last stage's forward of a step's last micro-batch: the step's mean loss, reported.
+  // A last stage's forward: once every loss of its step is in losses_ (two copies: both last
+  // stages', on two devices), the step's mean loss, reported. A process running one copy's last
+  // stage alone (two copies, one process per device) never has them all: its step losses come
+  // from the merged results (exec/rank_results.hpp).
   void report_step(std::int32_t mb) {
     const std::int32_t M = schedule_.microbatches;
-    if ((mb + 1) % M != 0 || !config_.on_step) return;
     const std::int32_t step = mb / M;
+    // acq_rel: the forward that completes the count sees every other one's loss.
+    if (forwards_done_[static_cast<std::size_t>(step)].fetch_add(1, std::memory_order_acq_rel) +
+                1 !=
+            M ||
+        !config_.on_step)
+      return;
     config_.on_step({step, step_mean(std::span<const float>(losses_), M, step), clock_.now_s(),
-                     static_cast<std::int64_t>(mb) + 1});
+                     static_cast<std::int64_t>(step + 1) * M});
   }
 
   // At its position of the next planned cut, the device copies its stages' state into the cut's
@@ -191,7 +209,8 @@ class Executor::Run {
   InProcessTransport local_transport_;  // every message between stages of one process
   Transport* transport_;                // local_transport_, or the links to other processes
   std::vector<float> losses_;           // per micro-batch, written by the last stage's device
-  std::vector<CpuBuffers> buffers_;     // per stage this process runs
+  std::vector<std::atomic<std::int32_t>> forwards_done_;  // per step: last-stage forwards run
+  std::vector<CpuBuffers> buffers_;                       // per stage this process runs
   std::mutex mutex_;
   std::string error_;                 // first failure
   std::atomic<bool> aborted_{false};  // set with the first failure
@@ -268,6 +287,13 @@ ExecResult Executor::Run::execute() {
       local_transport_.send(m.src, m.dst, m.key, image->messages[i], {0.0, 0.0});
     }
     losses_ = image->losses;
+    // The last stages' forwards run before the cut count toward their steps' reports.
+    for (auto& d : devices)
+      for (std::size_t i = 0; i < d->next; ++i) {
+        const Action& a = d->list[i];
+        if (a.kind == ActionKind::F && stage(a.stage).is_last())
+          forwards_done_[static_cast<std::size_t>(a.microbatch / schedule_.microbatches)]++;
+      }
   }
   run_workers(devices);
   const double wall_s = clock_.now_s();
@@ -305,6 +331,12 @@ Executor::Executor(const Schedule& schedule, const ExecConfig& config)
   if ((config.cut_every > 0 || config.resume_from) && config.remote)
     throw InputError(
         "cuts of a run (periodic checkpoints of it, resuming at one) need one process");
+  if ((config.cut_every > 0 || config.resume_from) && schedule.copies > 1)
+    throw InputError(fmt::format(
+        "cuts of a run (periodic checkpoints of it, resuming at one) are not taken of {}'s two "
+        "copies of the model: save at the end (--save without --save-every), or train it with "
+        "--kind dualpipe, whose --save-every saves whole steps",
+        schedule.kind));
   if (config.cut_every > 0 && !config.on_cut) throw std::invalid_argument("cut_every needs on_cut");
   if (config.resume_from) restore(*config.resume_from);
   if (config.cut_every > 0)
@@ -341,7 +373,9 @@ double Executor::evaluate(const std::vector<std::span<const float>>& params, con
   const std::size_t rows = config_.batch * config_.seq_len;
   Hops hops{config_.remote, schedule_, {}};
   if (config_.remote) hops.incoming.resize(rows * config_.config.d_model);
-  return evaluate_stages(stages_, params, rows, data, first, count, hops);
+  // Two copies hold the same weights: copy 0's stages evaluate the model.
+  return evaluate_stages(stages_, params, rows, data, first, count, hops,
+                         static_cast<std::size_t>(schedule_.stages_per_copy()));
 }
 
 }  // namespace paci::exec

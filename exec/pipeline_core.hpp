@@ -84,18 +84,30 @@ std::int32_t run_action(Runtime& rt, const Action& a, const DataFn& data, StageT
       rt.weight_grad(a.microbatch);
       return rt.v_b(a.microbatch);
     case ActionKind::U:
+      // Two copies: `received` holds the twin's gradients of the step (empty otherwise).
+      if constexpr (requires { rt.add_gradients(received); }) {
+        if (!received.empty()) rt.add_gradients(received);
+      }
       rt.update();
       return rt.version();
   }
   return rt.version();
 }
 
-// What a send of `m` carries: the producer's output (an activation) or the input gradient its
-// B or I wrote into `d_input`.
+// What a send of `m` carries: the producer's output (an activation), the input gradient its
+// B or I wrote into `d_input`, or (two copies, after the step's last backward) the stage's
+// accumulated weight gradients for its twin.
 template <typename Runtime>
 typename Runtime::View message_data(Runtime& rt, const StageMessage& m,
                                     typename Runtime::MutableView d_input) {
   if (m.kind == DependencyKind::activation) return rt.output(m.producer.microbatch);
+  if (m.kind == DependencyKind::twin_gradients) {
+    if constexpr (requires { rt.add_gradients(rt.grads()); }) {
+      return rt.grads();
+    } else {
+      throw std::logic_error("this backend does not run two copies of the model");
+    }
+  }
   return d_input;
 }
 
@@ -317,14 +329,17 @@ class Pipeline {
 // With stages on other processes, `hops` moves the activations: receive(s) returns stage s's
 // input from the process running s - 1, send(s, x) gives stage s's output to the process running
 // s + 1, and pass(s) hands it to the next stage of this process. The loss is known where the last
-// stage runs; the other processes get 0.
+// stage runs; the other processes get 0. `model_stages` (when not 0) is how many of the stages
+// make one model: the first copy's of a two-copy schedule (both copies hold the same weights).
 template <typename Runtime, typename Hops>
 double evaluate_stages(const StageSet<Runtime>& set,
                        const std::vector<typename Runtime::View>& weights, std::size_t rows,
-                       const DataFn& data, std::uint64_t first, std::uint64_t count, Hops& hops) {
+                       const DataFn& data, std::uint64_t first, std::uint64_t count, Hops& hops,
+                       std::size_t model_stages = 0) {
   using Input = typename Runtime::Input;
   if (weights.size() != set.size()) throw std::invalid_argument("evaluate: one weight per stage");
-  const auto& stages = set.all();
+  const auto& all = set.all();
+  const std::span stages(all.data(), model_stages > 0 ? model_stages : all.size());
   std::vector<std::int32_t> tokens(rows), targets(rows);
   using Slot = decltype(stages.front()->compute().make_slot());
   std::vector<std::optional<Slot>> slots(stages.size());

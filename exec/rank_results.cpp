@@ -88,23 +88,43 @@ void decode_into(const Schedule& schedule, const json& j, ExecResult& r, std::ve
       r.stage_expert_tokens[static_cast<std::size_t>(sa.stage)] = std::move(tokens);
     }
   }
-  if (d == last_stage_device(schedule)) {
-    r.microbatch_losses = j.at("losses").get<std::vector<float>>();
+  if (holds_a_last_stage(schedule, d)) {
+    auto losses = j.at("losses").get<std::vector<float>>();
+    if (static_cast<std::int64_t>(losses.size()) != schedule.total_microbatches())
+      throw std::runtime_error(fmt::format("device {} reports {} losses for {} micro-batches", d,
+                                           losses.size(), schedule.total_microbatches()));
+    if (schedule.copies > 1) {  // this device's copy's micro-batches; step losses from all below
+      r.microbatch_losses.resize(losses.size(), 0.0f);
+      // Twins are on different devices: one copy's last stage here.
+      const std::int32_t copy = schedule.copy_of_stage(last_stage_of(schedule, d));
+      for (std::size_t m = 0; m < losses.size(); ++m)
+        if (schedule.copy_of_microbatch(static_cast<std::int64_t>(m)) == copy)
+          r.microbatch_losses[m] = losses[m];
+      return;
+    }
+    r.microbatch_losses = std::move(losses);
     r.step_losses = j.at("step_losses").get<std::vector<double>>();
     if (static_cast<std::int32_t>(r.step_losses.size()) != schedule.steps)
       throw std::runtime_error(fmt::format("device {} reports {} step losses for {} steps", d,
                                            r.step_losses.size(), schedule.steps));
-    if (static_cast<std::int64_t>(r.microbatch_losses.size()) != schedule.total_microbatches())
-      throw std::runtime_error(fmt::format("device {} reports {} losses for {} micro-batches", d,
-                                           r.microbatch_losses.size(),
-                                           schedule.total_microbatches()));
   }
 }
 
 }  // namespace
 
 std::int32_t last_stage_device(const Schedule& s) {
-  return s.placement[static_cast<std::size_t>(s.stages - 1)];
+  // Two copies: the first copy's, where validation (through the first copy) ends.
+  return s.placement[static_cast<std::size_t>(s.stages_per_copy() - 1)];
+}
+
+std::int32_t last_stage_of(const Schedule& s, std::int32_t device) {
+  for (std::int32_t st = 0; st < s.stages; ++st)
+    if (s.last_stage(st) && s.placement[static_cast<std::size_t>(st)] == device) return st;
+  return -1;
+}
+
+bool holds_a_last_stage(const Schedule& s, std::int32_t device) {
+  return last_stage_of(s, device) >= 0;
 }
 
 std::string encode_rank_result(const Schedule& schedule, const ExecResult& result,
@@ -149,7 +169,7 @@ std::string encode_rank_result(const Schedule& schedule, const ExecResult& resul
     }
   }
   j["stages"] = std::move(stages);
-  if (device == last_stage_device(schedule)) {
+  if (holds_a_last_stage(schedule, device)) {
     j["losses"] = result.microbatch_losses;
     j["step_losses"] = result.step_losses;  // as the backend summed them (the GPU in double)
   }
@@ -187,6 +207,10 @@ ExecResult merge_rank_results(const Schedule& schedule, std::span<const std::str
             });
   r.observed.total_microbatches = schedule.total_microbatches();
   summarize_versions(r.observed);
+  if (schedule.copies > 1)  // each copy's last stage sent its half: the CPU's sums of them
+    for (std::int32_t k = 0; k < schedule.steps; ++k)
+      r.step_losses.push_back(
+          step_mean(std::span<const float>(r.microbatch_losses), schedule.microbatches, k));
   // Each part's samples are in time order: keep it, grouping by device.
   std::stable_sort(
       r.timeline.memory.begin(), r.timeline.memory.end(),

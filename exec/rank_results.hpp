@@ -19,9 +19,13 @@
 
 namespace paci::exec {
 
-// The device running the last stage: its part carries the losses, so its process writes the
-// outputs of a multi-process run.
+// The device running the last stage (two copies: the first copy's): its part carries the
+// losses and the validation loss, so its process writes the outputs of a multi-process run.
 std::int32_t last_stage_device(const Schedule& schedule);
+// The last stage of a copy that `device` runs, or -1; whether it runs one (its part carries
+// that copy's losses: two copies, two such devices).
+std::int32_t last_stage_of(const Schedule& schedule, std::int32_t device);
+bool holds_a_last_stage(const Schedule& schedule, std::int32_t device);
 
 // Device `device`'s part of `result` (a rank's own result, or a whole run's: the other devices'
 // data is left out either way), as MessagePack bytes.

@@ -15,6 +15,15 @@ void check_runnable(const Schedule& schedule, const TrainingConfig& config) {
   if (config.ranges.size() != static_cast<std::size_t>(schedule.stages))
     throw InputError(fmt::format("the partition has {} stages, the schedule {}",
                                  config.ranges.size(), schedule.stages));
+  for (std::int32_t s = 0; s < schedule.stages_per_copy() && schedule.copies > 1; ++s) {
+    const model::StageRange& a = config.ranges[static_cast<std::size_t>(s)];
+    const model::StageRange& b = config.ranges[static_cast<std::size_t>(schedule.twin(s))];
+    if (a.first_layer != b.first_layer || a.num_layers != b.num_layers)
+      throw InputError(fmt::format(
+          "stages {} and {} are the same layers in {}'s two copies, but the partition gives them "
+          "different blocks (give one copy's partition twice)",
+          s, schedule.twin(s), schedule.kind));
+  }
   if (!config.data) throw std::invalid_argument("TrainingConfig::data is not set");
 }
 

@@ -85,6 +85,13 @@ void StageRuntime::backward(std::int32_t mb, View d_output, MutableView d_input)
   book_.backward(mb, read.version);
 }
 
+void StageRuntime::add_gradients(View twin) {
+  if (twin.size() != grads_.size())
+    throw std::invalid_argument(fmt::format("stage {}: {} twin gradients for {} weights", stage(),
+                                            twin.size(), grads_.size()));
+  for (std::size_t i = 0; i < grads_.size(); ++i) grads_[i] += twin[i];
+}
+
 void StageRuntime::update() {
   const Update u = begin_update();
   if (u.keep_in != VersionBook::kCurrent)

@@ -62,6 +62,10 @@ class StageRuntime : public StageBooks {
   void weight_grad(std::int32_t mb);
   // U(s): (clip,) AdamW step with this stage's LR schedule, zero gradients, new version.
   void update();
+  // Two copies of the model (DualPipe): before U, the twin stage's gradients of the step added to
+  // this stage's (own + twin; the twin adds the same two the other way round, which IEEE addition
+  // makes bitwise the same sum, so both copies step to the same weights).
+  void add_gradients(View twin);
 
   // What the run measured (versions, snapshots: StageBooks).
   std::size_t peak_activations() const { return activations_.peak_in_use(); }

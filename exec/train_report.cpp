@@ -12,11 +12,23 @@ namespace {
 
 // Per block of a mixture of experts: the tokens that chose each expert over the run and the
 // busiest expert's share against the mean (1: balanced; what paci plan's expert_load states).
+// Two copies of the model: a block's tokens in both copies, each copy routing its half.
 ordered_json expert_load(const TrainSetup& t, const ExecResult& result) {
   ordered_json blocks = ordered_json::array();
   const std::size_t E = t.exec.config.moe.experts;
-  for (std::size_t s = 0; s < result.stage_expert_tokens.size(); ++s) {
-    const std::vector<std::int64_t>& tokens = result.stage_expert_tokens[s];
+  const auto stages = std::min(result.stage_expert_tokens.size(),
+                               static_cast<std::size_t>(t.schedule.stages_per_copy()));
+  for (std::size_t s = 0; s < stages; ++s) {
+    std::vector<std::int64_t> tokens = result.stage_expert_tokens[s];
+    const std::int32_t twin = t.schedule.twin(static_cast<std::int32_t>(s));
+    if (twin >= 0 && static_cast<std::size_t>(twin) < result.stage_expert_tokens.size()) {
+      const std::vector<std::int64_t>& more =
+          result.stage_expert_tokens[static_cast<std::size_t>(twin)];
+      if (more.size() != tokens.size())
+        throw std::runtime_error(fmt::format("stages {} and {} report {} and {} expert counts", s,
+                                             twin, tokens.size(), more.size()));
+      for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] += more[i];
+    }
     if (tokens.size() != t.exec.ranges.at(s).num_layers * E && !tokens.empty())
       throw std::runtime_error(fmt::format("stage {} reports {} expert counts for {} blocks of {}",
                                            s, tokens.size(), t.exec.ranges.at(s).num_layers, E));
@@ -50,8 +62,9 @@ std::string measured_report(const TrainSetup& t, const ExecResult& result, const
                    {"vocab", t.exec.config.vocab},     {"batch", t.exec.batch}};
   if (const model::MoeConfig& m = t.exec.config.moe; m.enabled())
     head["model"]["moe"] = model::moe_json<ordered_json>(m);
-  head["partition"] = ordered_json::array();
-  for (const auto& r : t.exec.ranges) head["partition"].push_back(r.num_layers);
+  head["partition"] = ordered_json::array();  // one copy's (two copies hold the same)
+  for (std::int32_t s = 0; s < t.schedule.stages_per_copy(); ++s)
+    head["partition"].push_back(t.exec.ranges.at(static_cast<std::size_t>(s)).num_layers);
   head["blas"] = blas_json(model::blas_identity());  // the CPU BLAS and kernel this run used
   for (const auto& [key, value] : backend_keys.items()) head[key] = value;
   head["first_step"] = t.first_step;

@@ -46,7 +46,10 @@ class PeriodicSaver {
  public:
   PeriodicSaver(const TrainSetup& t, std::string path, std::size_t every)
       : t_(t), path_(std::move(path)), every_(every) {
-    for (const model::StageRange& range : t.exec.ranges) {
+    // Two copies hold the same state: the first copy's stages are the checkpoint.
+    const auto stages = static_cast<std::size_t>(t.schedule.stages_per_copy());
+    for (std::size_t s = 0; s < stages; ++s) {
+      const model::StageRange& range = t.exec.ranges[s];
       const std::size_t n = model::ParamLayout(t.exec.config, range).size();
       slot_.stages.push_back(
           {range, 0, std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)});
@@ -56,6 +59,7 @@ class PeriodicSaver {
   void after_update(const StageRuntime& rt, std::size_t steps_done) {
     // The last step is written by --save at the end of the run.
     if (steps_done % every_ != 0 || steps_done == t_.last_step) return;
+    if (rt.stage() >= t_.schedule.stages_per_copy()) return;  // the second copy's twin
     Slot& slot = slot_;
     rt.copy_state_to(slot.stages.at(static_cast<std::size_t>(rt.stage())));
     {

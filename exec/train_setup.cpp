@@ -294,9 +294,14 @@ TrainSetup make_train_setup(const TrainOptions& f) {
   e.config = config;
   e.batch = f.batch;
   e.seq_len = f.seq_len;
-  const auto P = static_cast<std::size_t>(t.schedule.stages);
+  // Two copies (DualPipe): the partition is one copy's, and the second copy holds the same.
+  const auto P = static_cast<std::size_t>(t.schedule.stages_per_copy());
   e.ranges = f.partition.empty() ? balanced_partition(config, P, f.batch, f.seq_len)
                                  : explicit_partition(config, P, f.partition);
+  if (t.schedule.copies > 1) {
+    const std::vector<model::StageRange> one = e.ranges;
+    e.ranges.insert(e.ranges.end(), one.begin(), one.end());
+  }
   if (f.device == "cpu") check_memory(config, e.ranges);
   e.adamw = {f.beta1, f.beta2, f.eps, f.weight_decay};
   for (const auto& [flag, value] : {std::pair{"--lr", f.lr}, std::pair{"--min-lr", f.min_lr}})

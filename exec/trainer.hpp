@@ -65,7 +65,8 @@ class CpuTrainer {
   RunSummary summary(const ExecResult& r) const { return ex_.summary(r); }
   std::vector<model::StageStateView> state_views() {
     std::vector<model::StageStateView> views;
-    for (std::int32_t s = 0; s < t_.schedule.stages; ++s) {
+    // Two copies hold the same weights and moments: the first copy's stages are the model.
+    for (std::int32_t s = 0; s < t_.schedule.stages_per_copy(); ++s) {
       if (!ex_.runs(s)) continue;
       const StageRuntime& rt = ex_.stage(s);
       views.push_back({rt.layout().range(), rt.optimizer().steps(), rt.weights(),
@@ -84,7 +85,7 @@ class CpuTrainer {
     return views;
   }
   std::vector<float> whole_params() {
-    return whole_params_of(*this, remote_ != nullptr, t_.schedule.stages, ex_);
+    return whole_params_of(*this, remote_ != nullptr, t_.schedule.stages_per_copy(), ex_);
   }
   void describe(ordered_json& keys) const {
     keys["device"] = "cpu";

@@ -63,7 +63,12 @@ std::string write_json(const Schedule& s) {
   append_int(out, s.steps);
   out += ",\n  \"weight_policy\": \"";
   out += to_string(s.weight_policy);
-  out += "\",\n  \"devices\": [";
+  out += "\"";
+  if (s.copies != 1) {  // written when not 1: one-copy files stay as they were
+    out += ",\n  \"copies\": ";
+    append_int(out, s.copies);
+  }
+  out += ",\n  \"devices\": [";
   for (std::size_t d = 0; d < s.devices.size(); ++d) {
     out += d == 0 ? "\n    [" : ",\n    [";
     const auto& list = s.devices[d];
@@ -107,6 +112,7 @@ Schedule parse_json(std::string_view content, std::string_view source) {
   } catch (const InputError& e) {
     fail(source, e.what());
   }
+  if (root.contains("copies")) s.copies = int_member(root, "copies", source);
 
   const Json& devices = member(root, "devices", source);
   if (!devices.is_array()) fail(source, "key 'devices' must be an array of action lists");

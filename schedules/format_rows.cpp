@@ -31,7 +31,7 @@ int hex_value(char c) {
 struct Header {
   std::int64_t line = 0;  // 0: no header
   std::optional<std::string> kind;
-  std::optional<std::int32_t> stages, microbatches, steps;
+  std::optional<std::int32_t> stages, microbatches, steps, copies;
   std::optional<WeightPolicy> weight_policy;
   std::optional<std::vector<std::int32_t>> placement;
 };
@@ -97,6 +97,8 @@ void parse_header(std::string_view text, Header& header, const std::string& wher
       header.microbatches = parse_count(key, value);
     } else if (key == "steps") {
       header.steps = parse_count(key, value);
+    } else if (key == "copies") {
+      header.copies = parse_count(key, value);
     } else if (key == "weight_policy") {
       try {
         header.weight_policy = parse_weight_policy(value);
@@ -115,8 +117,8 @@ void parse_header(std::string_view text, Header& header, const std::string& wher
       header.placement = std::move(placement);
     } else {
       bad(fmt::format(
-          "unknown metadata key '{}' (expected kind, stages, microbatches, steps, weight_policy "
-          "or placement)",
+          "unknown metadata key '{}' (expected kind, stages, microbatches, steps, weight_policy, "
+          "copies or placement)",
           key));
     }
   }
@@ -155,6 +157,7 @@ std::string metadata_header(const Schedule& s) {
   out +=
       fmt::format(" stages={} microbatches={} steps={} weight_policy={} placement={}", s.stages,
                   s.microbatches, s.steps, to_string(s.weight_policy), fmt::join(s.placement, ","));
+  if (s.copies != 1) out += fmt::format(" copies={}", s.copies);
   return out;
 }
 
@@ -208,6 +211,7 @@ Schedule parse_rows(std::string_view content, const RowsDialect& dialect, std::s
 
   s.kind = header.kind.value_or("custom");
   s.weight_policy = header.weight_policy.value_or(WeightPolicy::current);
+  s.copies = header.copies.value_or(1);
   std::int64_t max_stage = -1, max_microbatch = -1;
   std::size_t total_actions = 0;
   for (const auto& list : s.devices) {

@@ -9,9 +9,9 @@
 namespace paci {
 
 const std::vector<std::string>& generator_kinds() {
-  static const std::vector<std::string> kinds = {"gpipe", "1f1b",     "pipedream", "2bw",
-                                                 "paci",  "zb-h1",    "zb-h2",     "interleaved",
-                                                 "zb-v",  "dualpipev"};
+  static const std::vector<std::string> kinds = {"gpipe", "1f1b",      "pipedream", "2bw",
+                                                 "paci",  "zb-h1",     "zb-h2",     "interleaved",
+                                                 "zb-v",  "dualpipev", "dualpipe"};
   return kinds;
 }
 
@@ -219,6 +219,30 @@ std::vector<std::vector<Action>> dualpipe_v_step(std::int32_t P, std::int32_t M)
   return out;
 }
 
+// One flushed step of DualPipe (deepseek-ai/DualPipe's DualPipe.step): P devices (P even), two
+// copies of the model in opposite directions, copy 0's stage j on device j taking micro-batches
+// 0..M/2 − 1 in at device 0, copy 1's stage P + j on device P − 1 − j taking M/2..M − 1 in at
+// device P − 1. DualPipe.step runs on device d the order DualPipeV runs on device h = min(d, P − 1
+// − d) of a P/2-device V with M/2 micro-batches (its half_rank and half_num_chunks: the same eight
+// steps), the V's stage a being layer h of the copy that enters on d's side and its stage b
+// layer P − 1 − h of the other copy (DualPipe's phase 0 and phase 1).
+std::vector<std::vector<Action>> dualpipe_step(std::int32_t P, std::int32_t M) {
+  const std::vector<std::vector<Action>> half = dualpipe_v_step(P / 2, M / 2);
+  std::vector<std::vector<Action>> out(static_cast<std::size_t>(P));
+  for (std::int32_t d = 0; d < P; ++d) {
+    const std::int32_t h = std::min(d, P - 1 - d);
+    const bool upper = d >= P / 2;  // copy 1 enters on this side
+    for (Action x : half[static_cast<std::size_t>(h)]) {
+      const bool a = x.stage == h;
+      const std::int32_t copy = a == upper ? 1 : 0;
+      x.stage = copy * P + (a ? h : P - 1 - h);
+      x.microbatch += copy * (M / 2);
+      out[static_cast<std::size_t>(d)].push_back(x);
+    }
+  }
+  return out;
+}
+
 // One flushed step's per-device orders (micro-batches 0..M-1) repeated for the schedule's N steps,
 // each device's stages stepping their optimizers, in stage order, after each step.
 void repeat_step(Schedule& s, const std::vector<std::vector<Action>>& step) {
@@ -332,8 +356,9 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
   const std::int64_t total = static_cast<std::int64_t>(M) * N;
   // About 12 bytes an action: past 2^27 actions (1.5 GiB) a schedule is a mistake, not a plan.
   constexpr std::int64_t kMaxActions = std::int64_t{1} << 27;
+  const bool two_copies = kind == "dualpipe";
   const std::int32_t stages_per_device =
-      chunks > 0 ? chunks : (kind == "interleaved" || v_shaped(kind) ? 2 : 1);
+      chunks > 0 ? chunks : (kind == "interleaved" || v_shaped(kind) || two_copies ? 2 : 1);
   const std::int64_t actions =
       static_cast<std::int64_t>(P) * stages_per_device * (2 * total + total);
   if (total > INT32_MAX / 4 || actions > kMaxActions)
@@ -343,12 +368,24 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
                     P, total, actions, kMaxActions));
   if (chunks < 0) throw InputError(fmt::format("--chunks must be positive, got {}", chunks));
   const bool v_shape = v_shaped(kind);
-  const std::int32_t v = chunks == 0 ? (kind == "interleaved" || v_shape ? 2 : 1) : chunks;
+  const std::int32_t v =
+      chunks == 0 ? (kind == "interleaved" || v_shape || two_copies ? 2 : 1) : chunks;
   if (v_shape && v != 2)
     throw InputError(fmt::format(
         "--chunks {}: {} places two model stages on each device (the V), so its chunks are 2", v,
         kind));
-  if (kind != "interleaved" && !v_shape && v != 1)
+  if (two_copies && v != 2)
+    throw InputError(fmt::format(
+        "--chunks {}: dualpipe places a stage of each of its two copies on each device, so its "
+        "chunks are 2",
+        v));
+  if (two_copies && (P % 2 != 0 || M % 2 != 0 || M < 2 * P))
+    throw InputError(fmt::format(
+        "dualpipe needs an even number of devices and an even number of micro-batches per step, "
+        "at least twice the devices (P even, M even, M >= 2P: DualPipe's own asserts), got P={} "
+        "M={}{}",
+        P, M, P % 2 != 0 ? " (dualpipev runs on any P)" : ""));
+  if (kind != "interleaved" && !v_shape && !two_copies && v != 1)
     throw InputError(fmt::format(
         "--chunks {} applies to interleaved only: {} runs one stage per device", v, kind));
   if (kind == "interleaved" && M % P != 0)
@@ -383,6 +420,13 @@ Schedule generate_schedule(std::string_view kind, std::int32_t P, std::int32_t M
     s.weight_policy = WeightPolicy::stash;
   } else if (kind == "2bw") {
     s.weight_policy = WeightPolicy::double_buffer;
+  }
+  if (two_copies) {
+    s.copies = 2;
+    for (std::int32_t stage = P; stage < s.stages; ++stage)
+      s.placement[static_cast<std::size_t>(stage)] = s.stages - 1 - stage;  // copy 1 runs back
+    repeat_step(s, dualpipe_step(P, M));
+    return s;
   }
   if (v_shape) {
     // The V: device d holds stages d and 2P − 1 − d. At most P micro-batches hold activations on

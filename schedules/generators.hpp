@@ -1,6 +1,6 @@
 // Generators for the schedules of SCHEDULES.md. Each returns a complete, valid schedule on P
 // devices: P stages (identity placement; interleaved: P·v round-robin; zb-v and dualpipev: 2P in
-// a V), N·M micro-batches, per-stage optimizer steps.
+// a V; dualpipe: two copies of P), N·M micro-batches, per-stage optimizer steps.
 #pragma once
 
 #include <string>
@@ -11,8 +11,8 @@
 
 namespace paci {
 
-// gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2, interleaved, zb-v, dualpipev — in the order the
-// CLI and reports list them.
+// gpipe, 1f1b, pipedream, 2bw, paci, zb-h1, zb-h2, interleaved, zb-v, dualpipev, dualpipe — in the
+// order the CLI and reports list them.
 const std::vector<std::string>& generator_kinds();
 
 // True for the kinds that place 2P model stages in a V, two on each device (zb-v, dualpipev).
@@ -38,7 +38,12 @@ bool v_shaped(std::string_view kind);
 //   dualpipev flush every step; DualPipeV (DualPipe cut in half): ZB-V's V, M >= 2P, its steady
 //             state overlapped pairs (F of one stage; full B of the other), full and split
 //             backwards mixed, DualPipe's order exactly; `chunks` must be 2     (current)
-// `chunks` 0 means the kind's default (2 for interleaved, zb-v and dualpipev, 1 otherwise). Throws
+//   dualpipe  flush every step; DualPipe: two copies of the model in opposite directions (copy
+//             0's stage j on device j, copy 1's stage P + j on device P − 1 − j; Schedule::copies
+//             2), P even, M even and >= 2P, each copy M/2 micro-batches, DualPipe's order
+//             exactly; `chunks` must be 2                                       (current)
+// `chunks` 0 means the kind's default (2 for interleaved, zb-v, dualpipev and dualpipe, 1
+// otherwise). Throws
 // InputError for an unknown kind or an impossible configuration.
 Schedule generate_schedule(std::string_view kind, std::int32_t stages, std::int32_t microbatches,
                            std::int32_t steps, std::int32_t chunks = 0);

@@ -17,7 +17,8 @@ ActionIndex::ActionIndex(const Schedule& s)
   // Every stage runs at least an F of every micro-batch: a schedule claiming more (stage,
   // micro-batch) pairs than it has actions is incomplete, and its table would be sized by the claim
   // (an action "0F777777777" alone would ask for gigabytes).
-  if (stages_ > 0 && total_microbatches_ > offsets_.back() / stages_)
+  // (Two copies: each stage runs half of them.)
+  if (stages_ > 0 && total_microbatches_ / s.copies > offsets_.back() / stages_)
     throw ScheduleError(fmt::format("incomplete: {} micro-batches (M {} x N {}) on {} stage{} need "
                                     "a forward each per stage, more than the {} actions it has",
                                     total_microbatches_, s.microbatches, s.steps, stages_,
@@ -44,6 +45,15 @@ ActionIndex::ActionIndex(const Schedule& s)
             fmt::format("action {} on device {}: micro-batch {} out of range (0..{})", to_string(a),
                         d, a.microbatch, total_microbatches_ - 1),
             {here});
+      if (s.copy_of_stage(a.stage) != s.copy_of_microbatch(a.microbatch)) {
+        const std::int32_t c = s.copy_of_microbatch(a.microbatch), S = s.stages_per_copy();
+        throw ScheduleError(
+            fmt::format("action {} on device {}: micro-batch {} runs on copy {} (stages {}..{}), "
+                        "stage {} is copy {}'s",
+                        to_string(a), d, a.microbatch, c, c * S, c * S + S - 1, a.stage,
+                        s.copy_of_stage(a.stage)),
+            {here});
+      }
       auto& slot = slots_[static_cast<std::size_t>(this->slot(a))];
       const std::int64_t id = offsets_[static_cast<std::size_t>(d)] + static_cast<std::int64_t>(i);
       if (slot >= 0)

@@ -138,7 +138,8 @@ bool Schedule::has_overlap() const {
 bool operator==(const Schedule& a, const Schedule& b) {
   if (a.kind != b.kind || a.stages != b.stages || a.placement != b.placement ||
       a.microbatches != b.microbatches || a.steps != b.steps ||
-      a.weight_policy != b.weight_policy || a.devices.size() != b.devices.size())
+      a.weight_policy != b.weight_policy || a.copies != b.copies ||
+      a.devices.size() != b.devices.size())
     return false;
   for (std::size_t d = 0; d < a.devices.size(); ++d) {
     const auto& x = a.devices[d];
@@ -163,6 +164,14 @@ void check_metadata(const Schedule& s) {
     throw InputError(
         fmt::format("placement lists {} stages, schedule has {}", s.placement.size(), s.stages));
   if (s.devices.empty()) throw InputError("schedule has no devices");
+  if (s.copies != 1 && s.copies != 2)
+    throw InputError(
+        fmt::format("copies must be 1 or 2 (DualPipe's two directions), got {}", s.copies));
+  if (s.copies == 2 && (s.stages % 2 != 0 || s.microbatches % 2 != 0))
+    throw InputError(fmt::format(
+        "two copies need an even stage count and an even number of micro-batches per step (each "
+        "copy holds half the stages and runs half the micro-batches), got {} stages and M={}",
+        s.stages, s.microbatches));
   std::vector<bool> used(s.devices.size(), false);
   for (std::int32_t stage = 0; stage < s.stages; ++stage) {
     const std::int32_t device = s.placement[static_cast<std::size_t>(stage)];
@@ -173,6 +182,13 @@ void check_metadata(const Schedule& s) {
   }
   for (std::size_t d = 0; d < used.size(); ++d)
     if (!used[d]) throw InputError(fmt::format("device {} holds no stage", d));
+  for (std::int32_t stage = 0; stage < s.stages_per_copy() && s.copies == 2; ++stage)
+    if (s.placement[static_cast<std::size_t>(stage)] ==
+        s.placement[static_cast<std::size_t>(s.twin(stage))])
+      throw InputError(fmt::format(
+          "stages {} and {} hold the same layers in the two copies but are both on device {}: a "
+          "device holding both would hold its layers twice",
+          stage, s.twin(stage), s.placement[static_cast<std::size_t>(stage)]));
 }
 
 }  // namespace paci

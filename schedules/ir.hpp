@@ -72,7 +72,32 @@ struct Schedule {
   std::int32_t microbatches = 0;        // M: micro-batches per optimizer step (accumulation)
   std::int32_t steps = 0;               // N: optimizer steps; N·M micro-batches in all
   WeightPolicy weight_policy = WeightPolicy::current;
+  // Copies of the model the stages hold: 1, or 2 for DualPipe's two directions. Copy c holds
+  // stages [c·S, (c+1)·S), S = stages / copies, stage c·S + j the same layers as stage j; the
+  // micro-batches of a step split in halves, the first half on copy 0 and the second on copy 1
+  // (each copy takes its own inputs and computes its own losses); before a step's updates every
+  // stage's gradients are summed with its twin's, so both copies step to the same weights.
+  std::int32_t copies = 1;
   std::vector<std::vector<Action>> devices;  // per device, in execution order
+
+  // Stages per copy (S), and where a stage sits in its copy.
+  std::int32_t stages_per_copy() const { return copies > 1 ? stages / copies : stages; }
+  std::int32_t layer_of(std::int32_t stage) const { return stage % stages_per_copy(); }
+  bool first_stage(std::int32_t stage) const { return layer_of(stage) == 0; }
+  bool last_stage(std::int32_t stage) const { return layer_of(stage) == stages_per_copy() - 1; }
+  // The copy a stage belongs to, and the one a (global) micro-batch runs on.
+  std::int32_t copy_of_stage(std::int32_t stage) const { return stage / stages_per_copy(); }
+  std::int32_t copy_of_microbatch(std::int64_t microbatch) const {
+    return copies > 1
+               ? static_cast<std::int32_t>((microbatch % microbatches) * copies / microbatches)
+               : 0;
+  }
+  // The stage holding the same layers in the other copy (copies == 2), or -1.
+  std::int32_t twin(std::int32_t stage) const {
+    if (copies != 2) return -1;
+    const std::int32_t S = stages_per_copy();
+    return stage < S ? stage + S : stage - S;
+  }
 
   std::int64_t total_microbatches() const {
     return static_cast<std::int64_t>(microbatches) * steps;
@@ -87,7 +112,8 @@ struct Schedule {
 };
 
 // Checks the metadata alone (counts positive, placement in range and of size P, every device
-// used); throws InputError naming the first problem. Actions are checked by validate().
+// used, copies 1 or 2 dividing the stages and the micro-batches of a step, twins on different
+// devices); throws InputError naming the first problem. Actions are checked by validate().
 void check_metadata(const Schedule& schedule);
 
 }  // namespace paci

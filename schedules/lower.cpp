@@ -32,7 +32,7 @@ LoweredProgram lower(const Schedule& schedule) {
       DeviceProgram::Block block;
       block.first = static_cast<std::uint32_t>(out.ops.size());
       DependencyRules::List deps;
-      const int n = rules.depends_on(a, deps);
+      const int n = rules.depends_on(a, deps, {d, static_cast<std::int64_t>(i)});
       for (int j = 0; j < n; ++j) {
         const Dependency& dep = deps[static_cast<std::size_t>(j)];
         if (dep.kind == DependencyKind::local) continue;

@@ -30,6 +30,7 @@ void check_completeness(const Schedule& s, const ActionIndex& index, const Depen
   const std::int64_t T = s.total_microbatches();
   for (std::int32_t st = 0; st < s.stages; ++st) {
     for (std::int64_t m64 = 0; m64 < T; ++m64) {
+      if (s.copy_of_microbatch(m64) != s.copy_of_stage(st)) continue;  // the other copy's
       const auto m = static_cast<std::int32_t>(m64);
       const ActionPos f = index.find({ActionKind::F, st, m});
       const ActionPos b = index.find({ActionKind::B, st, m});
@@ -65,8 +66,10 @@ void check_completeness(const Schedule& s, const ActionIndex& index, const Depen
   }
 }
 
-// The j-th U of a stage must follow exactly (j+1)·M backwards of that stage, and there are N.
+// The j-th U of a stage must follow exactly (j+1)·M backwards of that stage (M / 2 with two
+// copies: the step's half that runs on its copy), and there are N.
 void check_updates(const Schedule& s, const DependencyRules& rules) {
+  const std::int32_t M = s.microbatches / s.copies;
   std::vector<std::int64_t> since_update(static_cast<std::size_t>(s.stages), 0);
   std::vector<std::int32_t> updates(static_cast<std::size_t>(s.stages), 0);
   for (std::int32_t d = 0; d < s.num_devices(); ++d) {
@@ -76,11 +79,13 @@ void check_updates(const Schedule& s, const DependencyRules& rules) {
       const auto st = static_cast<std::size_t>(a.stage);
       const ActionPos here{d, static_cast<std::int64_t>(k)};
       if (a.kind == ActionKind::U) {
-        if (since_update[st] != s.microbatches)
+        if (since_update[st] != M)
           throw ScheduleError(
-              fmt::format("optimizer step {} (update {} of stage {}) follows {} backwards of the "
-                          "stage; each step accumulates M={}",
-                          to_string(a), updates[st] + 1, a.stage, since_update[st], s.microbatches),
+              fmt::format(
+                  "optimizer step {} (update {} of stage {}) follows {} backwards of the "
+                  "stage; each step accumulates {}",
+                  to_string(a), updates[st] + 1, a.stage, since_update[st],
+                  s.copies > 1 ? fmt::format("M/2={} on each copy", M) : fmt::format("M={}", M)),
               {here});
         if (++updates[st] > s.steps)
           throw ScheduleError(
@@ -151,7 +156,7 @@ std::int64_t check_deadlock(const Schedule& s, const ActionIndex& index,
       // A pair starts when both its actions have their inputs: what its second waits for comes
       // before its first, too.
       const auto pair_start = list[k].overlap == Overlap::second ? v - 1 : v;
-      const int n = rules.depends_on(list[k], deps);
+      const int n = rules.depends_on(list[k], deps, {d, static_cast<std::int64_t>(k)});
       for (int j = 0; j < n; ++j) {
         const std::int64_t u = index.vertex(deps[static_cast<std::size_t>(j)].action);
         if (u < 0)

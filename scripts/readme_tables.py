@@ -198,17 +198,20 @@ for n in (8, 32, 128, 512):
 # The V-shaped schedules beside 1F1B, ZB-H1 and PACI, simulated at uniform costs with an F&B that
 # hides half a forward's time; activations in one stage's worth of one micro-batch (1 MB each).
 V_COMPARE = ("paci compare -p 4 -m 8 -n 8 --tf 1 --tb 2 --tw 1 --tfb 2.5 --activation-bytes 1000000 "
-             "--kinds 1f1b,zb-h1,zb-v,dualpipev,paci")
+             "--kinds 1f1b,zb-h1,zb-v,dualpipev,dualpipe,paci")
 
 
 def v_table():
     j = json.loads(run(V_COMPARE + " -f json"))
     rows = {r["kind"]: r for r in j["rows"]}
-    d, z, p = rows["dualpipev"], rows["zb-v"], rows["paci"]
+    d, z, p, dp = rows["dualpipev"], rows["zb-v"], rows["paci"], rows["dualpipe"]
     findings = (
         f"DualPipeV's pairs buy it {d['speedup_vs_1f1b']:.2f}x over 1F1B at "
         f"{d['peak_memory_bytes'] / z['peak_memory_bytes']:.3g}x ZB-V's activations (PP + 1 "
-        f"half-stages a device against PP); ZB-V, with no pair but a zero bubble at F = I = W, "
+        f"half-stages a device against PP); DualPipe, the same order on twice the devices' worth "
+        f"of stages (two copies of the model, each device a stage of each), "
+        f"{dp['speedup_vs_1f1b']:.2f}x with PP + 1 whole stages' activations and its weights "
+        f"twice; ZB-V, with no pair but a zero bubble at F = I = W, "
         f"runs at {z['speedup_vs_1f1b']:.2f}x; PACI at {p['speedup_vs_1f1b']:.2f}x without a V, "
         f"at {p['max_staleness']} update of staleness.")
     lines = ["| kind | makespan s | bubble | activations a device (stages' worth) | staleness | "

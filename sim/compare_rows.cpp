@@ -142,6 +142,12 @@ std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v
   return out;
 }
 
+CostModel two_copy_cost_model(const CostModel& one_copy) {
+  CostModel out = one_copy;
+  out.stages.insert(out.stages.end(), one_copy.stages.begin(), one_copy.stages.end());
+  return out;
+}
+
 std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std::int32_t P,
                                      std::int32_t M, std::int32_t N, const CostModel& costs,
                                      std::vector<std::string>* skipped,
@@ -179,6 +185,15 @@ std::vector<CompareRow> compare_rows(const std::vector<std::string>& kinds, std:
         skipped->push_back(
             fmt::format("dualpipev needs M >= 2P (DualPipe's bound; M={}, P={})", M, P));
       continue;
+    }
+    if (kind == "dualpipe") {  // a stage of each of two copies per device
+      if (P % 2 != 0 || M % 2 != 0 || M < 2 * P) {
+        if (skipped)
+          skipped->push_back(fmt::format(
+              "dualpipe needs P even, M even and M >= 2P (DualPipe's asserts; M={}, P={})", M, P));
+        continue;
+      }
+      chunks = two_copy_cost_model(costs);
     }
     if (v_shaped(kind)) {  // two half-stages per device, in a V
       if (chunk_costs && chunk_costs->stages.size() == 2 * static_cast<std::size_t>(P))

@@ -45,6 +45,11 @@ inline constexpr std::int32_t kInterleavedChunks = 2;
 // chunks' costs are not a v-th of anything.
 std::optional<CostModel> chunk_cost_model(const CostModel& costs, std::int32_t v);
 
+// A two-copy schedule's (DualPipe's) cost model from one copy's: its stages, then the same
+// stages again (copy 1's stage P + j holds copy 0's stage j's layers, so its costs); first and
+// last stages that differ keep their costs.
+CostModel two_copy_cost_model(const CostModel& one_copy);
+
 // Every kind at (P, M, N) against 1F1B's makespan; a kind that cannot run there (2BW with M < P,
 // interleaved with M not a multiple of P or without chunk costs) is left out with its reason in
 // `skipped`. chunk_costs: interleaved's own cost model (its P·v stages), when the user gave one.

@@ -207,8 +207,13 @@ void check_cost_model(const CostModel& model, const Schedule* schedule) {
   }
   if (schedule == nullptr) return;
   if (model.stages.size() != static_cast<std::size_t>(schedule->stages))
-    throw InputError(fmt::format("cost model has {}, the schedule has {}",
-                                 plural(model.stages.size(), "stage"), schedule->stages));
+    throw InputError(fmt::format(
+        "cost model has {}, the schedule has {}{}", plural(model.stages.size(), "stage"),
+        schedule->stages,
+        schedule->copies > 1
+            ? fmt::format(" (two copies of {}: a cost model of one copy's {} serves both)",
+                          schedule->stages_per_copy(), schedule->stages_per_copy())
+            : ""));
   const std::int32_t devices = schedule->num_devices();
   for (std::size_t i = 0; i < model.links.size(); ++i) {
     const LinkOverride& l = model.links[i];

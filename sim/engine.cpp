@@ -145,7 +145,7 @@ void Engine::try_start(std::int32_t d) {
   const bool opens_pair = a.overlap == Overlap::first && hides(d, pc_[du]);
   for (std::size_t part = 0; part < (opens_pair ? 2u : 1u); ++part) {
     const Action& b = list[pc_[du] + part];
-    const int k = rules_.depends_on(b, deps);
+    const int k = rules_.depends_on(b, deps, {d, static_cast<std::int64_t>(pc_[du] + part)});
     for (int j = 0; j < k; ++j) {
       const Action& p = deps[static_cast<std::size_t>(j)].action;
       const auto pv = static_cast<std::size_t>(index_.vertex(p));
@@ -248,9 +248,12 @@ void Engine::send(const Action& producer, std::int32_t src, std::uint32_t consum
   const std::int32_t dst = where.device;
   const Action& consumer =
       s_.devices[static_cast<std::size_t>(dst)][static_cast<std::size_t>(where.index)];
-  const std::int64_t bytes = kind == DependencyKind::activation
-                                 ? cost(producer.stage).activation_message_bytes
-                                 : cost(producer.stage).gradient_message_bytes;
+  // The twin's whole gradient buffer before a two-copy schedule's update; a micro-batch's
+  // activation or input gradient otherwise.
+  const std::int64_t bytes =
+      kind == DependencyKind::activation       ? cost(producer.stage).activation_message_bytes
+      : kind == DependencyKind::twin_gradients ? cost(producer.stage).gradient_bytes
+                                               : cost(producer.stage).gradient_message_bytes;
   const LinkCost& link = costs_.link(src, dst);
   auto& link_free = link_free_s_[static_cast<std::size_t>(src * s_.num_devices() + dst)];
   double start = std::max(now, link_free), wire = 0.0, latency = link.latency_s;

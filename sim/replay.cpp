@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 
 #include "schedules/dependencies.hpp"
 #include "schedules/index.hpp"
@@ -20,9 +21,10 @@ constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
 
 // The cross-device input of device d's i-th action, if it has one.
 std::optional<Action> remote_input(const Schedule& s, const DependencyRules& rules, std::int32_t d,
-                                   const Action& a) {
+                                   std::size_t i) {
+  const Action& a = s.devices[static_cast<std::size_t>(d)][i];
   DependencyRules::List deps;
-  const int n = rules.depends_on(a, deps);
+  const int n = rules.depends_on(a, deps, {d, static_cast<std::int64_t>(i)});
   for (int j = 0; j < n; ++j) {
     const Action& p = deps[static_cast<std::size_t>(j)].action;
     if (s.placement[static_cast<std::size_t>(p.stage)] != d) return p;
@@ -47,15 +49,31 @@ ReplayInputs replay_inputs(const Schedule& s, const MeasuredTimeline& measured,
   const ActionIndex index(s);
   const DependencyRules rules(s);
   const auto n = static_cast<std::size_t>(index.size());
+  // Two copies: a U's twin gradients name the same U every step; its producer says which one.
+  std::unordered_map<std::int64_t, std::int64_t> update_of;  // producer vertex -> U vertex
+  for (std::int32_t d = 0; s.copies > 1 && d < s.num_devices(); ++d)
+    for (std::size_t i = 0; i < s.devices[static_cast<std::size_t>(d)].size(); ++i) {
+      if (s.devices[static_cast<std::size_t>(d)][i].kind != ActionKind::U) continue;
+      if (const auto p = remote_input(s, rules, d, i))
+        update_of[index.vertex(*p)] = index.vertex(ActionPos{d, static_cast<std::int64_t>(i)});
+    }
   // Message records by consumer vertex.
   std::vector<std::int64_t> record(n, -1);
   for (std::size_t k = 0; k < measured.messages.size(); ++k) {
     const MessageSlice& m = measured.messages[k];
-    const std::int64_t v = index.vertex(m.consumer);
+    std::int64_t v = index.vertex(m.consumer);
+    if (m.kind == DependencyKind::twin_gradients && m.consumer.kind == ActionKind::U) {
+      const auto it = update_of.find(index.vertex(m.producer));
+      v = it == update_of.end() ? -1 : it->second;
+    }
     if (v < 0)
       throw InputError(fmt::format("{}: timeline.messages[{}]: {} is not in the schedule", source,
                                    k, to_string(m.consumer)));
-    const std::optional<Action> p = remote_input(s, rules, m.dst_device, m.consumer);
+    const ActionPos at = index.position(v);
+    const std::optional<Action> p =
+        at.device == m.dst_device
+            ? remote_input(s, rules, at.device, static_cast<std::size_t>(at.index))
+            : std::nullopt;
     if (!p || !(*p == m.producer))
       throw InputError(fmt::format(
           "{}: timeline.messages[{}]: the run sent {} -> {}, which the schedule's dependencies do "
@@ -77,7 +95,7 @@ ReplayInputs replay_inputs(const Schedule& s, const MeasuredTimeline& measured,
       const Action& a = list[i];
       const ActionTime& t = measured.times[d][i];
       double ready = i > 0 ? measured.times[d][i - 1].device_free_s() : 0.0;
-      if (const auto p = remote_input(s, rules, static_cast<std::int32_t>(d), a)) {
+      if (const auto p = remote_input(s, rules, static_cast<std::int32_t>(d), i)) {
         const auto v = static_cast<std::size_t>(
             index.vertex(ActionPos{static_cast<std::int32_t>(d), static_cast<std::int64_t>(i)}));
         if (record[v] < 0)
@@ -129,7 +147,7 @@ ReplayComparison compare_replay(const Schedule& s, const MeasuredTimeline& measu
       }
       if (error <= tolerance_s) continue;
       ++c.off;
-      const auto p = remote_input(s, rules, static_cast<std::int32_t>(d), a);
+      const auto p = remote_input(s, rules, static_cast<std::int32_t>(d), i);
       const auto v = static_cast<std::size_t>(
           index.vertex(ActionPos{static_cast<std::int32_t>(d), static_cast<std::int64_t>(i)}));
       const Action previous = i > 0 ? s.devices[d][i - 1] : Action{ActionKind::F, -1, -1};

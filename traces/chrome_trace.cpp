@@ -116,6 +116,8 @@ std::string_view message_category(DependencyKind kind) {
       return "activation";
     case DependencyKind::gradient:
       return "gradient";
+    case DependencyKind::twin_gradients:
+      return "twin gradients";
   }
   return "message";
 }

@@ -37,7 +37,7 @@ TimingMetrics timing_metrics(const Schedule& s, const ActionTimes& times) {
         if (k == s.steps - 2 && i + 1 < list.size())
           last_step_begins = std::min(last_step_begins, times[d][i + 1].start_s);
       }
-      if (a.kind == ActionKind::F && a.microbatch == last_mb && a.stage == 0)
+      if (a.kind == ActionKind::F && a.microbatch == last_mb && s.first_stage(a.stage))
         first_stage_last_forward = std::min(first_stage_last_forward, t.start_s);
     }
   }

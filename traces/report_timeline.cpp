@@ -177,7 +177,9 @@ MeasuredTimeline read_measured_timeline(const nlohmann::json& report, const Sche
     const std::int64_t dst = r.integer(m[3], what + ".dst_device");
     for (const auto& [action, device, name] : {std::tuple{slice.producer, src, "producer"},
                                                std::tuple{slice.consumer, dst, "consumer"}}) {
-      if (action.stage >= s.stages || action.kind == ActionKind::U ||
+      // A U receives only its twin's gradients (two copies of the model).
+      const bool update_allowed = s.copies > 1 && std::string_view(name) == "consumer";
+      if (action.stage >= s.stages || (action.kind == ActionKind::U && !update_allowed) ||
           action.microbatch >= s.total_microbatches())
         fail(source, fmt::format("{}: the {} {} is not an action of the schedule", what, name,
                                  to_string(action)));
@@ -186,8 +188,9 @@ MeasuredTimeline read_measured_timeline(const nlohmann::json& report, const Sche
              fmt::format("{}: the {} {} runs on device {}, not {}", what, name, to_string(action),
                          s.placement[static_cast<std::size_t>(action.stage)], device));
     }
-    slice.kind = slice.producer.kind == ActionKind::F ? DependencyKind::activation
-                                                      : DependencyKind::gradient;
+    slice.kind = slice.consumer.kind == ActionKind::U   ? DependencyKind::twin_gradients
+                 : slice.producer.kind == ActionKind::F ? DependencyKind::activation
+                                                        : DependencyKind::gradient;
     slice.src_device = static_cast<std::int32_t>(src);
     slice.dst_device = static_cast<std::int32_t>(dst);
     slice.bytes = r.integer(m[4], what + ".bytes");

@@ -406,7 +406,13 @@ class GpuPipeline::Run {
 GpuPipeline::GpuPipeline(const Schedule& schedule, const GpuExecConfig& config)
     : Pipeline(
           schedule, config,
-          [] {
+          [&] {
+            if (schedule.copies > 1)
+              throw InputError(fmt::format(
+                  "--device cuda: the GPU backend does not run {}'s two copies of the model yet "
+                  "(their gradient exchange before each update is the CPU executor's only); "
+                  "dualpipev runs there",
+                  schedule.kind));
             std::string reason;
             if (cuda::device_count(&reason) == 0)
               throw InputError(fmt::format("--device cuda: {}", reason));

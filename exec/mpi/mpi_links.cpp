@@ -253,6 +253,17 @@ void MpiLinks::check_peers() {
 
 void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, MPI_Status* status,
                     bool sleep) {
+  poll(
+      [&] {
+        int done = 0;
+        check(MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE), "MPI_Test");
+        return done != 0;
+      },
+      what, peer, sleep);
+}
+
+void MpiLinks::poll(const std::function<bool()>& done, const char* what, std::int32_t peer,
+                    bool sleep) {
   // Spin briefly (a message often lands within microseconds), then sleep between polls so that a
   // waiting process leaves the cores to the ones computing: the longer the wait so far, the longer
   // the sleep (a fiftieth of it, 20 us to 20 ms), so a message is seen at most 2% late. (Waking
@@ -260,9 +271,7 @@ void MpiLinks::wait(MPI_Request& request, const char* what, std::int32_t peer, M
   // made three stage threads on two cores 35% slower.)
   const auto begin = std::chrono::steady_clock::now();
   for (int polls = 0;; ++polls) {
-    int done = 0;
-    check(MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
+    if (done()) return;
     check_peers();
     const auto now = std::chrono::steady_clock::now();
     if (now - begin > timeout_)
@@ -355,16 +364,24 @@ SendTimes MpiLinks::receive(std::int32_t dst, std::int32_t src, const MessageKey
     return times;
   }
   // Every message of the link comes in its sending order: the ones ahead of this one are kept.
-  // Each is a stage boundary's activation or gradient, all of one size.
+  // They differ in size (a stage boundary's activation or gradient, or, with two copies of the
+  // model, a stage's whole gradients for its twin): each is probed for its size first.
   std::vector<char>& in = b_->incoming;
   for (;;) {
-    in.resize(sizeof(Header) + out.size_bytes());
-    check(MPI_Irecv(in.data(), byte_count(in.size()), MPI_BYTE, src, kDataTag, comm_, &receiving_),
-          "MPI_Irecv");
-    MPI_Status status;
-    wait(receiving_, "a message from", world_of_device(src), &status);
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status probed;
+    poll(
+        [&] {
+          int found = 0;
+          check(MPI_Improbe(src, kDataTag, comm_, &found, &message, &probed), "MPI_Improbe");
+          return found != 0;
+        },
+        "a message from", world_of_device(src), true);
     int bytes = 0;
-    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    MPI_Get_count(&probed, MPI_BYTE, &bytes);
+    in.resize(static_cast<std::size_t>(std::max(bytes, 1)));
+    check(MPI_Imrecv(in.data(), bytes, MPI_BYTE, &message, &receiving_), "MPI_Imrecv");
+    wait(receiving_, "a message from", world_of_device(src));
     Header h;
     if (static_cast<std::size_t>(bytes) < sizeof(h))
       throw std::runtime_error(fmt::format(

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -160,6 +161,8 @@ class MpiLinks final : public HostLinks, public model::ExpertExchange {
   // else spin (a barrier whose end starts the clocks).
   void wait(MPI_Request& request, const char* what, std::int32_t peer, MPI_Status* status = nullptr,
             bool sleep = true);
+  // The same loop around any test: until `done()` says so.
+  void poll(const std::function<bool()>& done, const char* what, std::int32_t peer, bool sleep);
   void check_peers();              // throws QuietExit once a peer said it failed
   void cancel_receive() noexcept;  // the receive left pending by a failure
   // Ends the links: after a failure, leaves what nobody completed to MPI_Finalize and keeps the

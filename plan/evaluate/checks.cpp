@@ -14,6 +14,11 @@ namespace paci::plan {
 
 void check_pipeline(const PlanConfig& c) {
   const ModelSpec& m = c.model;
+  if (c.kind == "dualpipe")
+    throw InputError(
+        "--kind dualpipe: paci plan does not plan DualPipe's two copies of the model yet (paci "
+        "simulate and paci train run it); dualpipev runs its order on half the devices with one "
+        "copy");
   if (v_shaped(c.kind) && c.chunks != 2)
     throw InputError(
         fmt::format("--kind {} places two model stages on each device (a V): --chunks 2, not {}",

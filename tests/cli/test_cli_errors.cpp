@@ -79,6 +79,14 @@ std::vector<Case> catalogue() {
       {"schedule -k dualpipev -p 4 -m 6",
        "paci schedule: error: dualpipev needs at least as many micro-batches per step as model "
        "stages (M >= 2P = 8, DualPipe's and PyTorch's bound), got M=6"},
+      {"schedule -k dualpipe -p 3 -m 6",
+       "paci schedule: error: dualpipe needs an even number of devices and an even number of "
+       "micro-batches per step, at least twice the devices (P even, M even, M >= 2P: DualPipe's "
+       "own asserts), got P=3 M=6 (dualpipev runs on any P)"},
+      {"schedule -k dualpipe -p 2 -m 4 -f pytorch",
+       "paci schedule: error: PyTorch's pipelining cannot run a dualpipe schedule: it holds two "
+       "copies of the model, each taking half the micro-batches in at its own end, and PyTorch's "
+       "runtime has one (its DualPipeV is the one-copy form: --kind dualpipev)"},
       {"schedule -k interleaved -p 2 -m 4 --chunks 0",
        "paci schedule: error: --chunks must be at least 1 (model stages per device), got 0 (see "
        "paci schedule --help)"},
@@ -185,6 +193,10 @@ std::vector<Case> catalogue() {
       {"plan --preset gpt2-small --gpu h100-80gb --gpus 64 --global-batch 512 --tp 1 --pp 32 "
        "--microbatch-size 1 --kind 1f1b --recompute full",
        "paci plan: error: 12 layers are too few for --pp 32 x --chunks 1 = 32 stages"},
+      {"plan --preset gpt2-small --gpu h100-80gb --gpus 8 --global-batch 64 --kind 1f1b,dualpipe",
+       "paci plan: error: --kind dualpipe: paci plan does not plan DualPipe's two copies of the "
+       "model yet (paci simulate and paci train run it); dualpipev runs its order on half the "
+       "devices with one copy"},
       {"plan --preset gpt2-small --cluster nopeak.json --gpus 8 --global-batch 8",
        "paci plan: error: nopeak.json: missing key 'peak_flops'"},
       {"plan --preset llama3-70b --gpu a100-40gb --gpus 8 --global-batch 8 --recompute none -q",

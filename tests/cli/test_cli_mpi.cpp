@@ -146,6 +146,13 @@ INSTANTIATE_TEST_SUITE_P(VShape, CliMpi,
                          ::testing::Combine(::testing::Values("zb-v", "dualpipev"),
                                             ::testing::Values(2), ::testing::Values("")),
                          [](const auto& info) { return case_name(info.param); });
+// DualPipe: two copies of the model, each device holding a stage of each; every stage's gradients
+// cross to its twin's process before the update, and each copy's last stage holds half of every
+// step's losses (the report, the metrics and the validation loss from the merged results).
+INSTANTIATE_TEST_SUITE_P(TwoCopies, CliMpi,
+                         ::testing::Combine(::testing::Values("dualpipe"), ::testing::Values(2),
+                                            ::testing::Values("", kMoe)),
+                         [](const auto& info) { return case_name(info.param); });
 // A mixture of experts (4 experts, top-2, a shared one, capacity 1.0: some tokens dropped) over
 // a flushed, an asynchronous and a paired schedule: the routing and the load-balancing loss's
 // gradient are the same bits in every process.
@@ -201,6 +208,42 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CliMpiExperts,
                            return fmt::format("{}_P{}_ep{}", kind, std::get<1>(info.param),
                                               std::get<2>(info.param));
                          });
+
+// DualPipe with stages of different sizes, at P = 2 and 4: a link carries whole gradient buffers
+// of two sizes besides the activations, the larger sometimes ahead of the one its receiver waits
+// for (each message is probed for its size); then replays of the measured runs, twins included.
+TEST(CliMpiLaunch, DualPipeWithUnequalStagesEqualsOneProcess) {
+  REQUIRE_MPI();
+  for (const auto& [P, partition] : {std::pair{2, "1,7"}, std::pair{4, "1,1,1,5"}}) {
+    const std::string flags =
+        fmt::format(
+            " train -k dualpipe -p {} -m {} -n 2 --partition {} --layers 8 --heads 2 "
+            "--d-model 32 --seq-len 16 --batch 2 --quiet ",
+            P, 2 * P, partition) +
+        testing::corpus_flags();
+    const std::string a = temp_path(fmt::format("dp_uneq{}_one", P)),
+                      b = temp_path(fmt::format("dp_uneq{}_many", P));
+    const auto one = run_paci(flags + outputs_at(a));
+    ASSERT_EQ(one.status, 0) << one.err;
+    const auto many = run_shell(mpirun(P) + PACI_BINARY + flags + outputs_at(b));
+    ASSERT_EQ(many.status, 0) << many.out << many.err;
+    EXPECT_EQ(step_losses(b + ".jsonl"), step_losses(a + ".jsonl")) << "P=" << P;
+    EXPECT_TRUE(slurp(b + ".state") == slurp(a + ".state")) << "P=" << P;
+    const std::string schedule = temp_path(fmt::format("dp_uneq{}.json", P));
+    ASSERT_EQ(
+        run_paci(fmt::format("schedule -k dualpipe -p {} -m {} -n 2 -o {}", P, 2 * P, schedule))
+            .status,
+        0);
+    // One process: every action replayed where it started, the twins' messages among the inputs.
+    const auto replay = run_paci("simulate " + schedule + " --replay " + a + ".json");
+    EXPECT_EQ(replay.status, 0) << replay.err;
+    EXPECT_THAT(replay.out, HasSubstr("; 0 of ")) << replay.out;
+    // One process per device (their clocks a few microseconds apart): it replays.
+    const auto processes = run_paci("simulate " + schedule + " --replay " + b + ".json");
+    EXPECT_EQ(processes.status, 0) << processes.err;
+    EXPECT_THAT(processes.out, HasSubstr("replay of")) << processes.out;
+  }
+}
 
 // The issue's own check: P=4 PACI for 20 steps, versions equal paci analyze's.
 TEST(CliMpiLaunch, VersionsEqualTheAnalysis) {

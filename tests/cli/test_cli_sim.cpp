@@ -48,7 +48,8 @@ TEST(CliSim, CompareTakesInterleavedsOwnCostModel) {
       run_paci("compare -p 4 -m 8 -n 2 -f json --cost " + four + " --interleaved-cost " + eight);
   ASSERT_EQ(with.status, 0) << with.err;
   const auto j = nlohmann::json::parse(with.out);
-  ASSERT_EQ(j["rows"].size(), 10u);  // zb-v and dualpipev too: the 2P stages of --interleaved-cost
+  // zb-v and dualpipev too: the 2P stages of --interleaved-cost; dualpipe: the P stages twice.
+  ASSERT_EQ(j["rows"].size(), 11u);
   const std::string schedule = temp_path("cmp_interleaved.json");
   ASSERT_EQ(run_paci("schedule -k interleaved -p 4 -m 8 -n 2 -o " + schedule).status, 0);
   const std::string report = temp_path("cmp_interleaved.report.json");
@@ -56,11 +57,28 @@ TEST(CliSim, CompareTakesInterleavedsOwnCostModel) {
       run_paci("simulate " + schedule + " --cost " + eight + " --quiet --json " + report).status,
       0);
   const auto simulated = nlohmann::json::parse(testing::slurp(report))["makespan_s"];
+  // DualPipe's copies hold the GPT's stages again: simulate takes the one copy's cost model too.
+  const std::string dualpipe = temp_path("cmp_dualpipe.json"),
+                    dualpipe_report = temp_path("cmp_dualpipe.report.json");
+  ASSERT_EQ(run_paci("schedule -k dualpipe -p 4 -m 8 -n 2 -o " + dualpipe).status, 0);
+  ASSERT_EQ(
+      run_paci("simulate " + dualpipe + " --cost " + four + " --quiet --json " + dualpipe_report)
+          .status,
+      0);
+  const auto dualpipe_simulated =
+      nlohmann::json::parse(testing::slurp(dualpipe_report))["makespan_s"];
+  int checked = 0;
   for (const auto& row : j["rows"]) {
     if (row["kind"] == "interleaved") {
       EXPECT_EQ(row["makespan_s"], simulated);
+      ++checked;
+    }
+    if (row["kind"] == "dualpipe") {
+      EXPECT_EQ(row["makespan_s"], dualpipe_simulated);
+      ++checked;
     }
   }
+  EXPECT_EQ(checked, 2);
   // Not P·v stages: one line.
   const auto bad = run_paci("compare -p 4 -m 8 --cost " + four + " --interleaved-cost " + four);
   EXPECT_EQ(bad.status, 2);
@@ -96,10 +114,11 @@ TEST(CliSim, SweepWritesCsv) {
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string csv = testing::slurp(out);
   const auto rows = std::count(csv.begin(), csv.end(), '\n');
-  // 3 P x 3 M x 10 kinds, minus 2bw where M < P (P=2: M=1; P=3: M=1,2; P=4: M=1,2),
-  // interleaved where P does not divide M (P=2: M=1; P=3: M=1,2,4; P=4: M=1,2) and dualpipev
-  // where M < 2P (all but P=2, M=4), plus header.
-  EXPECT_EQ(rows, 1 + 90 - 5 - 6 - 8);
+  // 3 P x 3 M x 11 kinds, minus 2bw where M < P (P=2: M=1; P=3: M=1,2; P=4: M=1,2),
+  // interleaved where P does not divide M (P=2: M=1; P=3: M=1,2,4; P=4: M=1,2), dualpipev
+  // where M < 2P (all but P=2, M=4) and dualpipe there too (the same 8: P=3 odd, M < 2P),
+  // plus header.
+  EXPECT_EQ(rows, 1 + 99 - 5 - 6 - 8 - 8);
   EXPECT_THAT(csv, HasSubstr("kind,stages,microbatches,steps,makespan_s"));
   EXPECT_EQ(run_paci("sweep --stages 4:2 --microbatches 1").status, 2);
   EXPECT_EQ(run_paci("sweep --stages x --microbatches 1").status, 2);

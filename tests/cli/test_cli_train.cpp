@@ -131,6 +131,34 @@ TEST(CliTrain, ResumeContinuesBitwise) {
 
 // Naming your own --data without --val-data trains without validation and says so once (not
 // the default corpus's validation file); --quiet silences the note.
+// DualPipe's two copies: a checkpoint holds the first copy's stages (both are the same), taken at
+// the end or every step, and a run resumed from it continues bit for bit.
+TEST(CliTrain, DualPipeSavesOneCopyAndResumesBitwise) {
+  const std::string common =
+      std::string(" -k dualpipe -p 2 -m 4") + kTiny + data_flags() + " --quiet ";
+  const std::string full = temp_path("dp_full.jsonl"), first = temp_path("dp_first.jsonl"),
+                    second = temp_path("dp_second.jsonl"), state = temp_path("dp.state");
+  ASSERT_EQ(run_paci("train" + common + "--steps 4 --metrics " + full).status, 0);
+  auto r = run_paci("train" + common + "--steps 4 --stop-after 2 --save-every 1 --metrics " +
+                    first + " --save " + state);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_paci("train" + common + "--steps 4 --resume " + state + " --metrics " + second);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<double> resumed, whole;
+  for (const auto* lines : {&first, &second})
+    for (const auto& j : jsonl(*lines))
+      if (j.contains("loss")) resumed.push_back(j["loss"].get<double>());
+  for (const auto& j : jsonl(full))
+    if (j.contains("loss")) whole.push_back(j["loss"].get<double>());
+  ASSERT_EQ(whole.size(), 4u);
+  EXPECT_EQ(resumed, whole);
+  // The state of one model: the first copy's two stages, the blocks once.
+  const model::TrainingState saved = model::load_state(state);
+  ASSERT_EQ(saved.stages.size(), 2u);
+  EXPECT_EQ(saved.stages[0].range.first_layer, 0u);
+  EXPECT_EQ(saved.stages[1].range.end_layer(), saved.metadata.config.layers);
+}
+
 TEST(CliTrain, OwnDataWithoutValidationDataSkipsValidationAndSaysSo) {
   data_flags();  // tokenizes the corpus
   const std::string report = temp_path("own_data_report.json");

@@ -61,14 +61,16 @@ struct Reference {
 };
 
 // One device, the whole model, accumulating M micro-batches per step: the definition the
-// pipelines must reproduce.
-Reference single_device(std::int32_t M, std::int32_t N, const model::GptConfig& model = tiny()) {
+// pipelines must reproduce. `halves`: each half of a step's micro-batches accumulated apart and
+// the two sums added (first + second) before the step, what DualPipe's two copies compute.
+Reference single_device(std::int32_t M, std::int32_t N, const model::GptConfig& model = tiny(),
+                        bool halves = false) {
   const ExecConfig c = config_for(1, model);
   model::Stage stage({c.config, model::whole_model(c.config), kBatch, kSeq});
   Reference ref;
   ref.params.resize(stage.layout().size());
   model::init_gpt2(stage.layout(), ref.params, c.seed);
-  std::vector<float> grads(ref.params.size(), 0.0f);
+  std::vector<float> grads(ref.params.size(), 0.0f), second(halves ? grads.size() : 0, 0.0f);
   model::AdamW adamw(stage.layout(), c.adamw);
   model::LrSchedule lr = c.lr;
   lr.total_steps = static_cast<std::size_t>(N);
@@ -81,8 +83,10 @@ Reference single_device(std::int32_t M, std::int32_t N, const model::GptConfig& 
       sum += stage.forward_loss(ref.params, model::StageInput::tokens(inputs), targets,
                                 1.0f / static_cast<float>(M), slot);
       aux += slot.aux_loss();
-      stage.backward(ref.params, grads, slot, {}, {});
+      stage.backward(ref.params, halves && 2 * i >= M ? second : grads, slot, {}, {});
     }
+    for (std::size_t k = 0; k < second.size(); ++k) grads[k] += second[k];
+    model::zero(second);
     ref.step_losses.push_back(sum / M);
     ref.step_aux_losses.push_back(aux / M);
     adamw.step(ref.params, grads, lr.at(static_cast<std::size_t>(step)));
@@ -104,6 +108,58 @@ TEST(Executor, FlushedSchedulesEqualOneDeviceBitwise) {
         EXPECT_EQ(r.step_losses, ref.step_losses) << kind << " P=" << P << " M=" << M;
         EXPECT_EQ(whole_params(ex, P), ref.params) << kind << " P=" << P << " M=" << M;
       }
+}
+
+// The config of a two-copy schedule: the partition of one copy, held again by the second.
+ExecConfig two_copies(std::int32_t P, const model::GptConfig& model = tiny()) {
+  ExecConfig c = config_for(P, model);
+  const std::vector<model::StageRange> one = c.ranges;
+  c.ranges.insert(c.ranges.end(), one.begin(), one.end());
+  return c;
+}
+
+// DualPipe: two copies of the model, each step's first half of micro-batches through copy 0 and
+// its second half through copy 1, each stage's gradients summed with its twin's before the
+// update. Bitwise one device that accumulates the two halves apart and adds them; both copies end
+// with the same weights; threads and the sequential replay agree.
+TEST(Executor, DualPipesTwoCopiesEqualOneDeviceSummingItsHalvesBitwise) {
+  for (const bool moe : {false, true})
+    for (std::int32_t P : {2, 4})
+      for (std::int32_t M : {2 * P, 2 * P + 2}) {
+        const model::GptConfig model = moe ? tiny_moe() : tiny();
+        const std::string what =
+            (moe ? "moe P=" : "P=") + std::to_string(P) + " M=" + std::to_string(M);
+        const Reference ref = single_device(M, 3, model, true);
+        const Schedule s = generate_schedule("dualpipe", P, M, 3);
+        Executor ex(s, two_copies(P, model));
+        const ExecResult r = ex.run();
+        EXPECT_EQ(r.step_losses, ref.step_losses) << what;
+        EXPECT_EQ(whole_params(ex, P), ref.params) << what;  // copy 0
+        for (std::int32_t j = 0; j < P; ++j)
+          EXPECT_EQ(ex.stage(P + j).params(), ex.stage(j).params()) << what << " stage " << j;
+        ExecConfig sequential = two_copies(P, model);
+        sequential.sequential = true;
+        Executor one(s, sequential);
+        EXPECT_EQ(one.run().step_losses, r.step_losses) << what;
+        EXPECT_EQ(whole_params(one, s.stages), whole_params(ex, s.stages)) << what;
+      }
+  // Summing the halves apart is a different sum from one running sum: the test can tell them.
+  EXPECT_NE(single_device(4, 3, tiny(), true).params, single_device(4, 3).params);
+}
+
+TEST(Executor, DualPipeNeedsItsCopiesToHoldTheSameLayers) {
+  const Schedule s = generate_schedule("dualpipe", 2, 4, 1);
+  ExecConfig c = config_for(4);  // four different stages of the four blocks
+  try {
+    Executor ex(s, c);
+    ADD_FAILURE() << "copies of different layers accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("stages 0 and 2 are the same layers"));
+  }
+  ExecConfig cuts = two_copies(2);
+  cuts.cut_every = 1;
+  cuts.on_cut = [](const CutImage&, std::size_t) {};
+  EXPECT_THROW(Executor(s, cuts), InputError);
 }
 
 // A mixture of experts through every schedule that splits or pairs backwards: the executor's

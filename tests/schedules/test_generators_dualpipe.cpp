@@ -18,6 +18,7 @@
 #include "schedules/validate.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
+#include "tests/schedules/readme_table.hpp"
 #include "traces/metrics.hpp"
 
 namespace paci {
@@ -127,25 +128,10 @@ TEST(DualPipeV, PairsMustBeAForwardThenAFullBackwardOfOtherMicroBatches) {
   EXPECT_THAT(expect_invalid(own), HasSubstr("deadlock"));
 }
 
-// Idle time of each device over a simulated flushed step: makespan minus its busy time.
-std::vector<double> idle(const Schedule& s, const CostModel& c, std::vector<std::int64_t>* peaks) {
-  const SimResult r = simulate(s, c, {false});
-  const RunSummary run = run_summary(s, c, r);
-  std::vector<double> out;
-  for (const double busy : run.timing.device_busy_s) out.push_back(run.timing.makespan_s - busy);
-  if (peaks) *peaks = r.device_peak_memory_bytes;
-  return out;
-}
+using testing::idle;
 
 CostModel costs(std::int32_t stages, double F, double B, double W, std::optional<double> FB) {
-  UniformCosts u;
-  u.tf = F;
-  u.tb = B;
-  u.tw = W;
-  u.tfb = FB;
-  u.activation_bytes = 1;  // peaks count stage-micro-batches of activations
-  u.weight_bytes = 1000;   // one stage's weights: 4000 bytes with gradients and AdamW state
-  return uniform_cost_model(stages, u);
+  return testing::readme_costs(stages, F, B, W, FB);
 }
 
 // DualPipe's README, per row, with PP pipeline stages: bubble, parameters and activations per

@@ -35,7 +35,7 @@ void expect_block_matches(const Schedule& s, const ActionIndex& index, const Dep
   ASSERT_EQ(program.ops[block.compute].kind, OpKind::compute) << what;
   EXPECT_EQ(program.ops[block.compute].action, a) << what;
   DependencyRules::List deps;
-  const int n = rules.depends_on(a, deps);
+  const int n = rules.depends_on(a, deps, {d, static_cast<std::int64_t>(i)});
   std::vector<Dependency> expected_in;
   for (int j = 0; j < n; ++j)
     if (deps[static_cast<std::size_t>(j)].kind != DependencyKind::local)
@@ -84,6 +84,7 @@ TEST(Lower, EveryGeneratorUpToSixteenStagesGivesTheMessagesTheExecutorsSent) {
         if (kind == "2bw" && M < P) continue;
         if (kind == "interleaved" && M % P != 0) continue;
         if (kind == "dualpipev" && M < 2 * P) continue;
+        if (kind == "dualpipe" && (P % 2 != 0 || M < 2 * P)) continue;
         const Schedule s = generate_schedule(kind, P, M, 2);
         const std::string what = kind + " P=" + std::to_string(P) + " M=" + std::to_string(M);
         const LoweredProgram program = lower(s);
@@ -116,9 +117,12 @@ TEST(Lower, EveryGeneratorUpToSixteenStagesGivesTheMessagesTheExecutorsSent) {
         }
         for (const auto& [message, count] : balance) EXPECT_EQ(count, 0) << what;
         // Between adjacent stages, each micro-batch's activation and its gradient: 2 (P - 1)
-        // messages per micro-batch (interleaved: P·v stages).
-        const auto stages = static_cast<std::size_t>(s.stages);
-        EXPECT_EQ(messages, 2 * (stages - 1) * static_cast<std::size_t>(s.total_microbatches()))
+        // messages per micro-batch (interleaved: P·v stages). DualPipe: 2 (P - 1) per
+        // micro-batch in its copy, and each stage's gradients to its twin once a step.
+        const auto per_copy = static_cast<std::size_t>(s.stages_per_copy());
+        const std::size_t twins = s.copies == 2 ? static_cast<std::size_t>(s.stages * s.steps) : 0;
+        EXPECT_EQ(messages,
+                  2 * (per_copy - 1) * static_cast<std::size_t>(s.total_microbatches()) + twins)
             << what;
         ++checked;
       }
@@ -154,6 +158,7 @@ TEST(MessageBound, NeverBelowWhatASequentialReplayCanReach) {
         if (kind == "2bw" && M < P) continue;
         if (kind == "interleaved" && M % P != 0) continue;
         if (kind == "dualpipev" && M < 2 * P) continue;
+        if (kind == "dualpipe" && M < 2 * P) continue;
         const Schedule s = generate_schedule(kind, P, M, 2);
         const LoweredProgram program = lower(s);
         // Each device, in turn, runs as far as it can before the next: the messages it leaves
