@@ -27,9 +27,11 @@ void Progress::update(std::int64_t step, double loss, double tokens, double elap
   const double rate = elapsed_s > 0 ? tokens / elapsed_s : 0.0;
   const double eta =
       step > 0 ? elapsed_s / static_cast<double>(step) * static_cast<double>(total_ - step) : NAN;
-  std::cerr << fmt::format("\r{} step {}/{}  loss {:.4f}  {:.0f} tok/s  elapsed {}  ETA {}   ",
-                           label_, step, total_, loss, rate, format_duration(elapsed_s),
-                           format_duration(eta))
+  // The loss is not known where a process runs half of each step's (two copies over MPI).
+  std::cerr << fmt::format("\r{} step {}/{}  loss {}  {:.0f} tok/s  elapsed {}  ETA {}   ", label_,
+                           step, total_,
+                           std::isnan(loss) ? std::string("-") : fmt::format("{:.4f}", loss), rate,
+                           format_duration(elapsed_s), format_duration(eta))
             << std::flush;
   printed_ = true;
 }

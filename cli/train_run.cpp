@@ -51,6 +51,12 @@ void TrainOutputs::step_metric(const exec::StepLoss& s, bool running) {
 
 void TrainOutputs::install_step_hook() {
   t_.exec.on_step = [this](const exec::StepLoss& s) {
+    if (!s.whole) {  // one copy's half of the step ran here: the progress line, no metrics
+      const std::size_t step = t_.first_step + static_cast<std::size_t>(s.step) + 1;
+      progress_.update(static_cast<std::int64_t>(step), s.loss,
+                       tokens_per_step_ * static_cast<double>(step - t_.start_step), s.time_s);
+      return;
+    }
     {
       std::lock_guard lock(mutex_);
       steps_seen_.insert(s.step);

@@ -66,6 +66,8 @@ class Executor::Run {
       auto& b = buffers_[static_cast<std::size_t>(s)];
       b = {rows, rows * config_.config.d_model};
       if (schedule_.copies > 1) b.twin.resize(ex.stages_[s].layout().size());
+      if (schedule_.last_stage(s))
+        local_forwards_ += schedule_.microbatches / schedule_.copies;  // a copy's half, or all
     }
   }
 
@@ -111,7 +113,8 @@ class Executor::Run {
       if (m.src != dev.device)
         dev.messages.push_back({m.producer, m.consumer, m.kind, m.src, dev.device,
                                 static_cast<std::int64_t>(into.size() * sizeof(float)),
-                                sent.start_s, sent.end_s, std::min(std::max(wait_start, sent.end_s), got), got});
+                                sent.start_s, sent.end_s,
+                                std::min(std::max(wait_start, sent.end_s), got), got});
     }
     if (a.kind == ActionKind::U)  // the twin's gradients (two copies), or nothing
       return {receives.empty() ? std::span<const float>() : std::span<const float>(b.twin)};
@@ -162,11 +165,14 @@ class Executor::Run {
     // acq_rel: the forward that completes the count sees every other one's loss.
     if (forwards_done_[static_cast<std::size_t>(step)].fetch_add(1, std::memory_order_acq_rel) +
                 1 !=
-            M ||
+            local_forwards_ ||
         !config_.on_step)
       return;
-    config_.on_step({step, step_mean(std::span<const float>(losses_), M, step), clock_.now_s(),
-                     static_cast<std::int64_t>(step + 1) * M});
+    const bool whole = local_forwards_ == M;  // else one copy's half: progress, no loss
+    config_.on_step({step,
+                     whole ? step_mean(std::span<const float>(losses_), M, step)
+                           : std::numeric_limits<double>::quiet_NaN(),
+                     clock_.now_s(), static_cast<std::int64_t>(step + 1) * M, whole});
   }
 
   // At its position of the next planned cut, the device copies its stages' state into the cut's
@@ -210,7 +216,8 @@ class Executor::Run {
   Transport* transport_;                // local_transport_, or the links to other processes
   std::vector<float> losses_;           // per micro-batch, written by the last stage's device
   std::vector<std::atomic<std::int32_t>> forwards_done_;  // per step: last-stage forwards run
-  std::vector<CpuBuffers> buffers_;                       // per stage this process runs
+  std::int32_t local_forwards_ = 0;  // of a step's, those this process's last stages run
+  std::vector<CpuBuffers> buffers_;  // per stage this process runs
   std::mutex mutex_;
   std::string error_;                 // first failure
   std::atomic<bool> aborted_{false};  // set with the first failure

@@ -32,6 +32,9 @@ struct StepLoss {
   double loss = 0.0;      // mean of their forward losses
   double time_s = 0.0;    // when the last of them finished its forward (GPU: when it was seen)
   std::int64_t microbatches_done = 0;
+  // False where this process ran one copy's half of the step's last-stage forwards (two copies,
+  // one process per device): the loss is not known here (NaN), only that the step's half ran.
+  bool whole = true;
 };
 
 // A run's training configuration, whatever backend executes it.
