@@ -12,9 +12,7 @@ namespace paci::exec {
 
 std::string to_string(const LinkMessage& m) {
   return fmt::format("{} -> {} ({})", paci::to_string(m.producer), paci::to_string(m.consumer),
-                     m.kind == DependencyKind::activation       ? "activation"
-                     : m.kind == DependencyKind::twin_gradients ? "twin gradients"
-                                                                : "gradient");
+                     paci::to_string(m.kind));
 }
 
 std::vector<DeviceLink> device_links(const Schedule& schedule) {

@@ -6,6 +6,20 @@
 
 namespace paci {
 
+std::string_view to_string(DependencyKind kind) {
+  switch (kind) {
+    case DependencyKind::local:
+      return "local";
+    case DependencyKind::activation:
+      return "activation";
+    case DependencyKind::gradient:
+      return "gradient";
+    case DependencyKind::twin_gradients:
+      return "twin gradients";
+  }
+  return "message";
+}
+
 DependencyRules::DependencyRules(const Schedule& schedule)
     : stages_(schedule.stages),
       per_copy_(schedule.stages_per_copy()),

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <unordered_map>
@@ -22,6 +23,9 @@ enum class DependencyKind : std::uint8_t {
   // are sent to stage s, which sums them with its own (two copies, DualPipe)
   twin_gradients,
 };
+
+// The kind's name in reports, traces and messages: local, activation, gradient, twin gradients.
+std::string_view to_string(DependencyKind kind);
 
 struct Dependency {
   Action action;  // the action that must complete first

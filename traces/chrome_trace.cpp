@@ -108,20 +108,6 @@ void append_message_name(Sink& sink, const MessageSlice& message) {
   append_action(sink, message.consumer);
 }
 
-std::string_view message_category(DependencyKind kind) {
-  switch (kind) {
-    case DependencyKind::local:
-      return "local";
-    case DependencyKind::activation:
-      return "activation";
-    case DependencyKind::gradient:
-      return "gradient";
-    case DependencyKind::twin_gradients:
-      return "twin gradients";
-  }
-  return "message";
-}
-
 enum class EventKind : std::uint8_t {
   memory,           // "C" memory
   initial_version,  // "C" weight version, initial value (index into the initial values)
@@ -352,7 +338,7 @@ void append_event(Sink& sink, const Sources& src, const Event& e) {
       sink.text(R"({"name":")");
       append_message_name(sink, message);
       fmt::format_to(sink.it(), FMT_COMPILE(R"(","cat":"{}","ph":"X","pid":{},"tid":{},"ts":)"),
-                     message_category(message.kind), e.pid(), e.tid());
+                     to_string(message.kind), e.pid(), e.tid());
       append_us(sink, t.start);
       sink.text(R"(,"dur":)");
       append_us(sink, t.end - t.start);

@@ -27,8 +27,8 @@ inline std::vector<double> idle(const Schedule& s, const CostModel& c,
 
 // Uniform F, B (a full backward), W and F&B on `stages` stages; one byte of activations a
 // stage-micro-batch, and one stage's weights 1000 bytes (4000 with gradients and AdamW state).
-inline CostModel readme_costs(std::int32_t stages, double F, double B, double W,
-                              std::optional<double> FB) {
+inline CostModel costs(std::int32_t stages, double F, double B, double W,
+                       std::optional<double> FB) {
   UniformCosts u;
   u.tf = F;
   u.tb = B;

@@ -128,11 +128,8 @@ TEST(DualPipeV, PairsMustBeAForwardThenAFullBackwardOfOtherMicroBatches) {
   EXPECT_THAT(expect_invalid(own), HasSubstr("deadlock"));
 }
 
+using testing::costs;
 using testing::idle;
-
-CostModel costs(std::int32_t stages, double F, double B, double W, std::optional<double> FB) {
-  return testing::readme_costs(stages, F, B, W, FB);
-}
 
 // DualPipe's README, per row, with PP pipeline stages: bubble, parameters and activations per
 // device (in one stage's weights, and one stage's activations of one micro-batch).

@@ -234,11 +234,8 @@ TEST(DualPipe, FilesKeepTheCopiesAndPyTorchRefusesThem) {
   EXPECT_THROW(write_schedule(s, ScheduleFormat::pytorch), InputError);
 }
 
+using testing::costs;
 using testing::idle;
-
-CostModel costs(std::int32_t stages, double F, double B, double W, std::optional<double> FB) {
-  return testing::readme_costs(stages, F, B, W, FB);
-}
 
 // DualPipe's README, its DualPipe row, with PP devices (PP stages a copy, each holding 1/PP of the
 // model): bubble (PP/2 − 1)(F&B + B − 3W), parameters 2× (a stage of each copy on each device),
