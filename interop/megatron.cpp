@@ -11,17 +11,6 @@
 namespace paci::interop {
 
 std::string megatron_refusal(const plan::PlanConfig& c) {
-  const plan::ModelSpec& m = c.model;
-  if (m.mla() || m.dense_layers > 0 || m.mtp_layers > 0) {
-    std::vector<std::string> what;
-    if (m.mla()) what.emplace_back("multi-head latent attention (--multi-latent-attention)");
-    if (m.dense_layers > 0) what.emplace_back("dense first layers (--moe-layer-freq)");
-    if (m.mtp_layers > 0) what.emplace_back("multi-token prediction (--mtp-num-layers)");
-    return fmt::format(
-        "paci does not emit {} for Megatron-LM yet: its {} {} not checked against megatron-core's "
-        "parser; plan it with paci plan and launch it from Megatron-Bridge's DeepSeek recipe",
-        m.name, fmt::join(what, ", "), what.size() > 1 ? "are" : "is");
-  }
   if (c.kind != "1f1b" && c.kind != "interleaved")
     return fmt::format(
         "Megatron-LM cannot run a {} schedule: it runs 1F1B and interleaved 1F1B only (no GPipe, "
@@ -55,6 +44,9 @@ std::string megatron_layout(const plan::PlanConfig& c, const std::vector<std::in
     if (s > 0) layout += '|';
     layout.append(static_cast<std::size_t>(partition[s]), 't');
   }
+  // Multi-token prediction sits on the last stage, after its layers and before the loss, where
+  // paci's cost model puts it (megatron-core's layout letter m).
+  layout.append(static_cast<std::size_t>(c.model.mtp_layers), 'm');
   return layout + "L";
 }
 
@@ -126,12 +118,33 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
   add("--hidden-size", m.d_model);
   add("--num-attention-heads", m.heads);
   if (m.head_width > 0 && m.head_width * m.heads != m.d_model) add("--kv-channels", m.head_width);
-  add("--ffn-hidden-size", m.ffn);
+  // With dense first layers (DeepSeek-V3's) --ffn-hidden-size is theirs; the experts' width is
+  // --moe-ffn-hidden-size below.
+  add("--ffn-hidden-size", m.dense_layers > 0 ? m.dense_ffn : m.ffn);
   add("--seq-length", m.seq_len);
   add("--max-position-embeddings", m.seq_len);
   // Fused attention as Transformer Engine chooses it (auto: cuDNN on Hopper and Blackwell,
   // FlashAttention on Ampere), the kernel whose rates the GPU presets carry.
   add("--attention-backend", c.flash_attention ? "auto" : "unfused");
+  // Multi-head latent attention (DeepSeek-V3's): megatron-core's MLATransformerConfig with the
+  // RMSNorms of the latents (--qk-layernorm, counted in paci's parameters) and DeepSeek-V3's YaRN
+  // RoPE as its released config.json has it (factor 40, mscale 1.0 and mscale_all_dim 1.0 over
+  // 4096 original positions, megatron-core's defaults for the rest); Megatron-LM's parser would
+  // otherwise build YaRN with factor 1. Without a query latent (q_lora_rank 0) the queries come
+  // from h directly: --q-lora-rank is left unset.
+  if (m.mla()) {
+    a.push_back("--multi-latent-attention");
+    if (m.q_lora_rank > 0) add("--q-lora-rank", m.q_lora_rank);
+    add("--kv-lora-rank", m.kv_lora_rank);
+    add("--qk-head-dim", m.head_dim());
+    add("--qk-pos-emb-head-dim", m.rope_head_width);
+    add("--v-head-dim", m.head_dim());
+    a.push_back("--qk-layernorm");
+    add("--rope-type", "yarn");
+    add("--rotary-scaling-factor", 40);
+    add("--mscale", "1.0");
+    add("--mscale-all-dim", "1.0");
+  }
   if (m.kv_heads != m.heads) {
     a.push_back("--group-query-attention");
     add("--num-query-groups", m.kv_heads);
@@ -152,17 +165,37 @@ std::vector<std::string> megatron_args(const plan::PlanResult& p) {
     add("--num-experts", m.experts);
     add("--moe-router-topk", m.top_k);
     add("--moe-ffn-hidden-size", m.ffn);
+    // Dense first layers, then experts in every layer (megatron-core's pattern: 0 dense, 1 MoE).
+    if (m.dense_layers > 0)
+      add("--moe-layer-freq",
+          fmt::format("([0]*{}+[1]*{})", m.dense_layers, m.layers - m.dense_layers));
     if (m.shared_expert_ffn > 0) add("--moe-shared-expert-intermediate-size", m.shared_expert_ffn);
     add("--expert-model-parallel-size", c.ep);
     add("--expert-tensor-parallel-size", 1);
     a.push_back("--moe-grouped-gemm");
     add("--moe-token-dispatcher-type", "alltoall");
-    // The type and its coefficient go together (TransformerConfig wants lists of one length);
-    // megatron-core's default coefficient, 0, would leave the router unbalanced. 1e-2: NeMo's
-    // Mixtral recipes' (nemo/collections/llm/gpt/model/mixtral.py, moe_aux_loss_coeff).
-    add("--moe-router-load-balancing-type", "aux_loss");
-    add("--moe-aux-loss-coeff", "1e-2");
+    if (m.router == plan::Router::deepseek_v3) {
+      // DeepSeek-V3's router (plan/shapes/model.hpp): sigmoid scores, the bias that balances
+      // the experts, 8 groups keeping 4, the scale, the sequence-wise loss; its scores in fp32,
+      // as Megatron-Bridge's DeepSeek recipe and megatron-core's warning for many experts ask.
+      add("--moe-router-score-function", "sigmoid");
+      a.push_back("--moe-router-enable-expert-bias");
+      add("--moe-router-bias-update-rate", "1e-3");
+      add("--moe-router-num-groups", plan::kDeepSeekRouterGroups);
+      add("--moe-router-group-topk", plan::kDeepSeekRouterGroupTopk);
+      add("--moe-router-topk-scaling-factor", "2.5");
+      add("--moe-router-dtype", "fp32");
+      add("--moe-router-load-balancing-type", "seq_aux_loss");
+      add("--moe-aux-loss-coeff", "1e-4");
+    } else {
+      // The type and its coefficient go together (TransformerConfig wants lists of one length);
+      // megatron-core's default coefficient, 0, would leave the router unbalanced. 1e-2: NeMo's
+      // Mixtral recipes' (nemo/collections/llm/gpt/model/mixtral.py, moe_aux_loss_coeff).
+      add("--moe-router-load-balancing-type", "aux_loss");
+      add("--moe-aux-loss-coeff", "1e-2");
+    }
   }
+  if (m.mtp_layers > 0) add("--mtp-num-layers", m.mtp_layers);
   return a;
 }
 

@@ -21,6 +21,14 @@ std::pair<std::string, std::string> torchtitan_model(const plan::ModelSpec& m) {
   qwen3.seq_len = m.seq_len;
   qwen3.name = m.name;
   if (m == qwen3) return {"qwen3", "qwen3_30b_a3b"};
+  // DeepSeek-V3 (671B) as torchtitan's deepseek_v3_671b builds it: the same shape without the
+  // multi-token-prediction module (its config leaves num_mtp_layers at 0; only the debug model's
+  // config turns it on), so paci's preset with --mtp-layers 0.
+  plan::ModelSpec deepseek = plan::model_preset("deepseek-v3");
+  deepseek.seq_len = m.seq_len;
+  deepseek.name = m.name;
+  deepseek.mtp_layers = 0;
+  if (m == deepseek) return {"deepseek_v3", "deepseek_v3_671b"};
   return {"", ""};
 }
 
@@ -32,9 +40,11 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
         c.kind);
   if (torchtitan_model(c.model).first.empty())
     return fmt::format(
-        "torchtitan {} cannot train {}: it builds models from its own configs (of paci's presets: "
-        "llama3-8b, llama3-70b, llama3-405b, qwen3-30b-a3b)",
-        kTorchtitanVersion, c.model.name);
+        "torchtitan {} cannot train {}{}: it builds models from its own configs (of paci's "
+        "presets: llama3-8b, llama3-70b, llama3-405b, qwen3-30b-a3b, and deepseek-v3 with "
+        "--mtp-layers 0)",
+        kTorchtitanVersion, c.model.name,
+        c.model.mtp_layers > 0 ? " with multi-token prediction" : "");
   if (c.bf16_moments)
     return fmt::format(
         "torchtitan {}'s AdamW keeps fp32 moments beside fp32 master weights: plan "

@@ -166,6 +166,25 @@ plan::ModelSpec model_of(const Reader& r, const LaunchContext& context,
     m.top_k = r.number_or("--moe-router-topk", 2);
     m.ffn = r.number("--moe-ffn-hidden-size").value_or(m.ffn);
     m.shared_expert_ffn = r.number_or("--moe-shared-expert-intermediate-size", 0);
+    // The router: Megatron-LM's default (softmax), or DeepSeek-V3's as paci emits it (sigmoid
+    // scores with the balancing expert bias, 8 groups keeping 4, the outputs scaled by 2.5);
+    // other routers are refused.
+    const std::string scores = r.value("--moe-router-score-function").value_or("softmax");
+    const std::int64_t groups = r.number_or("--moe-router-num-groups", 0);
+    const std::int64_t kept = r.number_or("--moe-router-group-topk", 0);
+    const std::string scale = r.value("--moe-router-topk-scaling-factor").value_or("none");
+    const bool bias = r.on("--moe-router-enable-expert-bias");
+    if (scores == "sigmoid" && bias && groups == plan::kDeepSeekRouterGroups &&
+        kept == plan::kDeepSeekRouterGroupTopk && (scale == "2.5" || scale == "2.50"))
+      m.router = plan::Router::deepseek_v3;
+    else if (scores != "softmax" || bias || groups > 0 || scale != "none")
+      refuse(fmt::format(
+          "a {} router{} with {} expert groups keeping {}, scaled by {}: paci reads Megatron-LM's "
+          "softmax router and DeepSeek-V3's (--moe-router-score-function sigmoid "
+          "--moe-router-enable-expert-bias --moe-router-num-groups {} --moe-router-group-topk {} "
+          "--moe-router-topk-scaling-factor 2.5)",
+          scores, bias ? " with an expert bias" : "", groups, kept, scale,
+          plan::kDeepSeekRouterGroups, plan::kDeepSeekRouterGroupTopk));
     if (const auto freq = r.value("--moe-layer-freq"); freq && *freq != "1")
       refuse(fmt::format(
           "--moe-layer-freq {}: paci reads a mixture of experts in every layer (1) from a launch; "

@@ -195,23 +195,28 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
         "--module and --config are missing (torchtitan needs both, e.g. --module llama3 "
         "--config llama3_8b)");
   if (module.starts_with("torchtitan.models.")) module = module.substr(18);
-  if (module != "llama3" && module != "qwen3")
-    refuse(fmt::format("--module {}: paci has presets for torchtitan's llama3 and qwen3 only",
-                       module));
+  if (module != "llama3" && module != "qwen3" && module != "deepseek_v3")
+    refuse(fmt::format(
+        "--module {}: paci has presets for torchtitan's llama3, qwen3 and deepseek_v3 only",
+        module));
   if (config_name == "llama3_405b")
     refuse(
         fmt::format("--config llama3_405b trains its linear layers in float8 (torchtitan {}, "
                     "fixed when the config is built), and paci models bf16",
                     kTorchtitanVersion));
   const auto recorded = torchtitan_config(config_name);
-  const std::string preset = config_name == "llama3_8b"       ? "llama3-8b"
-                             : config_name == "llama3_70b"    ? "llama3-70b"
-                             : config_name == "qwen3_30b_a3b" ? "qwen3-30b-a3b"
-                                                              : "";
-  if (!recorded || preset.empty() || (module == "qwen3") != (config_name == "qwen3_30b_a3b"))
+  const std::string preset = config_name == "llama3_8b"          ? "llama3-8b"
+                             : config_name == "llama3_70b"       ? "llama3-70b"
+                             : config_name == "qwen3_30b_a3b"    ? "qwen3-30b-a3b"
+                             : config_name == "deepseek_v3_671b" ? "deepseek-v3"
+                                                                 : "";
+  const bool deepseek = config_name == "deepseek_v3_671b";
+  if (!recorded || preset.empty() || (module == "qwen3") != (config_name == "qwen3_30b_a3b") ||
+      (module == "deepseek_v3") != deepseek)
     refuse(fmt::format(
-        "--module {} --config {}: paci has torchtitan's llama3 llama3_8b and llama3_70b and "
-        "qwen3 qwen3_30b_a3b recorded (interop/data/torchtitan_options_{}.json)",
+        "--module {} --config {}: paci has torchtitan's llama3 llama3_8b and llama3_70b, "
+        "qwen3 qwen3_30b_a3b and deepseek_v3 deepseek_v3_671b recorded "
+        "(interop/data/torchtitan_options_{}.json)",
         module, config_name, kTorchtitanVersion));
   std::vector<std::string> sub_words;
   Reader r{parse_options(torchtitan_options(), rest, &sub_words), recorded->values};
@@ -235,8 +240,11 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
   c.cluster = context.cluster;
   c.gpus = launch_gpus(context, words, "torchtitan");
   c.model = plan::model_preset(preset);
+  const std::int64_t preset_seq_len = c.model.seq_len;
   c.model.seq_len = r.number("--training.seq-len");
-  if (c.model.seq_len != plan::model_preset(c.model.name).seq_len) c.model.name += " (modified)";
+  // deepseek_v3_671b builds DeepSeek-V3 without its multi-token-prediction module.
+  if (deepseek) c.model.mtp_layers = 0;
+  if (c.model.seq_len != preset_seq_len || deepseek) c.model.name += " (modified)";
   // Expert parallelism borrows ranks from FSDP and TP; paci's experts are whole on each rank, as
   // torchtitan's. Checked with the rest by the plan (check_experts).
   c.ep = static_cast<std::int32_t>(r.number("--parallelism.expert-parallel-degree"));
@@ -374,6 +382,13 @@ ReadLaunch read_torchtitan(std::string_view text, const LaunchContext& context) 
       refuse(fmt::format("torchtitan's {} runs one stage per rank, not {}", schedule, per_rank));
     if (multi && per_rank < 2)
       refuse("torchtitan's Interleaved1F1B needs at least two stages per rank");
+    for (std::size_t k = 0; k < split.size(); ++k)
+      if (split[k] < 1)
+        refuse(fmt::format(
+            "torchtitan's split of {} layers into {} stages leaves stage {} no transformer layer; "
+            "paci's stages hold at least one: give --parallelism.module-fqns-per-model-part, or "
+            "fewer stages",
+            c.model.layers, split.size(), k));
     c.chunks = static_cast<std::int32_t>(per_rank);
     c.partition = split;
     c.kind = multi ? "interleaved" : lower(schedule) == "gpipe" ? "gpipe" : "1f1b";

@@ -147,6 +147,7 @@ ordered_json plans_document(const std::vector<PlanResult>& plans) {
                   {"experts", m.experts},
                   {"top_k", m.top_k},
                   {"shared_expert_ffn", m.shared_expert_ffn},
+                  {"router", m.moe() ? to_string(m.router) : "none"},
                   {"dense_layers", m.dense_layers},
                   {"dense_ffn", m.dense_ffn},
                   {"q_lora_rank", m.q_lora_rank},

@@ -149,6 +149,7 @@ ModelSpec deepseek_v3() {
   m.kv_lora_rank = 512;
   m.rope_head_width = 64;
   m.mtp_layers = 1;
+  m.router = Router::deepseek_v3;
   return m;
 }
 
@@ -298,6 +299,10 @@ std::string_view to_string(Arch arch) {
   return arch == Arch::gpt ? "gpt" : "llama";
 }
 
+std::string_view to_string(Router router) {
+  return router == Router::softmax ? "softmax" : "deepseek-v3";
+}
+
 Arch parse_arch(std::string_view text) {
   if (text == "gpt") return Arch::gpt;
   if (text == "llama") return Arch::llama;
@@ -373,7 +378,10 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   if (o.tied_embeddings) m.tied_embeddings = *o.tied_embeddings;
   if (o.experts) m.experts = *o.experts;
   if (o.experts && *o.experts == 0)  // a dense model again
+  {
     m.top_k = m.shared_expert_ffn = m.dense_layers = m.dense_ffn = 0;
+    m.router = Router::softmax;
+  }
   if (o.dense_layers) m.dense_layers = *o.dense_layers;
   if (o.dense_layers && *o.dense_layers == 0) m.dense_ffn = 0;  // every layer routed again
   if (o.dense_ffn) m.dense_ffn = *o.dense_ffn;
@@ -432,6 +440,17 @@ void check_model(const ModelSpec& model) {
         "model '{}': --top-k {} must be between 1 and the {} experts (each token goes to k of "
         "them)",
         model.name, model.top_k, model.experts));
+  // Megatron-LM scores a group by its best top_k / group_topk experts: at least one each.
+  if (model.router == Router::deepseek_v3 &&
+      (model.experts % kDeepSeekRouterGroups != 0 || model.top_k < kDeepSeekRouterGroupTopk ||
+       model.top_k > kDeepSeekRouterGroupTopk * (model.experts / kDeepSeekRouterGroups)))
+    throw InputError(fmt::format(
+        "model '{}': DeepSeek-V3's router puts the {} experts in {} groups and keeps {} of them "
+        "for each token's top {}: --experts must be a multiple of {} and --top-k between {} and "
+        "{}/{} of them",
+        model.name, model.experts, kDeepSeekRouterGroups, kDeepSeekRouterGroupTopk, model.top_k,
+        kDeepSeekRouterGroups, kDeepSeekRouterGroupTopk, kDeepSeekRouterGroupTopk,
+        kDeepSeekRouterGroups));
   if (model.dense_layers < 0 || model.dense_ffn < 0)
     throw InputError(
         fmt::format("model '{}': --dense-layers and --dense-ffn cannot be negative (got {} and {})",
@@ -486,6 +505,7 @@ void check_model(const ModelSpec& model) {
 ModelSpec ModelSpec::dense_part() const {
   ModelSpec m = *this;
   m.experts = m.top_k = m.shared_expert_ffn = 0;
+  m.router = Router::softmax;
   m.ffn = dense_ffn;
   m.dense_layers = m.dense_ffn = 0;
   return m;

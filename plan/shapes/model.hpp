@@ -17,6 +17,20 @@ enum class Arch { gpt, llama };
 std::string_view to_string(Arch arch);
 Arch parse_arch(std::string_view text);  // "gpt" | "llama"; InputError otherwise
 
+// How a mixture of experts routes its tokens. The routers' costs are the same (an h x E GEMM and
+// a top-k); which one a launch builds is not, so the plan carries it to the tools.
+//   softmax:     softmax scores, the top k experts, an auxiliary load-balancing loss (Mixtral's,
+//                Qwen3's; Megatron-LM's default).
+//   deepseek_v3: DeepSeek-V3's (its config.json: scoring_func sigmoid, n_group 8, topk_group 4,
+//                routed_scaling_factor 2.5; its paper, section 2.1.2 and 4.2: an expert bias
+//                updated at 0.001 to balance the experts without an auxiliary loss, and a
+//                sequence-wise balance loss of weight 0.0001): sigmoid scores, the experts in 8
+//                groups of which each token keeps the 4 with the best scores, the top k among them.
+enum class Router { softmax, deepseek_v3 };
+inline constexpr std::int64_t kDeepSeekRouterGroups = 8;
+inline constexpr std::int64_t kDeepSeekRouterGroupTopk = 4;
+std::string_view to_string(Router router);
+
 // Letters as in docs/costmodel.md: L layers, h d_model, a heads, g kv_heads, f ffn, V vocab,
 // s seq_len.
 struct ModelSpec {
@@ -37,6 +51,7 @@ struct ModelSpec {
   std::int64_t experts = 0;            // E (0: a dense model)
   std::int64_t top_k = 0;              // k
   std::int64_t shared_expert_ffn = 0;  // the shared experts' width together (0: none)
+  Router router = Router::softmax;     // with experts
   bool moe() const { return experts > 0; }
   // With experts, the first dense_layers layers keep a dense MLP of width dense_ffn (DeepSeek-V3's
   // first three, 18432 wide); the rest are routed.

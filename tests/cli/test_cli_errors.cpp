@@ -255,12 +255,11 @@ std::vector<Case> catalogue() {
        "paci plan: error: model 'deepseek-v3 (modified)': --dense-layers 3 leaves none of the 3 "
        "layers routed; --dense-layers 2 or fewer would work"},
       {"plan --preset deepseek-v3 --gpu b200 --gpus 256 --global-batch 2048 --tp 1 --pp 16 --ep 8 "
-       "--microbatch-size 1 --kind 1f1b --overlap-p2p off --emit megatron",
+       "--microbatch-size 1 --kind 1f1b --emit torchtitan",
        "paci plan: error: no configuration to simulate: of 72, 72 cannot run where the plan goes "
-       "(e.g. paci does not emit deepseek-v3 for Megatron-LM yet: its multi-head latent attention "
-       "(--multi-latent-attention), dense first layers (--moe-layer-freq), multi-token prediction "
-       "(--mtp-num-layers) are not checked against megatron-core's parser; plan it with paci plan "
-       "and launch it from Megatron-Bridge's DeepSeek recipe)"},
+       "(e.g. torchtitan 0.3.0 cannot train deepseek-v3 with multi-token prediction: it builds "
+       "models from its own configs (of paci's presets: llama3-8b, llama3-70b, llama3-405b, "
+       "qwen3-30b-a3b, and deepseek-v3 with --mtp-layers 0))"},
       {"plan --preset mixtral-8x7b --gpu h100-80gb --gpus 16 --global-batch 32 --tp 2 --pp 1 "
        "--ep 3 --sequence-parallel --microbatch-size 1 --kind 1f1b --recompute full",
        "paci plan: error: --ep 3 must divide the model's 8 experts (each GPU of the group holds "

@@ -14,7 +14,9 @@ Two modes:
   wheel, so the option table of Megatron-LM's parser is read from --options (recorded by
   record_megatron_options.py, which runs add_megatron_arguments() on a checkout at the tag the
   file names). An argparse parser is rebuilt from it (names, arity, types, choices), the
-  flags are parsed, and megatron-core's own TransformerConfig is built from them as
+  flags are parsed, and megatron-core's own TransformerConfig (MLATransformerConfig with
+  --multi-latent-attention, its latent fields at the parser's defaults where unset; a
+  --moe-layer-freq pattern evaluated as Megatron-LM's moe_freq_type does) is built from them as
   core_transformer_config_from_args() does: every parsed option whose destination is a
   TransformerConfig field, plus that function's translations (swiglu, GQA, the first/last
   stage layer counts, the pipeline dtype) and what validate_args() derives before it (the
@@ -101,17 +103,71 @@ def recorded_parser(table: dict) -> _Parser:
     return p
 
 
-def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dict]:
+def moe_layer_pattern(value):
+    """--moe-layer-freq as Megatron-LM's parser types it (arguments.py, moe_freq_type; the
+    recorded table names the callable, not its code): an int N (one expert layer in N), or a
+    Python list expression of 0s and 1s such as "([0]*3+[1]*58)". The expression is evaluated
+    here on list and int literals, + and * only."""
+    import ast
+
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if "[" not in text:
+        return int(text)
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.List):
+            return [ev(e) for e in node.elts]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            left, right = ev(node.left), ev(node.right)
+            size = (len(left) if isinstance(left, list) else 1) * (
+                right if isinstance(node.op, ast.Mult) and isinstance(right, int) else 1) + (
+                len(right) if isinstance(node.op, ast.Add) and isinstance(right, list) else 0)
+            if size > 1 << 20:
+                raise CheckError(f"Megatron-LM's parser: --moe-layer-freq {text!r} unrolls past "
+                                 "2^20 layers")
+            return left + right if isinstance(node.op, ast.Add) else left * right
+        raise CheckError(f"Megatron-LM's parser: --moe-layer-freq {text!r} is not a list pattern")
+
+    try:
+        out = ev(ast.parse(text, mode="eval"))
+    except SyntaxError as e:
+        raise CheckError(f"Megatron-LM's parser: --moe-layer-freq {text!r}: {e.msg}")
+    if not isinstance(out, list):
+        raise CheckError(f"Megatron-LM's parser: --moe-layer-freq {text!r} is not a list")
+    return out
+
+
+def derived_config_kwargs(ns: argparse.Namespace, world: int,
+                          defaults_table: dict) -> tuple[dict, dict]:
     """TransformerConfig keyword arguments as core_transformer_config_from_args() makes them
     from the namespace validate_args() leaves; returns (kwargs, facts for the report)."""
     import torch
     import torch.nn.functional as F
     from megatron.core.transformer.enums import AttnBackend
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
     a = vars(ns)
-    fields = {f.name for f in dataclasses.fields(TransformerConfig)}
+    # core_transformer_config_from_args: multi-head latent attention builds MLATransformerConfig
+    # (its fields a superset); --rope-type unset keeps that class's default.
+    config_class = MLATransformerConfig if a.get("multi_latent_attention") else TransformerConfig
+    fields = {f.name for f in dataclasses.fields(config_class)}
     kw = {k: v for k, v in a.items() if k in fields}
+    if config_class is MLATransformerConfig:
+        # core_transformer_config_from_args copies every parsed option, defaults included: the
+        # latent attention's fields take the parser's defaults where the flags leave them (its
+        # rotary_scaling_factor 1.0, q_lora_rank None, ...), not MLATransformerConfig's; an unset
+        # --rope-type is popped, so that one keeps the class default.
+        tf = {f.name for f in dataclasses.fields(TransformerConfig)}
+        for o in defaults_table.values():
+            dest = o["dest"]
+            if dest in fields and dest not in tf and dest not in kw and dest != "rope_type":
+                kw[dest] = o["default"]
     t = a.get("tensor_model_parallel_size", 1)
     p = a.get("pipeline_model_parallel_size", 1)
     cp = a.get("context_parallel_size", 1)
@@ -136,6 +192,8 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
     # core_transformer_config_from_args: --num-experts is num_moe_experts; validate_args: expert
     # tensor parallelism defaults to t, and the experts must divide over expert parallelism.
     kw["num_moe_experts"] = a.get("num_experts")
+    if "moe_layer_freq" in kw:
+        kw["moe_layer_freq"] = moe_layer_pattern(kw["moe_layer_freq"])
     if a.get("expert_tensor_parallel_size") is None:
         kw["expert_tensor_parallel_size"] = t
     ep = a.get("expert_model_parallel_size") or 1
@@ -205,12 +263,13 @@ def derived_config_kwargs(ns: argparse.Namespace, world: int) -> tuple[dict, dic
 
 
 def build_default(words: list[str], world: int, options_path: str, arch: int):
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
     with open(options_path) as f:
         table = json.load(f)
     ns = recorded_parser(table).parse_args(words)
-    kw, facts = derived_config_kwargs(ns, world)
+    kw, facts = derived_config_kwargs(ns, world, table["options"])
+    config_class = MLATransformerConfig if getattr(ns, "multi_latent_attention", False) else TransformerConfig
     # validate_args (arguments.py, "CUDA_DEVICE_MAX_CONNECTIONS requirement"): before Blackwell,
     # TP or CP without FSDP needs the variable set to 1.
     if (facts["t"] > 1 or facts["cp"] > 1) and arch < 10 and not (
@@ -222,9 +281,9 @@ def build_default(words: list[str], world: int, options_path: str, arch: int):
                 "CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment"
             )
     try:
-        config = TransformerConfig(**kw)
+        config = config_class(**kw)
     except (AssertionError, ValueError, TypeError) as e:
-        raise CheckError(f"TransformerConfig: {type(e).__name__}: {one_line(e)}")
+        raise CheckError(f"{config_class.__name__}: {type(e).__name__}: {one_line(e)}")
     how = f"recorded parser of Megatron-LM {table['tag']}"
     facts["moments_dtype"], note = optimizer_moments(ns)
     return config, facts, how + note
@@ -357,6 +416,42 @@ def stage_layers(config, p: int, vp: int) -> list[list[int]]:
     return out
 
 
+def dense_layers_of(config) -> int:
+    """The layers megatron-core builds with a dense MLP: its own decoder layer specs
+    (get_gpt_decoder_layer_specs, which reads moe_layer_freq and checks the pattern's length
+    against the layer count), counted by their MLP module."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_layer_specs
+
+    if not config.num_moe_experts:
+        return config.num_layers
+    try:
+        specs = get_gpt_decoder_layer_specs(config, use_transformer_engine=False,
+                                            normalization=config.normalization)
+    except (AssertionError, ValueError) as e:
+        raise CheckError(f"megatron-core's layer specs: {type(e).__name__}: {one_line(e)}")
+    dense = [i for i, spec in enumerate(specs) if spec.submodules.mlp.module.__name__ == "MLP"]
+    if dense != list(range(len(dense))):
+        raise CheckError(f"megatron-core builds dense MLPs in layers {dense[:8]}, not the first "
+                         f"{len(dense)} (paci's dense layers come first)")
+    return len(dense)
+
+
+def router_of(config) -> str:
+    """paci's name for the router TransformerConfig holds: none without experts; deepseek-v3 for
+    DeepSeek-V3's (sigmoid scores with the balancing expert bias, 8 groups keeping 4, routed
+    outputs scaled by 2.5); softmax for Megatron-LM's default; anything else by its parts."""
+    if not config.num_moe_experts:
+        return "none"
+    parts = (config.moe_router_score_function, bool(config.moe_router_enable_expert_bias),
+             config.moe_router_num_groups, config.moe_router_group_topk,
+             config.moe_router_topk_scaling_factor)
+    if parts == ("sigmoid", True, 8, 4, 2.5):
+        return "deepseek-v3"
+    if parts == ("softmax", False, None, None, None):
+        return "softmax"
+    return "/".join(map(str, parts))
+
+
 def precision_of(config) -> str:
     """The GEMMs' format as TransformerConfig holds it: no fp8 format is bf16; Transformer
     Engine's per-tensor recipes (delayed, tensorwise) paci's fp8; mxfp8 itself; others by name."""
@@ -414,6 +509,7 @@ def check(a) -> str:
     order = [i for s in stages for i in s]
     if order != list(range(config.num_layers)):
         raise CheckError(f"layers not contiguous and in order across stages: {order[:40]}")
+    mla = bool(getattr(config, "multi_latent_attention", False))
     seen = {"t": f["t"], "p": p, "vp": vp, "d": f["d"], "cp": f["cp"], "M": m, "mbs": f["mbs"],
             "gbs": f["gbs"], "sp": bool(config.sequence_parallel),
             "recompute": config.recompute_granularity or "none",
@@ -431,7 +527,19 @@ def check(a) -> str:
             "ep": config.expert_model_parallel_size,
             # With one stage nothing is sent: whether sends would overlap does not apply.
             "overlap_p2p": bool(config.overlap_p2p_comm) if p > 1 else None,
-            "etp": config.expert_tensor_parallel_size}
+            "etp": config.expert_tensor_parallel_size,
+            # DeepSeek-V3's pieces: the dense first layers (0s of megatron-core's MoE pattern),
+            # the latent attention's widths, the multi-token-prediction modules.
+            "dense_layers": dense_layers_of(config),
+            "q_lora_rank": (getattr(config, "q_lora_rank", None) or 0) if mla else 0,
+            "kv_lora_rank": getattr(config, "kv_lora_rank", 0) if mla else 0,
+            "rope_head_dim": getattr(config, "qk_pos_emb_head_dim", 0) if mla else 0,
+            "mtp_layers": config.mtp_num_layers or 0,
+            # The MLP widths: an expert's (or the dense MLP's without experts), the dense first
+            # layers' (0 without them).
+            "ffn": (config.moe_ffn_hidden_size if config.num_moe_experts else config.ffn_hidden_size),
+            "dense_ffn": config.ffn_hidden_size if config.num_moe_experts and dense_layers_of(config) else 0,
+            "router": router_of(config)}
     check_expected(a.expect, seen, "Megatron")
     return (
         f"megatron: ok ({how}) t={f['t']} p={p} vp={vp} d={f['d']} M={m} "
@@ -452,7 +560,8 @@ def main() -> int:
     ap.add_argument("--expect", action="append", default=[], metavar="KEY=VALUE",
                     help="a fact that must come out: t, p, vp, d, cp, M, mbs, gbs, sp, recompute, zero, "
                     "shard_group, offload_layers, fp8_param_gather, moments_dtype, experts, top_k, "
-                    "ep, etp, overlap_p2p")
+                    "ep, etp, overlap_p2p, dense_layers, q_lora_rank, kv_lora_rank, "
+                    "rope_head_dim, mtp_layers, router, ffn, dense_ffn")
     ap.add_argument("--gpu-arch", type=int, default=9,
                     help="the planned GPU's compute capability major (A100 8, H100/H200 9)")
     a = ap.parse_args()

@@ -4,7 +4,8 @@
     python record_torchtitan_options.py -o interop/data/torchtitan_options_0.3.0.json
 
 Run with the interop venv's python (scripts/interop.sh installs torchtitan there). For each of
-torchtitan's configs that paci has a preset for (Llama 3 8B and 70B, Qwen3-30B-A3B), it loads the
+torchtitan's configs that paci has a preset for (Llama 3 8B and 70B, Qwen3-30B-A3B, DeepSeek-V3
+without MTP), it loads the
 config exactly as ConfigManager.parse_args does (--module MODULE --config NAME), builds the argument parser tyro
 builds from it (tyro.extras.get_parser, the parser tyro.cli runs) and writes:
   - every option: its names (the --no- form of a switch too), whether it takes a value and how
@@ -30,7 +31,8 @@ import warnings
 # llama3_405b is left out: its config builds torchao's Float8Linear converter when it is loaded (it
 # fails without torchao), and paci refuses it for torchtitan (bf16 only; interop/torchtitan.cpp).
 # The module each config is loaded from (--module), by config name.
-CONFIGS = {"llama3_8b": "llama3", "llama3_70b": "llama3", "qwen3_30b_a3b": "qwen3"}
+CONFIGS = {"llama3_8b": "llama3", "llama3_70b": "llama3", "qwen3_30b_a3b": "qwen3",
+           "deepseek_v3_671b": "deepseek_v3"}
 
 
 def jsonable(value):

@@ -177,6 +177,16 @@ CASES = [
       "--tp", "1", "--pp", "2", "--ep", "8", "--microbatch-size", "1", "--kind", "1f1b",
       "--recompute", "full", "--zero", "1", "--cp", "1"],
      {"pytorch", "megatron", "torchtitan"}, None),
+    ("deepseek-v3 pp16 ep8: latent attention, dense first layers, MTP (Megatron-LM)",
+     ["--preset", "deepseek-v3", "--gpu", "h100-80gb", "--gpus", "256", "--global-batch", "1024",
+      "--tp", "1", "--pp", "16", "--ep", "8", "--microbatch-size", "1", "--kind", "1f1b",
+      "--recompute", "full", "--zero", "1", "--cp", "1"],
+     {"pytorch", "megatron"}, None),
+    ("deepseek-v3 without MTP pp16 ep8 (torchtitan's deepseek_v3_671b and Megatron-LM)",
+     ["--preset", "deepseek-v3", "--mtp-layers", "0", "--gpu", "h100-80gb", "--gpus", "256",
+      "--global-batch", "512", "--tp", "1", "--pp", "16", "--ep", "8", "--microbatch-size", "1",
+      "--kind", "1f1b", "--recompute", "full", "--zero", "1", "--cp", "1"],
+     {"pytorch", "megatron", "torchtitan"}, None),
     ("gpt2-medium 1f1b d2",
      ["--preset", "gpt2-medium", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64",
       "--tp", "1", "--pp", "4", "--microbatch-size", "4", "--kind", "1f1b", "--recompute",
@@ -221,6 +231,10 @@ REFUSALS = [
      ["--preset", "mixtral-8x7b", *H100, "--gpus", "16", "--global-batch", "32", "--tp", "2",
       "--pp", "2", "--ep", "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute",
       "full", "--sequence-parallel", "--emit", "torchtitan"], "cannot train mixtral-8x7b"),
+    ("deepseek-v3 with multi-token prediction for torchtitan",
+     ["--preset", "deepseek-v3", *H100, "--gpus", "256", "--global-batch", "512", "--tp", "1",
+      "--pp", "16", "--ep", "8", "--microbatch-size", "1", "--kind", "1f1b", "--recompute",
+      "full", "--zero", "1", "--emit", "torchtitan"], "with multi-token prediction"),
     ("GPT for torchtitan",
      ["--preset", "gpt3-13b", *H100, "--gpus", "8", "--global-batch", "64", "--tp", "2", "--pp",
       "4", "--microbatch-size", "1", "--kind", "1f1b", "--recompute", "full", "--emit",
@@ -328,6 +342,10 @@ READS = [
      "--module qwen3 --config qwen3_30b_a3b --parallelism.pipeline-parallel-degree 2 "
      "--parallelism.expert-parallel-degree 8 --parallelism.pipeline-parallel-microbatch-size 1 "
      "--training.local-batch-size 4 --training.disable-cuda-graphs"),
+    ("torchtitan deepseek_v3_671b pp16 ep8 1F1B", "torchtitan", 256,
+     "--module deepseek_v3 --config deepseek_v3_671b --parallelism.pipeline-parallel-degree 16 "
+     "--parallelism.pipeline-parallel-schedule 1F1B --parallelism.expert-parallel-degree 8 "
+     "--training.local-batch-size 32 activation-checkpoint:full"),
     ("torchtitan llama3_70b tp8 pp4 hsdp", "torchtitan", 128,
      "--module llama3 --config llama3_70b --parallelism.pipeline-parallel-degree 4 "
      "--parallelism.data-parallel-replicate-degree 2 --parallelism.data-parallel-shard-degree 2 "
@@ -363,6 +381,9 @@ READ_REFUSALS = [
      "--parallelism.expert-parallel-degree 8 --parallelism.pipeline-parallel-microbatch-size 1 "
      "--training.local-batch-size 4 --training.disable-cuda-graphs",
      "takes its ranks from FSDP's shards"),
+    ("torchtitan deepseek_v3_671b split leaving a stage no layer", "torchtitan", 256,
+     "--module deepseek_v3 --config deepseek_v3_671b --parallelism.pipeline-parallel-degree 16 "
+     "--training.local-batch-size 32", "no transformer layer"),
     ("torchtitan PP with CUDA graphs", "torchtitan", 8,
      "--module llama3 --config llama3_8b --parallelism.pipeline-parallel-degree 2", "cuda-graphs"),
 ]
@@ -529,6 +550,10 @@ class Runner:
         if plan.get("model", {}).get("experts"):
             base += ["--expect", f"experts={plan['model']['experts']}",
                      "--expect", f"top_k={plan['model']['top_k']}", "--expect", "etp=1"]
+            # DeepSeek-V3's pieces, as megatron-core built them (0 for the other models).
+            for key in ("dense_layers", "q_lora_rank", "kv_lora_rank", "rope_head_dim",
+                        "mtp_layers", "router", "ffn", "dense_ffn"):
+                base += ["--expect", f"{key}={plan['model'][key]}"]
         for k, v in env.items():
             base += ["--env", f"{k}={v}"]
         ok, line = self.tool("check_megatron.py", base, 300)
@@ -582,6 +607,140 @@ class Runner:
         ):
             ok, line = self.tool(script, args, 300)
             self.report(not ok, f"self-test {script} {' '.join(args[-3:])} must fail: {line}")
+        # DeepSeek-V3's dense first layers: a pattern with one fewer must be caught by
+        # megatron-core's layer specs, on the plan's own split.
+        ds = os.path.join(self.case_dir(next(c[0] for c in CASES if c[0].startswith("deepseek"))),
+                          "plan")
+        try:
+            with open(os.path.join(ds, "megatron.flags")) as f:
+                words = shlex.split(f.read())
+            with open(os.path.join(ds, "plan.json")) as f:
+                split = json.load(f)["plans"][0]["partition"]
+            words[words.index("--moe-layer-freq") + 1] = "([0]*2+[1]*59)"
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            self.report(False, f"self-test: the deepseek-v3 case left no flags to mutate: {e}")
+        else:
+            bad_flags = os.path.join(ds, "two_dense.flags")
+            with open(bad_flags, "w") as f:
+                f.write(shlex.join(words) + "\n")
+            ok, line = self.tool("check_megatron.py", [
+                "--flags-file", bad_flags, "--world", "256", "--layers-per-stage",
+                ",".join(map(str, split)), "--expect", "dense_layers=3"], 300)
+            self.report(not ok and "dense_layers" in line,
+                        f"self-test check_megatron.py with 2 dense layers for 3 must fail on "
+                        f"them: {line}")
+        with open(os.path.join(out, "schedule.csv")) as f:
+                if body != [l for l in f.read().splitlines() if l]:
+                    self.report(False, f"{name}: --emit pytorch differs from schedule.csv")
+        for tool, job in jobs:
+            try:
+                ok, line = job()
+            except Exception as e:  # a dry run that failed, a file that is not there
+                ok, line = False, f"{type(e).__name__}: {e}"
+            self.report(ok, f"{name} [{desc}] {tool}: {line}")
+
+    def pytorch(self, out, plan):
+        with self.gloo:
+            return self.tool("check_pytorch.py", [
+                "--csv", os.path.join(out, "schedule.csv"), "--microbatches",
+                str(plan["microbatches"]), "--ranks", str(plan["pp"]), "--placement",
+                "v" if plan["kind"] in ("zb-v", "dualpipev") else "loop",
+                "--timeout", "240", "--pg-timeout", "120"], 300)
+
+    def megatron(self, out, gpus, lps, emitted, stdout, plan):
+        words, env = self.dry_run(os.path.join(out, "megatron.sh"))
+        i = words.index("/megatron-lm/pretrain_gpt.py")
+        flags = words[i + 1:]
+        if emitted:
+            printed = shlex.split(stdout, comments=True)
+            if flags[:len(printed)] != printed:
+                return False, "--emit megatron's flags are not megatron.sh's"
+        path = os.path.join(out, "megatron.flags")
+        with open(path, "w") as f:
+            f.write(shlex.join(flags) + "\n")
+        # The plan's ZeRO stage and GEMM precision must be what Megatron-LM makes of the flags.
+        base = ["--flags-file", path, "--world", str(gpus), "--layers-per-stage", lps]
+        for key in ("zero", "precision", "grad_dtype", "shard_group", "offload_layers",
+                    "fp8_param_gather", "moments_dtype", "ep"):
+            base += ["--expect", f"{key}={plan[key]}"]
+        if plan["pp"] > 1:  # the pipeline sends overlapped or waited on, as planned
+            base += ["--expect", f"overlap_p2p={plan['overlap_p2p']}"]
+        if plan.get("model", {}).get("experts"):
+            base += ["--expect", f"experts={plan['model']['experts']}",
+                     "--expect", f"top_k={plan['model']['top_k']}", "--expect", "etp=1"]
+            # DeepSeek-V3's pieces, as megatron-core built them (0 for the other models).
+            for key in ("dense_layers", "q_lora_rank", "kv_lora_rank", "rope_head_dim",
+                        "mtp_layers", "router", "ffn", "dense_ffn"):
+                base += ["--expect", f"{key}={plan['model'][key]}"]
+        for k, v in env.items():
+            base += ["--env", f"{k}={v}"]
+        ok, line = self.tool("check_megatron.py", base, 300)
+        if ok and self.a.megatron_lm:
+            ok, line2 = self.tool("check_megatron.py", [*base, "--tree", self.a.megatron_lm], 300)
+            line = f"{line} | {line2}"
+        return ok, line
+
+    def torchtitan(self, out, gpus, lps, emitted, stdout, zero, shards, ep=1):
+        words, _ = self.dry_run(os.path.join(out, "torchtitan.sh"))
+        i = words.index("torchtitan.train")
+        args = words[i + 1:]
+        if emitted:
+            printed = shlex.split(stdout, comments=True)
+            rest = list(args)
+            at = rest.index("--training.steps") if "--training.steps" in rest else -1
+            if at >= 0:
+                del rest[at:at + 2]  # the script's TRAIN words, not --emit's
+            if rest != printed:
+                return False, "--emit torchtitan's words are not torchtitan.sh's"
+        path = os.path.join(out, "torchtitan.args")
+        with open(path, "w") as f:
+            f.write(shlex.join(args) + "\n")
+        return self.tool("check_torchtitan.py", ["--args-file", path, "--world", str(gpus),
+                                                 "--layers-per-stage", lps, "--timeout", "300",
+                                                 "--expect", f"zero={zero}",
+                                                 "--expect", f"shard_group={shards}",
+                                                 "--expect", f"ep={ep}"], 330)
+
+    def self_test(self) -> None:
+        """Each checker must fail on a plan it should refuse: the first case's files with a
+        wrong partition (16,16 for paci's 15,17) and a CSV with one action dropped."""
+        name = CASES[0][0]
+        out = os.path.join(self.case_dir(name), "plan")
+        if not os.path.exists(os.path.join(out, "torchtitan.args")):
+            self.report(False, f"self-test: {name} left no files to mutate")
+            return
+        wrong = "16,16"
+        for script, args in (
+            ("check_torchtitan.py", ["--args-file", os.path.join(out, "torchtitan.args"),
+                                     "--world", "8", "--layers-per-stage", wrong]),
+            ("check_megatron.py", ["--flags-file", os.path.join(out, "megatron.flags"), "--world",
+                                   "8", "--layers-per-stage", wrong,
+                                   "--env", "CUDA_DEVICE_MAX_CONNECTIONS=1"]),
+            ("check_megatron.py", ["--flags-file", os.path.join(out, "megatron.flags"), "--world",
+                                   "8", "--layers-per-stage", "15,17"]),  # no env variable
+            ("check_megatron.py", ["--flags-file", os.path.join(out, "megatron.flags"), "--world",
+                                   "8", "--layers-per-stage", "15,17",
+                                   "--env", "CUDA_DEVICE_MAX_CONNECTIONS=1",
+                                   "--expect", "precision=fp8"]),  # a bf16 plan read as FP8
+        ):
+            ok, line = self.tool(script, args, 300)
+            self.report(not ok, f"self-test {script} {' '.join(args[-3:])} must fail: {line}")
+        # DeepSeek-V3's dense first layers: a pattern with one fewer must be caught by
+        # megatron-core's layer specs (when that case ran).
+        ds = os.path.join(self.case_dir(next(c[0] for c in CASES if c[0].startswith("deepseek"))),
+                          "plan")
+        if os.path.exists(os.path.join(ds, "megatron.flags")):
+            with open(os.path.join(ds, "megatron.flags")) as f:
+                words = shlex.split(f.read())
+            words[words.index("--moe-layer-freq") + 1] = "([0]*2+[1]*59)"
+            bad_flags = os.path.join(ds, "two_dense.flags")
+            with open(bad_flags, "w") as f:
+                f.write(shlex.join(words) + "\n")
+            ok, line = self.tool("check_megatron.py", [
+                "--flags-file", bad_flags, "--world", "256", "--layers-per-stage",
+                ",".join(["4"] * 15 + ["1"]), "--expect", "dense_layers=3"], 300)
+            self.report(not ok, f"self-test check_megatron.py with 2 dense layers for 3 must fail: "
+                        f"{line}")
         with open(os.path.join(out, "schedule.csv")) as f:
             rows = [r.split(",") for r in f.read().splitlines()]
         rows[1] = [c for c in rows[1] if c != "1B3"]  # stage 1 never runs micro-batch 3 back

@@ -136,6 +136,51 @@ TEST(InteropMegatron, PipelineSendsAreWaitedOnAsPlanned) {
   EXPECT_THAT(refusal(Tool::megatron, two.config), HasSubstr("more than 2 pipeline stages"));
 }
 
+// DeepSeek-V3: multi-head latent attention (megatron-core's MLATransformerConfig), the dense first
+// layers as megatron-core's MoE pattern with their own MLP width, the multi-token-prediction
+// module on the last stage (the layout's m before the loss), where paci's cost model holds it.
+TEST(InteropMegatron, DeepSeekV3LatentAttentionDenseLayersAndMtp) {
+  plan::PlanResult p = test::plan_of("deepseek-v3", "1f1b", 256, 1, 16);
+  p.config.ep = 8;
+  p.config.partition.assign(16, 4);  // Megatron-Bridge's DeepSeek-V3 split on 16 stages
+  p.config.partition.back() = 1;
+  const std::string f = joined(p);
+  for (const char* flag :
+       {"--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512", "--qk-head-dim 128",
+        "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--ffn-hidden-size 18432",
+        "--moe-ffn-hidden-size 2048", "--moe-layer-freq '([0]*3+[1]*58)'",
+        "--moe-shared-expert-intermediate-size 2048", "--num-experts 256", "--moe-router-topk 8",
+        "--mtp-num-layers 1",
+        "--qk-layernorm --rope-type yarn --rotary-scaling-factor 40 --mscale 1.0 --mscale-all-dim "
+        "1.0",
+        "--pipeline-model-parallel-layout 'Etttt|tttt|",
+        // DeepSeek-V3's router, not Megatron-LM's default
+        "--moe-router-score-function sigmoid --moe-router-enable-expert-bias",
+        "--moe-router-num-groups 8 --moe-router-group-topk 4",
+        "--moe-router-topk-scaling-factor 2.5",
+        "--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4"})
+    EXPECT_THAT(f, HasSubstr(flag)) << flag;
+  EXPECT_THAT(f, HasSubstr("|tmL'"));  // the last stage: one layer, the MTP module, the loss
+
+  // Without a query latent the queries come from h: no --q-lora-rank; without MTP no m.
+  p.config.model.q_lora_rank = 0;
+  p.config.model.mtp_layers = 0;
+  const std::string g = joined(p);
+  EXPECT_THAT(g, Not(HasSubstr("--q-lora-rank")));
+  EXPECT_THAT(g, Not(HasSubstr("--mtp-num-layers")));
+  EXPECT_THAT(g, HasSubstr("|tL'"));
+
+  // A dense model keeps --ffn-hidden-size its MLP's and no MoE pattern.
+  const std::string dense = joined(test::plan_of("llama3-8b", "1f1b", 8, 2, 2));
+  EXPECT_THAT(dense, HasSubstr("--ffn-hidden-size 14336"));
+  EXPECT_THAT(dense, Not(HasSubstr("--moe-layer-freq")));
+  EXPECT_THAT(dense, Not(HasSubstr("--multi-latent-attention")));
+  // Mixtral routes with Megatron-LM's softmax and the auxiliary loss.
+  const std::string mixtral = joined(test::plan_of("mixtral-8x7b", "1f1b", 16, 2, 2));
+  EXPECT_THAT(mixtral, HasSubstr("--moe-router-load-balancing-type aux_loss"));
+  EXPECT_THAT(mixtral, Not(HasSubstr("--moe-router-score-function")));
+}
+
 TEST(InteropWords, QuoteAndSplitRoundTrip) {
   const std::vector<std::string> words = {"--a", "Et|tL", "it's", "", "x y", "plain-1.5"};
   EXPECT_EQ(shell_join(words), "--a 'Et|tL' 'it'\\''s' '' 'x y' plain-1.5");

@@ -88,6 +88,21 @@ TEST(InteropRead, MegatronReadsBackWhatPaciEmits) {
   }
 }
 
+// DeepSeek-V3's router read from its flags (a model without latent attention, which the reader
+// does not take yet): what paci emits for it reads back as it.
+TEST(InteropRead, MegatronReadsDeepSeekV3sRouter) {
+  const std::string experts =
+      "--num-experts 64 --moe-router-topk 6 --moe-router-score-function sigmoid "
+      "--moe-router-enable-expert-bias --moe-router-num-groups 8 --moe-router-group-topk 4 "
+      "--moe-router-topk-scaling-factor 2.5 --vocab-size 128256 ";
+  EXPECT_EQ(read_megatron(kLlama8b + experts, on_h100(16)).config.model.router,
+            plan::Router::deepseek_v3);
+  EXPECT_EQ(read_megatron(kLlama8b + "--num-experts 8 --moe-router-topk 2 --vocab-size 128256",
+                          on_h100(16))
+                .config.model.router,
+            plan::Router::softmax);
+}
+
 TEST(InteropRead, MegatronLayoutUnrollsAsMegatronCoreDoes) {
   // "Et*3|(tt|)*2,t|tL": the comma dropped, the group and t*3 unrolled: "Ettt|tt|tt|t|tL".
   const ReadLaunch r = read_megatron(
@@ -212,6 +227,13 @@ TEST(InteropRead, MegatronRefusalsAreOneLine) {
        "but does not read it from a launch yet"},
       {"--num-experts 8 --moe-router-topk 2 --mtp-num-layers 1",
        "--mtp-num-layers: paci plan models multi-token prediction (--mtp-layers)"},
+      {"--num-experts 16 --moe-router-topk 2 --moe-router-score-function sigmoid "
+       "--moe-router-num-groups 4 --moe-router-group-topk 2",
+       "a sigmoid router with 4 expert groups keeping 2, scaled by none: paci reads Megatron-LM's "
+       "softmax router and DeepSeek-V3's"},
+      {"--num-experts 16 --moe-router-topk 4 --moe-router-score-function sigmoid "
+       "--moe-router-num-groups 8 --moe-router-group-topk 4",
+       "a sigmoid router with 8 expert groups keeping 4, scaled by none"},
       {"--num-experts 8 --moe-router-topk 9 --vocab-size 128256",
        "--top-k 9 must be between 1 and the 8 experts"},
       {"--fp8-format e4m3 --fp8-recipe blockwise", "paci models FP8 with per-tensor scales"},
@@ -457,12 +479,14 @@ TEST(InteropRead, TorchtitanRefusalsAreOneLine) {
               HasSubstr("--module and --config are missing"));
   EXPECT_THAT(torchtitan_error("--module llama3 --config llama3_405b"), HasSubstr("float8"));
   EXPECT_THAT(torchtitan_error("--module llama3 --config llama3_debugmodel"),
-              HasSubstr("paci has torchtitan's llama3 llama3_8b and llama3_70b and qwen3 "
-                        "qwen3_30b_a3b recorded"));
+              HasSubstr("paci has torchtitan's llama3 llama3_8b and llama3_70b, qwen3 "
+                        "qwen3_30b_a3b and deepseek_v3 deepseek_v3_671b recorded"));
   EXPECT_THAT(torchtitan_error("--module qwen3 --config llama3_8b"),
               HasSubstr("--module qwen3 --config llama3_8b: paci has"));
   EXPECT_THAT(torchtitan_error("--module deepseek_v3 --config deepseek_v3_16b"),
-              HasSubstr("llama3 and qwen3 only"));
+              HasSubstr("--module deepseek_v3 --config deepseek_v3_16b: paci has"));
+  EXPECT_THAT(torchtitan_error("--module gpt_oss --config gpt_oss_20b"),
+              HasSubstr("llama3, qwen3 and deepseek_v3 only"));
   // Expert parallelism borrows FSDP's shards and TP: 8 does not divide 4 shards (replicated 2).
   EXPECT_THAT(torchtitan_error("--module qwen3 --config qwen3_30b_a3b "
                                "--parallelism.pipeline-parallel-degree 2 "
@@ -495,6 +519,40 @@ TEST(InteropRead, TorchtitanQwen3ExpertsReadAndRoundTrip) {
   // Mixtral has no torchtitan config: refused by name.
   c.model = plan::model_preset("mixtral-8x7b");
   EXPECT_THAT(torchtitan_refusal(c), HasSubstr("cannot train mixtral-8x7b"));
+}
+
+// torchtitan's DeepSeek-V3 671B: paci's preset without the multi-token-prediction module (its
+// config builds none), the config's own expert-parallel degree (2) and interleaved schedule taken
+// when the command line leaves them; a plan goes out and reads back the same model.
+TEST(InteropRead, TorchtitanDeepSeekV3ReadAndRoundTrip) {
+  const ReadLaunch r = read_torchtitan(
+      "--module deepseek_v3 --config deepseek_v3_671b --parallelism.pipeline-parallel-degree 16 "
+      "--parallelism.pipeline-parallel-schedule 1F1B --parallelism.expert-parallel-degree 8 "
+      "--training.local-batch-size 32 activation-checkpoint:full",
+      on_h100(256));
+  EXPECT_EQ(r.config.model.name, "deepseek-v3 (modified)");
+  EXPECT_EQ(r.config.model.mtp_layers, 0);
+  EXPECT_EQ(r.config.model.router, plan::Router::deepseek_v3);
+  EXPECT_EQ(r.config.ep, 8);
+  EXPECT_EQ(r.config.pp, 16);
+  plan::PlanConfig c = r.config;
+  const plan::PlanResult p = plan::evaluate(c);
+  const ReadLaunch back = read_torchtitan(shell_join(torchtitan_args(p, "")), on_h100(256));
+  EXPECT_EQ(back.config.model, r.config.model);
+  EXPECT_EQ(back.config.ep, 8);
+  // Left alone, the config's expert-parallel degree is 2, and its schedule Interleaved1F1B, whose
+  // two stages a rank torchtitan splits 61 layers (+1 +1 for the embedding and the head) into so
+  // that on 16 ranks the last stage holds none: refused in one line.
+  EXPECT_EQ(read_torchtitan("--module deepseek_v3 --config deepseek_v3_671b "
+                            "--parallelism.pipeline-parallel-degree 8 "
+                            "--training.local-batch-size 32",
+                            on_h100(256))
+                .config.ep,
+            2);
+  EXPECT_THAT(torchtitan_error("--module deepseek_v3 --config deepseek_v3_671b "
+                               "--parallelism.pipeline-parallel-degree 16 "
+                               "--training.local-batch-size 32"),
+              HasSubstr("leaves stage 31 no transformer layer"));
 }
 
 TEST(InteropRead, OptionTablesAreTheRecordedOnes) {

@@ -29,6 +29,16 @@ TEST(InteropTorchtitan, ModelIsTorchtitansConfig) {
   EXPECT_THAT(a, StartsWith("--module llama3 --config llama3_8b "));
   EXPECT_THAT(joined(test::plan_of("llama3-70b", "1f1b", 64, 8, 4)),
               StartsWith("--module llama3 --config llama3_70b "));
+  // DeepSeek-V3 is torchtitan's deepseek_v3_671b without the multi-token-prediction module,
+  // which that config does not build: with it the plan is refused.
+  plan::PlanResult ds = test::plan_of("deepseek-v3", "1f1b", 256, 1, 16);
+  ds.config.ep = 8;
+  EXPECT_THAT(torchtitan_refusal(ds.config), HasSubstr("with multi-token prediction"));
+  ds.config.model.mtp_layers = 0;
+  EXPECT_EQ(torchtitan_refusal(ds.config), "");
+  EXPECT_THAT(joined(ds), StartsWith("--module deepseek_v3 --config deepseek_v3_671b "));
+  ds.config.model.dense_layers = 2;  // a shape torchtitan has no config for
+  EXPECT_THAT(torchtitan_refusal(ds.config), HasSubstr("cannot train deepseek-v3"));
 }
 
 // Finding 2: torchtitan 0.3.0 replicates (ZeRO 0: DDP, or HSDP with one shard beside TP or PP) or

@@ -260,6 +260,26 @@ TEST(PlanModel, DeepSeekV3CountsItsLatentAttentionDenseLayersAndPredictionModule
   bad = model_preset("deepseek-v3");
   bad.mtp_layers = -1;
   EXPECT_THAT(input_error([&] { check_model(bad); }), HasSubstr("--mtp-layers cannot be negative"));
+  // DeepSeek-V3's router: 8 groups of experts, 4 kept; the other presets route by softmax, and a
+  // model made dense again routes nothing.
+  EXPECT_EQ(m.router, Router::deepseek_v3);
+  EXPECT_EQ(model_preset("qwen3-235b-a22b").router, Router::softmax);
+  ModelOverrides twelve;
+  twelve.experts = 12;
+  EXPECT_THAT(input_error([&] { resolve_model(std::string("deepseek-v3"), twelve); }),
+              HasSubstr("--experts must be a multiple of 8"));
+  ModelOverrides wide;
+  wide.experts = 16;
+  wide.top_k = 9;  // 4 groups of 2 experts kept: at most 8
+  EXPECT_THAT(input_error([&] { resolve_model(std::string("deepseek-v3"), wide); }),
+              HasSubstr("--top-k between 4 and 4/8 of them"));
+  ModelOverrides narrow;
+  narrow.top_k = 2;  // fewer than the 4 groups kept: Megatron-LM would score groups by 0 experts
+  EXPECT_THAT(input_error([&] { resolve_model(std::string("deepseek-v3"), narrow); }),
+              HasSubstr("--top-k between 4"));
+  ModelOverrides no_experts;
+  no_experts.experts = 0;
+  EXPECT_EQ(resolve_model(std::string("deepseek-v3"), no_experts).router, Router::softmax);
 }
 
 // Exact published counts. GPT-2: keras-hub's gpt2 presets (= the HF checkpoints' parameter
