@@ -95,6 +95,7 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   number("rope-head-dim", o.rope_head_width);
   number("mtp-layers", o.mtp_layers);
   if (vm.count("arch")) o.arch = plan::parse_arch(vm["arch"].as<std::string>());
+  if (vm.count("router")) o.router = plan::parse_router(vm["router"].as<std::string>());
   if (vm.count("tied-embeddings")) {
     const std::string v = vm["tied-embeddings"].as<std::string>();
     if (v != "yes" && v != "no")
@@ -245,7 +246,7 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
       "precision grad-dtype fp8-param-gather moments-dtype emit jobs preset "
       "layers d-model heads kv-heads head-dim ffn vocab seq-len arch tied-embeddings experts top-k "
       "shared-expert-ffn dense-layers dense-ffn q-lora-rank kv-lora-rank rope-head-dim mtp-layers "
-      "ep "
+      "router ep "
       "expert-load");
   for (std::string flag; cluster_flags >> flag;)
     if (given(vm, flag.c_str()))
@@ -300,7 +301,7 @@ int plan_from_launch(const po::variables_map& vm, const std::string& cluster_tex
       "attention "
       "precision grad-dtype fp8-param-gather moments-dtype max-staleness experts top-k "
       "shared-expert-ffn dense-layers dense-ffn q-lora-rank kv-lora-rank rope-head-dim mtp-layers "
-      "ep "
+      "router ep "
       "expert-load");
   for (std::string f; launch_flags >> f;)
     if (given(vm, f.c_str()))
@@ -381,6 +382,10 @@ int run_plan(const std::vector<std::string>& args) {
             "a mixture of experts: E routed experts in every layer, each an MLP of width --ffn "
             "(default 0: dense)");
   add_model("top-k", po::value<std::int64_t>(), "experts each token is routed to (1..E)");
+  add_model("router", po::value<std::string>(),
+            "with experts: softmax (top-k, auxiliary loss; Megatron-LM's default) | deepseek-v3 "
+            "(sigmoid, expert bias, 8 groups keeping 4); the cost is the same, the launch is not "
+            "(default: the preset's, else softmax)");
   add_model("shared-expert-ffn", po::value<std::int64_t>(),
             "width of the shared experts every token passes (default 0: none)");
   add_model("dense-layers", po::value<std::int64_t>(),

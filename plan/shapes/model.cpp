@@ -303,6 +303,12 @@ std::string_view to_string(Router router) {
   return router == Router::softmax ? "softmax" : "deepseek-v3";
 }
 
+Router parse_router(std::string_view text) {
+  if (text == "softmax") return Router::softmax;
+  if (text == "deepseek-v3") return Router::deepseek_v3;
+  throw InputError(fmt::format("unknown router '{}' (expected softmax or deepseek-v3)", text));
+}
+
 Arch parse_arch(std::string_view text) {
   if (text == "gpt") return Arch::gpt;
   if (text == "llama") return Arch::llama;
@@ -363,7 +369,7 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   const bool changed = o.layers || o.d_model || o.heads || o.kv_heads || o.ffn || o.vocab ||
                        o.arch || o.tied_embeddings || o.experts || o.top_k || o.shared_expert_ffn ||
                        o.head_width || o.dense_layers || o.dense_ffn || o.q_lora_rank ||
-                       o.kv_lora_rank || o.rope_head_width || o.mtp_layers;
+                       o.kv_lora_rank || o.rope_head_width || o.mtp_layers || o.router;
   // A preset without grouped-query attention keeps it when --heads changes; an MLP of 4h keeps
   // its ratio when --d-model changes.
   const bool full_attention = m.kv_heads == m.heads, mlp_4h = m.ffn == 4 * m.d_model;
@@ -393,6 +399,11 @@ ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOve
   if (o.mtp_layers) m.mtp_layers = *o.mtp_layers;
   if (m.mla() && !o.kv_heads) m.kv_heads = m.heads;  // MLA: a key and a value per head
   if (o.top_k) m.top_k = *o.top_k;
+  if (o.router) {
+    if (m.experts == 0)
+      throw InputError("--router needs routed experts (--experts E): a dense model routes nothing");
+    m.router = *o.router;
+  }
   if (o.shared_expert_ffn) m.shared_expert_ffn = *o.shared_expert_ffn;
   if (m.experts > 0 && m.top_k == 0)
     throw InputError(fmt::format(
@@ -447,7 +458,7 @@ void check_model(const ModelSpec& model) {
     throw InputError(fmt::format(
         "model '{}': DeepSeek-V3's router puts the {} experts in {} groups and keeps {} of them "
         "for each token's top {}: --experts must be a multiple of {} and --top-k between {} and "
-        "{}/{} of them",
+        "{}/{} of them, or --router softmax",
         model.name, model.experts, kDeepSeekRouterGroups, kDeepSeekRouterGroupTopk, model.top_k,
         kDeepSeekRouterGroups, kDeepSeekRouterGroupTopk, kDeepSeekRouterGroupTopk,
         kDeepSeekRouterGroups));

@@ -30,6 +30,7 @@ enum class Router { softmax, deepseek_v3 };
 inline constexpr std::int64_t kDeepSeekRouterGroups = 8;
 inline constexpr std::int64_t kDeepSeekRouterGroupTopk = 4;
 std::string_view to_string(Router router);
+Router parse_router(std::string_view text);  // "softmax" | "deepseek-v3"; InputError otherwise
 
 // Letters as in docs/costmodel.md: L layers, h d_model, a heads, g kv_heads, f ffn, V vocab,
 // s seq_len.
@@ -104,6 +105,7 @@ struct ModelOverrides {
   std::optional<std::int64_t> dense_layers, dense_ffn, q_lora_rank, kv_lora_rank, rope_head_width;
   std::optional<std::int64_t> mtp_layers;
   std::optional<Arch> arch;
+  std::optional<Router> router;
   std::optional<bool> tied_embeddings;
 };
 ModelSpec resolve_model(const std::optional<std::string>& preset, const ModelOverrides& flags);

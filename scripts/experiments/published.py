@@ -32,7 +32,8 @@ def model_flags(m):
             *[a for key, flag in (("shared_expert_ffn", "--shared-expert-ffn"),
                                   ("dense_layers", "--dense-layers"), ("dense_ffn", "--dense-ffn"),
                                   ("q_lora_rank", "--q-lora-rank"), ("kv_lora_rank", "--kv-lora-rank"),
-                                  ("rope_head_dim", "--rope-head-dim"), ("mtp_layers", "--mtp-layers"))
+                                  ("rope_head_dim", "--rope-head-dim"), ("mtp_layers", "--mtp-layers"),
+                                  ("router", "--router"))
               if m.get(key) for a in (flag, str(m[key]))]]
 
 

@@ -254,6 +254,10 @@ std::vector<Case> catalogue() {
       {"plan --preset deepseek-v3 --layers 3 --gpu b200 --gpus 8 --global-batch 8",
        "paci plan: error: model 'deepseek-v3 (modified)': --dense-layers 3 leaves none of the 3 "
        "layers routed; --dense-layers 2 or fewer would work"},
+      {"plan --preset deepseek-v3 --experts 12 --gpu h100-80gb --gpus 8 --global-batch 8",
+       "paci plan: error: model 'deepseek-v3 (modified)': DeepSeek-V3's router puts the 12 experts "
+       "in 8 groups and keeps 4 of them for each token's top 8: --experts must be a multiple of 8 "
+       "and --top-k between 4 and 4/8 of them, or --router softmax"},
       {"plan --preset deepseek-v3 --gpu b200 --gpus 256 --global-batch 2048 --tp 1 --pp 16 --ep 8 "
        "--microbatch-size 1 --kind 1f1b --emit torchtitan",
        "paci plan: error: no configuration to simulate: of 72, 72 cannot run where the plan goes "

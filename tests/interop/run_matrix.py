@@ -289,6 +289,18 @@ READS = [
      "--sequence-parallel --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 "
      "--expert-tensor-parallel-size 1 --moe-grouped-gemm --moe-token-dispatcher-type alltoall "
      "--micro-batch-size 1 --global-batch-size 32 --use-distributed-optimizer"),
+    ("megatron mixtral-8x7b shape, 64 experts on DeepSeek-V3's router", "megatron", 16,
+     "CUDA_DEVICE_MAX_CONNECTIONS=1 pretrain_gpt.py --bf16 --num-layers 32 --hidden-size 4096 "
+     "--num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+     "--ffn-hidden-size 14336 --swiglu --normalization RMSNorm --position-embedding-type rope "
+     "--disable-bias-linear --untie-embeddings-and-output-weights --vocab-size 32000 "
+     "--seq-length 4096 --max-position-embeddings 4096 --tensor-model-parallel-size 2 "
+     "--sequence-parallel --num-experts 64 --moe-router-topk 6 --moe-ffn-hidden-size 1408 "
+     "--moe-router-score-function sigmoid --moe-router-enable-expert-bias "
+     "--moe-router-num-groups 8 --moe-router-group-topk 4 --moe-router-topk-scaling-factor 2.5 "
+     "--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 --moe-grouped-gemm "
+     "--moe-token-dispatcher-type alltoall --micro-batch-size 1 --global-batch-size 32 "
+     "--use-distributed-optimizer"),
     ("megatron gpt3-175b interleaved v3", "megatron", 1024,
      "CUDA_DEVICE_MAX_CONNECTIONS=1 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
      "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
@@ -682,7 +694,8 @@ class Runner:
             with open(doc) as f:
                 model = json.load(f).get("model", {})
             if model.get("experts"):
-                expect.update(experts=model["experts"], top_k=model["top_k"], etp=1)
+                expect.update(experts=model["experts"], top_k=model["top_k"], etp=1,
+                              router=model["router"], ffn=model["ffn"])
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]

@@ -277,6 +277,16 @@ TEST(PlanModel, DeepSeekV3CountsItsLatentAttentionDenseLayersAndPredictionModule
   narrow.top_k = 2;  // fewer than the 4 groups kept: Megatron-LM would score groups by 0 experts
   EXPECT_THAT(input_error([&] { resolve_model(std::string("deepseek-v3"), narrow); }),
               HasSubstr("--top-k between 4"));
+  // --router softmax lets the preset take 12 experts; a router needs experts; names are checked.
+  twelve.router = Router::softmax;
+  EXPECT_EQ(resolve_model(std::string("deepseek-v3"), twelve).experts, 12);
+  ModelOverrides routed_dense;
+  routed_dense.router = Router::deepseek_v3;
+  EXPECT_THAT(input_error([&] { resolve_model(std::string("llama3-8b"), routed_dense); }),
+              HasSubstr("--router needs routed experts"));
+  EXPECT_EQ(parse_router("deepseek-v3"), Router::deepseek_v3);
+  EXPECT_THAT(input_error([] { parse_router("sinkhorn"); }),
+              HasSubstr("unknown router 'sinkhorn' (expected softmax or deepseek-v3)"));
   ModelOverrides no_experts;
   no_experts.experts = 0;
   EXPECT_EQ(resolve_model(std::string("deepseek-v3"), no_experts).router, Router::softmax);
