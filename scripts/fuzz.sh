@@ -26,7 +26,7 @@ if ! command -v clang++ >/dev/null; then
   echo "fuzz.sh: clang++ not found (bash scripts/setup.sh installs clang and libFuzzer)" >&2
   exit 2
 fi
-all=(schedule_json schedule_csv schedule_text cost_model report shard llmc state)
+all=(schedule_json schedule_csv schedule_text cost_model report shard llmc state launch)
 if [ ${#targets[@]} -eq 0 ]; then targets=("${all[@]}"); fi
 for t in "${targets[@]}"; do
   if [[ " ${all[*]} " != *" $t "* ]]; then
@@ -63,6 +63,7 @@ fuzz_one() {
   case "$t" in
     schedule_json | cost_model | report | state) dict=(-dict=tests/fuzz/dicts/json.dict) ;;
     schedule_csv | schedule_text) dict=(-dict=tests/fuzz/dicts/rows.dict) ;;
+    launch) dict=(-dict=tests/fuzz/dicts/launch.dict) ;;
   esac
   # -timeout: one input taking 10 s is a hang; -rss_limit_mb: an input that makes a reader
   # allocate 2 GiB is a finding (the readers check sizes against the file before allocating).

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <functional>
 #include <numeric>
 
 #include <limits>
@@ -56,9 +58,10 @@ struct Reader {
 constexpr std::size_t kLayoutLimit = std::size_t{1} << 20;
 
 // PipelineParallelLayerLayout.parse_str_to_list: commas dropped, (...)*n and x*n unrolled, '|'
-// between stages; E, L, t (and m, which paci refuses) per stage; then validate_layer_layout's
-// rules: one E, the first layer of all, one L, the last. Layers per model stage.
-std::vector<std::int32_t> layout_partition(std::string layout) {
+// between stages; E, L, t and m per stage; then validate_layer_layout's rules: one E, the first
+// layer of all, one L, the last, as many m (MTP modules) as --mtp-num-layers, on the last stage
+// after its layers. Layers per model stage.
+std::vector<std::int32_t> layout_partition(std::string layout, std::int64_t mtp_layers) {
   layout.erase(std::remove(layout.begin(), layout.end(), ','), layout.end());
   for (const std::regex& pattern :
        {std::regex(R"(\(([^)]+)\)\*(\d+))"), std::regex(R"((.)\*(\d+))")}) {
@@ -101,15 +104,25 @@ std::vector<std::int32_t> layout_partition(std::string layout) {
     else
       stages.back().push_back(c);
   }
+  if (std::count(flat.begin(), flat.end(), 'm') != mtp_layers)
+    refuse(
+        fmt::format("--pipeline-model-parallel-layout has {} multi-token-prediction modules (m), "
+                    "--mtp-num-layers {} (megatron-core's validate_layer_layout wants them equal)",
+                    std::count(flat.begin(), flat.end(), 'm'), mtp_layers));
   std::vector<std::int32_t> partition;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     std::int32_t layers = 0;
     for (char c : stages[s]) {
       if (c == 't')
         ++layers;
-      else if (c == 'm')
-        refuse("the layout has multi-token prediction layers (m), which paci does not model");
-      else if (c == 'E' ? s != 0 : c == 'L' ? s + 1 != stages.size() : true)
+      else if (c == 'm') {
+        // megatron-core's validate_layer_layout: the modules after every decoder layer, on the
+        // last stage; paci's cost model holds them there.
+        if (s + 1 != stages.size() || stages[s].find('t', stages[s].find('m')) != std::string::npos)
+          refuse(
+              "--pipeline-model-parallel-layout: the multi-token-prediction modules (m) go on the "
+              "last stage, after its layers, as paci places them");
+      } else if (c == 'E' ? s != 0 : c == 'L' ? s + 1 != stages.size() : true)
         refuse(fmt::format("--pipeline-model-parallel-layout: '{}' {}", c,
                            c == 'E' || c == 'L'
                                ? "must be in the first (E) or last (L) stage as paci places them"
@@ -127,6 +140,89 @@ std::vector<std::int32_t> layout_partition(std::string layout) {
     partition.push_back(layers);
   }
   return partition;
+}
+
+// --moe-layer-freq's pattern as Megatron-LM's moe_freq_type evaluates it: list literals of
+// integers, + (concatenation), * (repetition) and parentheses, nothing else (its _eval_pattern
+// refuses any other character, spaces included). Bounded here: 4096 characters, 200 nested
+// parentheses (Python's own limit), 2^20 entries unrolled.
+std::vector<int> moe_layer_pattern(const std::string& text) {
+  constexpr std::size_t kMaxText = 4096, kMaxDepth = 200, kMaxEntries = std::size_t{1} << 20;
+  const std::string shown = text.size() > 60 ? text.substr(0, 60) + "..." : text;
+  const auto fail = [&](std::string_view what) -> std::vector<int> {
+    refuse(fmt::format("--moe-layer-freq {}: {} (a pattern such as ([0]*3+[1]*58))", shown, what));
+  };
+  if (text.size() > kMaxText) fail(fmt::format("longer than {} characters", kMaxText));
+  for (std::size_t k = 0; k < text.size(); ++k)
+    if (std::string_view(",0123456789[]()+*").find(text[k]) == std::string_view::npos)
+      refuse(fmt::format(
+          "--moe-layer-freq: character {} of the pattern is not one of ,0-9[]()+* (Megatron-LM's "
+          "parser refuses it)",
+          k + 1));
+  std::size_t at = 0, depth = 0;
+  const auto number = [&]() -> std::int64_t {
+    const std::size_t from = at;
+    while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]))) ++at;
+    if (from == at) fail("a number expected");
+    return to_integer(text.substr(from, at - from), "--moe-layer-freq");
+  };
+  std::function<std::vector<int>()> sum;
+  const auto factor = [&]() -> std::vector<int> {
+    std::vector<int> out;
+    if (at < text.size() && text[at] == '(') {
+      if (++depth > kMaxDepth) fail(fmt::format("more than {} nested parentheses", kMaxDepth));
+      ++at;
+      out = sum();
+      if (at >= text.size() || text[at] != ')') fail("a ')' expected");
+      ++at;
+      --depth;
+    } else if (at < text.size() && text[at] == '[') {
+      ++at;
+      for (;;) {
+        out.push_back(static_cast<int>(std::min<std::int64_t>(number(), 2)));
+        if (at < text.size() && text[at] == ',') {
+          ++at;
+          continue;
+        }
+        if (at >= text.size() || text[at] != ']') fail("a ']' expected");
+        ++at;
+        break;
+      }
+    } else {
+      fail("a list expected");
+    }
+    while (at < text.size() && text[at] == '*') {
+      ++at;
+      const std::int64_t n = number();
+      if (n == 0 || out.empty()) {
+        out.clear();
+        continue;
+      }
+      if (static_cast<double>(n) * static_cast<double>(out.size()) >
+          static_cast<double>(kMaxEntries))
+        fail("it unrolls past 2^20 layers");
+      std::vector<int> repeated;
+      repeated.reserve(out.size() * static_cast<std::size_t>(n));
+      for (std::int64_t k = 0; k < n; ++k) repeated.insert(repeated.end(), out.begin(), out.end());
+      out = std::move(repeated);
+    }
+    return out;
+  };
+  sum = [&]() -> std::vector<int> {
+    std::vector<int> out = factor();
+    while (at < text.size() && text[at] == '+') {
+      ++at;
+      const std::vector<int> more = factor();
+      if (out.size() + more.size() > kMaxEntries) fail("it unrolls past 2^20 layers");
+      out.insert(out.end(), more.begin(), more.end());
+    }
+    return out;
+  };
+  std::vector<int> out = sum();
+  if (at != text.size()) fail("unexpected text after the pattern");
+  if (std::any_of(out.begin(), out.end(), [](int x) { return x != 0 && x != 1; }))
+    fail("its entries are 0 (dense) or 1 (experts)");
+  return out;
 }
 
 plan::ModelSpec model_of(const Reader& r, const LaunchContext& context,
@@ -159,11 +255,12 @@ plan::ModelSpec model_of(const Reader& r, const LaunchContext& context,
         swiglu ? "SwiGLU" : "GeLU", norm, position));
   }
   m.tied_embeddings = !r.on("--untie-embeddings-and-output-weights");
-  // A mixture of experts: every layer's MLP routed experts (paci models no dense layers among
-  // them), each of --moe-ffn-hidden-size (default: --ffn-hidden-size).
+  // A mixture of experts: routed experts in every layer (or after dense first layers, below),
+  // each of --moe-ffn-hidden-size (default: --ffn-hidden-size).
   if (const auto experts = r.number("--num-experts"); experts && *experts > 0) {
     m.experts = *experts;
     m.top_k = r.number_or("--moe-router-topk", 2);
+    const std::int64_t mlp_width = m.ffn;  // --ffn-hidden-size: the dense layers' when there are
     m.ffn = r.number("--moe-ffn-hidden-size").value_or(m.ffn);
     m.shared_expert_ffn = r.number_or("--moe-shared-expert-intermediate-size", 0);
     // The router: Megatron-LM's default (softmax), or DeepSeek-V3's as paci emits it (sigmoid
@@ -185,12 +282,53 @@ plan::ModelSpec model_of(const Reader& r, const LaunchContext& context,
           "--moe-router-topk-scaling-factor 2.5)",
           scores, bias ? " with an expert bias" : "", groups, kept, scale,
           plan::kDeepSeekRouterGroups, plan::kDeepSeekRouterGroupTopk));
-    if (const auto freq = r.value("--moe-layer-freq"); freq && *freq != "1")
-      refuse(fmt::format(
-          "--moe-layer-freq {}: paci reads a mixture of experts in every layer (1) from a launch; "
-          "paci plan models dense first layers (--dense-layers), but does not read them yet",
-          *freq));
+    // Dense first layers (DeepSeek-V3's): megatron-core's pattern of 0s then 1s, the dense
+    // layers' MLP --ffn-hidden-size wide, the experts' --moe-ffn-hidden-size (validate_args'
+    // default: the same).
+    if (const auto freq = r.value("--moe-layer-freq"); freq && *freq != "1") {
+      const std::vector<int> pattern = moe_layer_pattern(*freq);
+      if (static_cast<std::int64_t>(pattern.size()) != m.layers)
+        refuse(fmt::format("--moe-layer-freq: the pattern has {} entries, --num-layers {}",
+                           pattern.size(), m.layers));
+      const auto dense =
+          static_cast<std::int64_t>(std::find(pattern.begin(), pattern.end(), 1) - pattern.begin());
+      if (std::count(pattern.begin(), pattern.end(), 0) != dense || dense == m.layers)
+        refuse(
+            "--moe-layer-freq: paci models dense layers first, then experts in all the rest "
+            "(a pattern of 0s, then 1s)");
+      m.dense_layers = dense;
+      m.dense_ffn = dense > 0 ? mlp_width : 0;
+    }
   }
+  // Multi-head latent attention (megatron-core's MLATransformerConfig): the parser's defaults
+  // where the flags are silent (--kv-lora-rank 32, no query latent, heads of 128 with 64 rotary
+  // columns); a key and a value per head.
+  if (r.on("--multi-latent-attention")) {
+    if (m.arch != plan::Arch::llama)
+      refuse(
+          "--multi-latent-attention: paci models latent attention in Llama-style models "
+          "(RMSNorm, SwiGLU, rotary)");
+    const std::int64_t qk = r.number_or("--qk-head-dim", 128), v = r.number_or("--v-head-dim", 128);
+    if (qk != v)
+      refuse(fmt::format(
+          "--qk-head-dim {} and --v-head-dim {}: paci models latent attention with query, key and "
+          "value heads of one width (plus the rotary columns)",
+          qk, v));
+    if (!r.on("--qk-layernorm"))
+      refuse(
+          "--multi-latent-attention without --qk-layernorm: paci models the latents' RMSNorms "
+          "(DeepSeek-V3's)");
+    m.kv_lora_rank = r.number_or("--kv-lora-rank", 32);
+    m.q_lora_rank = r.number_or("--q-lora-rank", 0);
+    m.rope_head_width = r.number_or("--qk-pos-emb-head-dim", 64);
+    m.head_width = qk * m.heads != m.d_model ? qk : 0;
+    m.kv_heads = m.heads;
+  }
+  m.mtp_layers = r.number_or("--mtp-num-layers", 0);
+  if (m.mtp_layers > 0 && m.arch != plan::Arch::llama)
+    refuse(
+        "--mtp-num-layers: Megatron-LM's multi-token prediction needs rotary positions "
+        "(validate_args), and paci models it in Llama-style models");
   if (const auto v = r.number("--vocab-size"))
     m.vocab = *v;
   else if (context.vocab)
@@ -289,15 +427,6 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
   if (!words.program.empty()) out.program.push_back(words.program);
   for (const Unmodelled& u : kUnmodelled)
     if (r.value(u.option)) refuse(fmt::format("{}: paci does not model {} yet", u.option, u.what));
-  // DeepSeek's pieces: paci plan models them, this reader does not take them from flags yet.
-  if (r.on("--multi-latent-attention"))
-    refuse(
-        "--multi-latent-attention: paci plan models multi-head latent attention (--kv-lora-rank), "
-        "but does not read it from a launch yet");
-  if (r.number_or("--mtp-num-layers", 0) > 0)
-    refuse(
-        "--mtp-num-layers: paci plan models multi-token prediction (--mtp-layers), but does not "
-        "read it from a launch yet");
   if (const auto s = r.value("--data-parallel-sharding-strategy"); s && *s != "no_shard")
     refuse(fmt::format(
         "--data-parallel-sharding-strategy {}: paci does not model FSDP sharding yet", *s));
@@ -355,7 +484,7 @@ ReadLaunch read_megatron(std::string_view text, const LaunchContext& context) {
         "--num-virtual-stages-per-pipeline-rank and --num-layers-per-virtual-pipeline-stage");
   c.chunks = 1;
   if (layout) {
-    c.partition = layout_partition(*layout);
+    c.partition = layout_partition(*layout, c.model.mtp_layers);
     const std::int64_t in_layout =
         std::accumulate(c.partition.begin(), c.partition.end(), std::int64_t{0});
     if (in_layout != c.model.layers)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the seed corpora in tests/fuzz/corpus/ with paci itself (build/cli/paci): every
 # schedule kind in each format, cost models, a token shard, an llm.c model file, a checkpoint and
-# measured reports of a tiny model, plus the hand-written golden files of tests/golden/. The seeds
+# measured reports of a tiny model, plus the hand-written golden files of tests/golden/ and the
+# interop matrix's launches. The seeds
 # are committed; run this only when a format changes.
 #   tests/fuzz/make_seeds.sh [PACI_BINARY]
 set -euo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/../.."
 paci="${1:-build/cli/paci}"
 corpus=tests/fuzz/corpus
 rm -rf "$corpus"
-mkdir -p "$corpus"/{schedule_json,schedule_csv,schedule_text,cost_model,shard,llmc,state,report}
+mkdir -p "$corpus"/{schedule_json,schedule_csv,schedule_text,cost_model,shard,llmc,state,report,launch}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -57,4 +58,16 @@ cp tests/golden/tiny.state "$corpus/state/"
 # kills itself before its end (exit 137 is expected).
 "$paci" train --kind paci --stages 2 --microbatches 2 --steps 3 "${tiny[@]}" --save-every 1 \
   --save "$corpus/state/paci_cut.state" --kill-at 1F5 || [ $? -eq 137 ]
+# Launches as users write them: the interop matrix's (tests/interop/run_matrix.py, READS), each
+# behind the fuzz target's tool byte (m: Megatron-LM, t: torchtitan).
+/usr/bin/python3 - "$corpus/launch" <<'PY'
+import importlib.util, os, re, sys
+spec = importlib.util.spec_from_file_location("run_matrix", "tests/interop/run_matrix.py")
+matrix = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(matrix)
+for name, tool, _gpus, launch in matrix.READS:
+    stem = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:60]
+    with open(os.path.join(sys.argv[1], stem + ".txt"), "w") as f:
+        f.write(("m" if tool == "megatron" else "t") + launch)
+PY
 du -sh "$corpus"/*

@@ -301,6 +301,25 @@ READS = [
      "--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 --moe-grouped-gemm "
      "--moe-token-dispatcher-type alltoall --micro-batch-size 1 --global-batch-size 32 "
      "--use-distributed-optimizer"),
+    ("megatron deepseek-v3 pp16 ep8: latent attention, dense layers, MTP, its router",
+     "megatron", 256,
+     "pretrain_gpt.py --bf16 --num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
+     "--kv-channels 128 --ffn-hidden-size 18432 --seq-length 4096 --max-position-embeddings 4096 "
+     "--vocab-size 129280 --swiglu --normalization RMSNorm --position-embedding-type rope "
+     "--disable-bias-linear --untie-embeddings-and-output-weights --multi-latent-attention "
+     "--q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 "
+     "--v-head-dim 128 --qk-layernorm --rope-type yarn --rotary-scaling-factor 40 --mscale 1.0 "
+     "--mscale-all-dim 1.0 --num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 "
+     "--moe-shared-expert-intermediate-size 2048 --moe-layer-freq '([0]*3+[1]*58)' "
+     "--moe-router-score-function sigmoid --moe-router-enable-expert-bias "
+     "--moe-router-num-groups 8 --moe-router-group-topk 4 --moe-router-topk-scaling-factor 2.5 "
+     "--moe-router-dtype fp32 --moe-router-load-balancing-type seq_aux_loss "
+     "--moe-aux-loss-coeff 1e-4 --mtp-num-layers 1 --expert-model-parallel-size 8 "
+     "--expert-tensor-parallel-size 1 --moe-grouped-gemm --moe-token-dispatcher-type alltoall "
+     "--pipeline-model-parallel-size 16 --pipeline-model-parallel-layout "
+     "'Et*4|(t*4|)*14tmL' --micro-batch-size 1 --global-batch-size 1024 "
+     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+     "--use-distributed-optimizer --lr 2.2e-4 --mock-data"),
     ("megatron gpt3-175b interleaved v3", "megatron", 1024,
      "CUDA_DEVICE_MAX_CONNECTIONS=1 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
      "--max-position-embeddings 2048 --vocab-size 50257 --bf16 --micro-batch-size 1 "
@@ -695,7 +714,12 @@ class Runner:
                 model = json.load(f).get("model", {})
             if model.get("experts"):
                 expect.update(experts=model["experts"], top_k=model["top_k"], etp=1,
-                              router=model["router"], ffn=model["ffn"])
+                              router=model["router"], ffn=model["ffn"],
+                              dense_layers=model["dense_layers"], dense_ffn=model["dense_ffn"],
+                              q_lora_rank=model["q_lora_rank"],
+                              kv_lora_rank=model["kv_lora_rank"],
+                              rope_head_dim=model["rope_head_dim"],
+                              mtp_layers=model["mtp_layers"])
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]

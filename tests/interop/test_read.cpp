@@ -81,6 +81,12 @@ TEST(InteropRead, MegatronReadsBackWhatPaciEmits) {
   plan::PlanResult waited = test::plan_of("llama3-70b", "interleaved", 64, 8, 4, 2);
   waited.config.overlap_p2p = false;  // --no-overlap-p2p-communication
   plans.push_back(waited);
+  // DeepSeek-V3: latent attention, dense first layers, MTP in the layout, its router.
+  plan::PlanResult deepseek = test::plan_of("deepseek-v3", "1f1b", 256, 1, 16);
+  deepseek.config.ep = 8;
+  deepseek.config.partition.assign(16, 4);
+  deepseek.config.partition.back() = 1;
+  plans.push_back(deepseek);
   for (const plan::PlanResult& p : plans) {
     const std::string flags = shell_join(megatron_args(p));
     const ReadLaunch r = read_megatron(flags, on_h100(p.config.gpus));
@@ -88,8 +94,8 @@ TEST(InteropRead, MegatronReadsBackWhatPaciEmits) {
   }
 }
 
-// DeepSeek-V3's router read from its flags (a model without latent attention, which the reader
-// does not take yet): what paci emits for it reads back as it.
+// DeepSeek-V3's router read from its flags, on a model without latent attention; and latent
+// attention with megatron-core's parser defaults where the flags are silent.
 TEST(InteropRead, MegatronReadsDeepSeekV3sRouter) {
   const std::string experts =
       "--num-experts 64 --moe-router-topk 6 --moe-router-score-function sigmoid "
@@ -101,6 +107,32 @@ TEST(InteropRead, MegatronReadsDeepSeekV3sRouter) {
                           on_h100(16))
                 .config.model.router,
             plan::Router::softmax);
+  // --kv-lora-rank 32, no query latent, heads of 128 with 64 rotary columns: 32 x 128 = 4096 = h,
+  // so no head width of its own.
+  const plan::ModelSpec mla =
+      read_megatron(kLlama8b + "--multi-latent-attention --qk-layernorm --vocab-size 128256",
+                    on_h100(16))
+          .config.model;
+  EXPECT_EQ(std::tuple(mla.kv_lora_rank, mla.q_lora_rank, mla.rope_head_width, mla.head_width,
+                       mla.head_dim(), mla.kv_heads),
+            std::tuple(32, 0, 64, 0, 128, 32));
+  // A pattern of 1s alone is every layer routed; dense layers first, and MTP on a Llama.
+  const plan::ModelSpec routed =
+      read_megatron(kLlama8b +
+                        "--num-experts 8 --moe-router-topk 2 --moe-layer-freq [1]*32 "
+                        "--vocab-size 128256",
+                    on_h100(16))
+          .config.model;
+  EXPECT_EQ(routed.dense_layers, 0);
+  const plan::ModelSpec dense_first =
+      read_megatron(kLlama8b +
+                        "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2048 "
+                        "--moe-layer-freq ([0]*2+[1]*30) --mtp-num-layers 1 --vocab-size 128256",
+                    on_h100(16))
+          .config.model;
+  EXPECT_EQ(std::tuple(dense_first.dense_layers, dense_first.dense_ffn, dense_first.ffn,
+                       dense_first.mtp_layers),
+            std::tuple(2, 14336, 2048, 1));
 }
 
 TEST(InteropRead, MegatronLayoutUnrollsAsMegatronCoreDoes) {
@@ -220,13 +252,43 @@ TEST(InteropRead, MegatronRefusalsAreOneLine) {
       {"--expert-model-parallel-size 2", "--expert-model-parallel-size without --num-experts"},
       {"--num-experts 8 --moe-router-topk 2 --expert-tensor-parallel-size 2",
        "paci models whole experts on each GPU"},
-      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq ([0]+[1]*31)",
-       "paci reads a mixture of experts in every layer (1) from a launch"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2048 "
+       "--moe-layer-freq ([1]*31+[0])",
+       "paci models dense layers first, then experts in all the rest"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2048 "
+       "--moe-layer-freq ([0]*3+[1]*28)",
+       "--moe-layer-freq: the pattern has 31 entries, --num-layers 32"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq '([0]*3 + [1]*29)'",
+       "character 7 of the pattern is not one of ,0-9[]()+*"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq [0]*0*2147483647*2147483647",
+       "the pattern has 0 entries"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq [0]*32",
+       "paci models dense layers first, then experts in all the rest"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq " + std::string(300, '(') + "[1]" +
+           std::string(300, ')'),
+       "more than 200 nested parentheses"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq " + std::string(5000, '['),
+       "longer than 4096 characters"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq [0]*99999999",
+       "it unrolls past 2^20 layers"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq ([0]*3+[2]*29)",
+       "its entries are 0 (dense) or 1 (experts)"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq __import__('os')",
+       "character 1 of the pattern is not one of"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq '[1]*31\n+[1]'",
+       "character 7 of the pattern is not one of"},
+      {"--num-experts 8 --moe-router-topk 2 --moe-layer-freq 3*[1]", "a list expected"},
       {"--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512",
-       "--multi-latent-attention: paci plan models multi-head latent attention (--kv-lora-rank), "
-       "but does not read it from a launch yet"},
-      {"--num-experts 8 --moe-router-topk 2 --mtp-num-layers 1",
-       "--mtp-num-layers: paci plan models multi-token prediction (--mtp-layers)"},
+       "--multi-latent-attention without --qk-layernorm"},
+      {"--multi-latent-attention --qk-layernorm --qk-head-dim 128 --v-head-dim 64",
+       "--qk-head-dim 128 and --v-head-dim 64: paci models latent attention with query, key and "
+       "value heads of one width"},
+      {"--num-experts 8 --moe-router-topk 2 --mtp-num-layers 1 --vocab-size 128256 "
+       "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout Et*16|t*16L",
+       "has 0 multi-token-prediction modules (m), --mtp-num-layers 1"},
+      {"--num-experts 8 --moe-router-topk 2 --mtp-num-layers 1 --vocab-size 128256 "
+       "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout Et*16m|t*16L",
+       "the multi-token-prediction modules (m) go on the last stage"},
       {"--num-experts 16 --moe-router-topk 2 --moe-router-score-function sigmoid "
        "--moe-router-num-groups 4 --moe-router-group-topk 2",
        "a sigmoid router with 4 expert groups keeping 2, scaled by none: paci reads Megatron-LM's "
