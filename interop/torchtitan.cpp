@@ -10,23 +10,22 @@
 namespace paci::interop {
 
 std::pair<std::string, std::string> torchtitan_model(const plan::ModelSpec& m) {
-  for (const char* name : {"llama3-8b", "llama3-70b", "llama3-405b"}) {
-    plan::ModelSpec preset = plan::model_preset(name);  // its shape; --training.seq-len sets s
+  // A preset's shape at m's sequence length (--training.seq-len sets it) and under m's name.
+  const auto shape_of = [&](const char* name) {
+    plan::ModelSpec preset = plan::model_preset(name);
     preset.seq_len = m.seq_len;
     preset.name = m.name;
-    if (m == preset) return {"llama3", fmt::format("llama3_{}", std::string_view(name).substr(7))};
-  }
+    return preset;
+  };
+  for (const char* name : {"llama3-8b", "llama3-70b", "llama3-405b"})
+    if (m == shape_of(name))
+      return {"llama3", fmt::format("llama3_{}", std::string_view(name).substr(7))};
   // Its only mixture of experts with a config (qwen3_235b_a22b has a model but no config).
-  plan::ModelSpec qwen3 = plan::model_preset("qwen3-30b-a3b");
-  qwen3.seq_len = m.seq_len;
-  qwen3.name = m.name;
-  if (m == qwen3) return {"qwen3", "qwen3_30b_a3b"};
+  if (m == shape_of("qwen3-30b-a3b")) return {"qwen3", "qwen3_30b_a3b"};
   // DeepSeek-V3 (671B) as torchtitan's deepseek_v3_671b builds it: the same shape without the
   // multi-token-prediction module (its config leaves num_mtp_layers at 0; only the debug model's
   // config turns it on), so paci's preset with --mtp-layers 0.
-  plan::ModelSpec deepseek = plan::model_preset("deepseek-v3");
-  deepseek.seq_len = m.seq_len;
-  deepseek.name = m.name;
+  plan::ModelSpec deepseek = shape_of("deepseek-v3");
   deepseek.mtp_layers = 0;
   if (m == deepseek) return {"deepseek_v3", "deepseek_v3_671b"};
   return {"", ""};

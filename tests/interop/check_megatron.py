@@ -510,6 +510,7 @@ def check(a) -> str:
     if order != list(range(config.num_layers)):
         raise CheckError(f"layers not contiguous and in order across stages: {order[:40]}")
     mla = bool(getattr(config, "multi_latent_attention", False))
+    dense_layers = dense_layers_of(config)  # builds megatron-core's layer specs: once
     seen = {"t": f["t"], "p": p, "vp": vp, "d": f["d"], "cp": f["cp"], "M": m, "mbs": f["mbs"],
             "gbs": f["gbs"], "sp": bool(config.sequence_parallel),
             "recompute": config.recompute_granularity or "none",
@@ -530,7 +531,7 @@ def check(a) -> str:
             "etp": config.expert_tensor_parallel_size,
             # DeepSeek-V3's pieces: the dense first layers (0s of megatron-core's MoE pattern),
             # the latent attention's widths, the multi-token-prediction modules.
-            "dense_layers": dense_layers_of(config),
+            "dense_layers": dense_layers,
             "q_lora_rank": (getattr(config, "q_lora_rank", None) or 0) if mla else 0,
             "kv_lora_rank": getattr(config, "kv_lora_rank", 0) if mla else 0,
             "rope_head_dim": getattr(config, "qk_pos_emb_head_dim", 0) if mla else 0,
@@ -538,7 +539,7 @@ def check(a) -> str:
             # The MLP widths: an expert's (or the dense MLP's without experts), the dense first
             # layers' (0 without them).
             "ffn": (config.moe_ffn_hidden_size if config.num_moe_experts else config.ffn_hidden_size),
-            "dense_ffn": config.ffn_hidden_size if config.num_moe_experts and dense_layers_of(config) else 0,
+            "dense_ffn": config.ffn_hidden_size if config.num_moe_experts and dense_layers else 0,
             "router": router_of(config)}
     check_expected(a.expect, seen, "Megatron")
     return (

@@ -48,6 +48,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 H100 = ["--gpu", "h100-80gb"]
+# A mixture of experts' facts check_megatron.py reports and plan.json's model holds: the router,
+# the expert width and DeepSeek-V3's pieces (0 for the other models), as megatron-core built them.
+MOE_FACTS = ("router", "ffn", "dense_layers", "dense_ffn", "q_lora_rank", "kv_lora_rank",
+             "rope_head_dim", "mtp_layers")
 L8 = ["--preset", "llama3-8b", *H100]
 
 
@@ -581,9 +585,7 @@ class Runner:
         if plan.get("model", {}).get("experts"):
             base += ["--expect", f"experts={plan['model']['experts']}",
                      "--expect", f"top_k={plan['model']['top_k']}", "--expect", "etp=1"]
-            # DeepSeek-V3's pieces, as megatron-core built them (0 for the other models).
-            for key in ("dense_layers", "q_lora_rank", "kv_lora_rank", "rope_head_dim",
-                        "mtp_layers", "router", "ffn", "dense_ffn"):
+            for key in MOE_FACTS:
                 base += ["--expect", f"{key}={plan['model'][key]}"]
         for k, v in env.items():
             base += ["--env", f"{k}={v}"]
@@ -714,12 +716,7 @@ class Runner:
                 model = json.load(f).get("model", {})
             if model.get("experts"):
                 expect.update(experts=model["experts"], top_k=model["top_k"], etp=1,
-                              router=model["router"], ffn=model["ffn"],
-                              dense_layers=model["dense_layers"], dense_ffn=model["dense_ffn"],
-                              q_lora_rank=model["q_lora_rank"],
-                              kv_lora_rank=model["kv_lora_rank"],
-                              rope_head_dim=model["rope_head_dim"],
-                              mtp_layers=model["mtp_layers"])
+                              **{key: model[key] for key in MOE_FACTS})
             args = ["--flags-file", path, "--world", str(world), "--layers-per-stage", lps]
             for e in env:
                 args += ["--env", e]
