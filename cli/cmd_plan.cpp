@@ -32,17 +32,6 @@ namespace paci::cli {
 
 namespace {
 
-// --kind's list; DualPipe refused here in one line, not as every configuration's reason.
-std::vector<std::string> plan_kinds(const std::string& text) {
-  std::vector<std::string> kinds = split_commas(text);
-  if (std::find(kinds.begin(), kinds.end(), "dualpipe") != kinds.end())
-    throw InputError(
-        "--kind dualpipe: paci plan does not plan DualPipe's two copies of the model yet (paci "
-        "simulate and paci train run it); dualpipev runs its order on half the devices with one "
-        "copy");
-  return kinds;
-}
-
 std::atomic<bool> interrupted{false};
 
 extern "C" void on_interrupt(int) {
@@ -150,7 +139,7 @@ plan::SearchSpace space_from(const po::variables_map& vm, const std::string& clu
   }
   s.microbatch_size = numbers<std::int64_t>(vm, "microbatch-size", 1 << 30);
   s.chunks = numbers<std::int32_t>(vm, "chunks", 1 << 20);
-  if (vm.count("kind")) s.kinds = plan_kinds(vm["kind"].as<std::string>());
+  if (vm.count("kind")) s.kinds = split_commas(vm["kind"].as<std::string>());
   if (vm.count("recompute"))
     for (const std::string& r : split_commas(vm["recompute"].as<std::string>()))
       s.recompute.push_back(plan::parse_recompute(r));
@@ -266,7 +255,7 @@ int plan_cpu(const po::variables_map& vm, const plan::LayerCalibration& cal,
   space.pp = numbers<std::int32_t>(vm, "pp", 1 << 10);
   space.chunks = numbers<std::int32_t>(vm, "chunks", 1 << 10);
   space.partition = numbers<std::int32_t>(vm, "partition", 1 << 20);
-  if (vm.count("kind")) space.kinds = plan_kinds(vm["kind"].as<std::string>());
+  if (vm.count("kind")) space.kinds = split_commas(vm["kind"].as<std::string>());
   if (!(o.memory_limit_bytes > 0)) o.memory_limit_bytes = plan::machine_memory_bytes();
   const plan::SearchResult r = plan::search_cpu(space, o);
   const plan::SearchSpace shown = plan::cpu_search_space(cal, o.memory_limit_bytes, global_batch);
@@ -436,8 +425,8 @@ int run_plan(const std::vector<std::string>& args) {
            "sequences per micro-batch b (range: divisors of global batch / d)");
   add_knob("kind", po::value<std::string>(),
            "gpipe | 1f1b | pipedream | 2bw | paci | zb-h1 | zb-h2 | interleaved | zb-v | dualpipev "
-           "(range: all of them for a mixture of experts; for a dense model all but the V-shaped "
-           "zb-v and dualpipev, searched when listed)");
+           "| dualpipe (range: all of them for a mixture of experts; for a dense model all but "
+           "zb-v, dualpipev and dualpipe, searched when listed)");
   add_knob("chunks,v", po::value<std::string>(),
            "interleaved: model stages per device (range: v >= 2 with p·v dividing the layers, or "
            "the layers + 2: one fewer on the first and last stage)");

@@ -14,7 +14,7 @@ std::string megatron_refusal(const plan::PlanConfig& c) {
   if (c.kind != "1f1b" && c.kind != "interleaved")
     return fmt::format(
         "Megatron-LM cannot run a {} schedule: it runs 1F1B and interleaved 1F1B only (no GPipe, "
-        "zero-bubble, V-shaped or asynchronous schedule)",
+        "zero-bubble, V-shaped, DualPipe or asynchronous schedule)",
         c.kind);
   if (c.zero >= 2)
     return fmt::format(

@@ -37,6 +37,11 @@ std::string torchtitan_refusal(const plan::PlanConfig& c) {
         "torchtitan cannot run a {} schedule: PyTorch's pipelining ends every step with a flush "
         "and keeps one weight version",
         c.kind);
+  if (c.copies() > 1)
+    return fmt::format(
+        "torchtitan {} cannot run a dualpipe schedule: its pipelining holds one copy of the "
+        "model (its DualPipeV is the one-copy form: --kind dualpipev)",
+        kTorchtitanVersion);
   if (torchtitan_model(c.model).first.empty())
     return fmt::format(
         "torchtitan {} cannot train {}{}: it builds models from its own configs (of paci's "

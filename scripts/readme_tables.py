@@ -92,15 +92,17 @@ def moe_headline():
     rows = json.load(open(path))["rows"]
     fits = [r for r in rows if r["default"]["fits"]]
     ep = sum(" e=1 " not in r["default"]["label"] for r in fits)
-    vee = sum(r["default"]["kind"] in ("zb-v", "dualpipev") for r in fits)
+    vee = sum(r["default"]["kind"] in ("zb-v", "dualpipev", "dualpipe") for r in fits)
     dual = sum(r["default"]["kind"] == "dualpipev" for r in fits)
+    two = sum(r["default"]["kind"] == "dualpipe" for r in fits)
     mfu = [100 * r["default"]["mfu"] for r in fits]
     return (f"Mixtral 8x7B and 8x22B, Qwen3-30B-A3B and 235B-A22B and DeepSeek-V3 on 64 and 256 "
             f"H100s and B200s "
             f"({len(rows)} cases, predictions, none run): {len(fits)} fit; the default pick "
             f"shards the experts (e > 1) in {ep} of them, MFU {min(mfu):.0f}-{max(mfu):.0f}% on "
-            f"active parameters; the V schedules, searched for mixtures of experts, are the pick "
-            f"in {vee} of the {len(fits)} (DualPipeV in {dual}) ([moe.md](docs/results/moe.md))")
+            f"active parameters; the V schedules and DualPipe, searched for mixtures of experts, "
+            f"are the pick in {vee} of the {len(fits)} (DualPipeV in {dual}, DualPipe in {two}) "
+            f"([moe.md](docs/results/moe.md))")
 
 
 def moe_ep_headline():

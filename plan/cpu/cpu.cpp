@@ -164,14 +164,14 @@ SearchResult search_cpu(const CpuSpace& space, const SearchOptions& options) {
       if (p <= L) pps.push_back(p);
   for (const std::int32_t p : pps)
     for (const std::string& kind : space.kinds.empty() ? all_kinds() : space.kinds) {
-      // The V (two model stages on each thread, mirrored) is not placed on CPU threads yet:
-      // searched only for GPU clusters, refused when asked for here.
-      if (v_shaped(kind)) {
+      // Two model stages on each thread, mirrored (the V, DualPipe's two copies) are not placed
+      // on CPU threads yet: searched only for GPU clusters, refused when asked for here.
+      if (mirrored_kind(kind)) {
         if (!space.kinds.empty())
           reject(fmt::format(
-              "{0}: a CPU plan does not place the V's two stages per thread yet (paci train "
+              "{0}: a CPU plan does not place {1} two stages per thread yet (paci train "
               "runs it: paci train --kind {0})",
-              kind));
+              kind, kind == "dualpipe" ? "DualPipe's" : "the V's"));
         continue;
       }
       std::vector<std::int32_t> vs{1};

@@ -14,30 +14,43 @@ namespace paci::plan {
 
 void check_pipeline(const PlanConfig& c) {
   const ModelSpec& m = c.model;
-  if (c.kind == "dualpipe")
-    throw InputError(
-        "--kind dualpipe: paci plan does not plan DualPipe's two copies of the model yet (paci "
-        "simulate and paci train run it); dualpipev runs its order on half the devices with one "
-        "copy");
-  if (v_shaped(c.kind) && c.chunks != 2)
-    throw InputError(
-        fmt::format("--kind {} places two model stages on each device (a V): --chunks 2, not {}",
-                    c.kind, c.chunks));
+  if (mirrored_kind(c.kind) && c.chunks != 2)
+    throw InputError(fmt::format(
+        "--kind {} places two model stages on each device ({}): --chunks 2, not {}", c.kind,
+        c.kind == "dualpipe" ? "one of each of its two copies" : "a V", c.chunks));
+  if (c.kind == "dualpipe" && c.pp % 2 != 0)
+    throw InputError(fmt::format(
+        "--kind dualpipe runs its two copies in opposite directions on an even number of devices, "
+        "--pp {} is odd: an even --pp, or --kind dualpipev (any p)",
+        c.pp));
+  if (c.kind == "dualpipe" && (c.microbatches() % 2 != 0 || c.microbatches() < 2 * c.pp))
+    throw InputError(fmt::format(
+        "--kind dualpipe needs an even number of micro-batches a step, at least 2p = {} "
+        "(DualPipe's bound: half of them on each copy), got {}: a global batch of at least {} "
+        "sequences and a multiple of {}, a smaller --microbatch-size or --pp",
+        2 * c.pp, c.microbatches(), 2 * c.pp * c.dp() * c.microbatch_size,
+        2 * c.dp() * c.microbatch_size));
   if (c.kind == "dualpipev" && c.microbatches() < 2 * c.pp)
     throw InputError(fmt::format(
         "--kind dualpipev needs at least 2p = {} micro-batches a step (DualPipe's bound), got {}: "
         "a larger global batch, a smaller --microbatch-size or --pp",
         2 * c.pp, c.microbatches()));
-  if (c.chunks > 1 && c.kind != "interleaved" && !v_shaped(c.kind))
+  if (c.chunks > 1 && c.kind != "interleaved" && !mirrored_kind(c.kind))
     throw InputError(fmt::format("--chunks {} is interleaved's; {} runs one stage per device",
                                  c.chunks, c.kind));
-  if (m.layers < c.stages())
-    throw InputError(fmt::format("{} layers are too few for --pp {} x --chunks {} = {} stages",
-                                 m.layers, c.pp, c.chunks, c.stages()));
+  if (m.layers < c.model_stages())
+    throw InputError(
+        c.copies() > 1
+            ? fmt::format("{} layers are too few for --pp {} model stages (each of dualpipe's "
+                          "two copies splits the model over p)",
+                          m.layers, c.pp)
+            : fmt::format("{} layers are too few for --pp {} x --chunks {} = {} stages", m.layers,
+                          c.pp, c.chunks, c.stages()));
   if (!c.partition.empty()) {
-    if (static_cast<std::int32_t>(c.partition.size()) != c.stages())
-      throw InputError(fmt::format("--partition lists {} stages, the pipeline has {}",
-                                   c.partition.size(), c.stages()));
+    if (static_cast<std::int32_t>(c.partition.size()) != c.model_stages())
+      throw InputError(fmt::format("--partition lists {} stages, the pipeline has {}{}",
+                                   c.partition.size(), c.model_stages(),
+                                   c.copies() > 1 ? " (in each of dualpipe's two copies)" : ""));
     std::int64_t sum = 0;
     for (const std::int32_t layers : c.partition) {
       if (layers < 1) throw InputError("--partition: every stage needs at least one layer");

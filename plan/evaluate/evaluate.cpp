@@ -34,13 +34,17 @@ bool same_node(std::int64_t a, std::int64_t b, std::int64_t gpus_per_node) {
 
 }  // namespace
 
+bool mirrored_kind(std::string_view kind) {
+  return v_shaped(kind) || kind == "dualpipe";
+}
+
 bool asynchronous_kind(const std::string& kind) {
   return kind == "paci" || kind == "pipedream" || kind == "2bw";
 }
 
 std::vector<std::int32_t> default_partition(const PlanConfig& c) {
   if (!c.partition.empty()) return c.partition;
-  const std::int32_t S = c.stages();
+  const std::int32_t S = c.model_stages();
   const auto L = static_cast<std::int32_t>(c.model.layers);
   std::vector<std::int32_t> layers(static_cast<std::size_t>(S), L / S);
   std::int32_t rest = L % S;
@@ -57,11 +61,11 @@ std::string cp_label(const PlanConfig& c, std::string_view format) {
 
 std::vector<std::int32_t> placement_of(const PlanConfig& c) {
   std::vector<std::int32_t> placement(static_cast<std::size_t>(c.stages()));
-  // The V (zb-v, dualpipev): stages s and 2p - 1 - s on device s; else looped, stage s on device
-  // s mod p.
+  // Mirrored (zb-v, dualpipev, dualpipe): stages s and 2p - 1 - s on device s; else looped,
+  // stage s on device s mod p.
   for (std::int32_t s = 0; s < c.stages(); ++s)
     placement[static_cast<std::size_t>(s)] =
-        v_shaped(c.kind) && s >= c.pp ? 2 * c.pp - 1 - s : s % c.pp;
+        mirrored_kind(c.kind) && s >= c.pp ? 2 * c.pp - 1 - s : s % c.pp;
   return placement;
 }
 
@@ -122,6 +126,10 @@ ConfigCosts::ConfigCosts(const PlanConfig& c) : config_(c), placement_(placement
   head_ = head_costs(m, gpu, run);
   // Tied embeddings, or multi-token prediction (it looks the next tokens up in the embedding on
   // the last stage: Megatron-LM keeps a copy there, synchronised as a tied one), on two devices.
+  // DualPipe: not apart. Devices 0 and p - 1 each hold one copy's embedding and the other's head;
+  // the copies hold the same weights, so each device's head shares its embedding and the twins'
+  // gradient exchange brings each device both halves of the sum (the schedule's first and last
+  // stage are both on device 0).
   tied_apart_ = (m.tied_embeddings || m.mtp_layers > 0) && placement_.front() != placement_.back();
   if (m.mtp_layers > 0) {
     PieceCosts head = head_;
@@ -164,8 +172,9 @@ StagePlan ConfigCosts::stage(std::int32_t s, std::int32_t first_layer, std::int3
   sp.device = placement_[static_cast<std::size_t>(s)];
   sp.first_layer = first_layer;
   sp.layers = layers;
-  sp.embedding = s == 0;
-  sp.head = s == c.stages() - 1;
+  // DualPipe: each copy's first model stage holds an embedding, its last a head.
+  sp.embedding = s % c.model_stages() == 0;
+  sp.head = s % c.model_stages() == c.model_stages() - 1;
   const PieceCosts own_layers = layers_from(first_layer, layers);
   sp.pieces = own_layers;
   const std::int32_t dense = dense_in(first_layer, layers);
@@ -441,13 +450,22 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
   return cost;
 }
 
-std::vector<StageCost> ConfigCosts::stage_costs(const std::vector<std::int32_t>& layers) const {
-  std::vector<StageCost> out;
+std::vector<StagePlan> ConfigCosts::stage_plans(const std::vector<std::int32_t>& layers) const {
+  std::vector<StagePlan> out;
+  const std::int32_t S = config_.model_stages();
   std::int32_t first_layer = 0;
   for (std::int32_t s = 0; s < config_.stages(); ++s) {
-    out.push_back(stage_cost(stage(s, first_layer, layers[static_cast<std::size_t>(s)])));
-    first_layer += layers[static_cast<std::size_t>(s)];
+    if (s % S == 0) first_layer = 0;  // DualPipe's second copy: the same layers again
+    const std::int32_t n = layers[static_cast<std::size_t>(s % S)];
+    out.push_back(stage(s, first_layer, n));
+    first_layer += n;
   }
+  return out;
+}
+
+std::vector<StageCost> ConfigCosts::stage_costs(const std::vector<std::int32_t>& layers) const {
+  std::vector<StageCost> out;
+  for (const StagePlan& sp : stage_plans(layers)) out.push_back(stage_cost(sp));
   return out;
 }
 
@@ -474,12 +492,9 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
       c.pp > 1 && !c.p2p_overlapped() ? ", pipeline sends waited on" : "");
   costs.tokens_per_microbatch = c.microbatch_size * m.seq_len;
   costs.blocking_sends = !c.p2p_overlapped();
-  std::int32_t first_layer = 0;
-  for (std::int32_t s = 0; s < c.stages(); ++s) {
-    const StagePlan sp = stage(s, first_layer, layers[static_cast<std::size_t>(s)]);
-    first_layer += sp.layers;
+  for (StagePlan& sp : stage_plans(layers)) {
     costs.stages.push_back(stage_cost(sp));
-    if (stages) stages->push_back(sp);
+    if (stages) stages->push_back(std::move(sp));
   }
   // Pipeline messages: on the network, or on NVLink between neighbours that share a node.
   // Pipeline neighbours are t·d GPUs apart: on an oversubscribed network, in different leaves when

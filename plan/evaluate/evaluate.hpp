@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plan/costs/costs.hpp"
@@ -90,16 +91,29 @@ struct PlanConfig {
   // optimizer: --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16,
   // with its distributed optimizer: ZeRO 1 or more). Not searched (it changes the numerics).
   bool bf16_moments = false;
-  // Layers per model stage (p·v entries), empty: as even as the layers allow, the remainder on
-  // the middle stages (the first and last carry the embedding and the head).
+  // Layers per model stage (model_stages() entries: p·v, DualPipe's p), empty: as even as the
+  // layers allow, the remainder on the middle stages (the first and last carry the embedding and
+  // the head).
   std::vector<std::int32_t> partition;
 
   std::int64_t dp() const { return gpus / (static_cast<std::int64_t>(tp) * cp * pp); }
   // The GPUs ZeRO shards over: shard_group, or all d·c replicas of the weights.
   std::int64_t shards() const { return shard_group > 0 ? shard_group : dp() * cp; }
   std::int64_t microbatches() const { return global_batch / (dp() * microbatch_size); }
+  // The schedule's stages: p·v (interleaved v, the V's 2, DualPipe's two copies of p).
   std::int32_t stages() const { return pp * chunks; }
+  // DualPipe holds two copies of the model, each split into p model stages (Schedule::copies);
+  // every other kind one.
+  std::int32_t copies() const { return kind == "dualpipe" ? 2 : 1; }
+  // The model's stages, each a range of layers (the partition's entries): the schedule's stages
+  // of one copy.
+  std::int32_t model_stages() const { return stages() / copies(); }
 };
+
+// The kinds that place two of the schedule's stages on each device, mirrored: device d holds
+// stages d and 2p - 1 - d (the V of zb-v and dualpipev; DualPipe's copy 0's stage d and copy 1's
+// model stage p - 1 - d).
+bool mirrored_kind(std::string_view kind);
 
 // InputError naming the first problem: a degree that does not divide the GPUs, the heads, the
 // kv heads or the MLP; a context-parallel degree whose 2c chunks do not divide the sequence, or
@@ -188,7 +202,8 @@ void measure(PlanResult& r, const SimResult& simulated);
 // (", c={}": ", c=2 (all-gather)").
 std::string cp_label(const PlanConfig& config, std::string_view format);
 
-// Model stage -> pipeline device: stage k on device k mod p (interleaved), else the identity.
+// Schedule stage -> pipeline device: stage k on device k mod p (interleaved; the identity for one
+// stage a device), stages d and 2p - 1 - d on device d (mirrored_kind).
 std::vector<std::int32_t> placement_of(const PlanConfig& config);
 // The steps a configuration's schedule is simulated for: one when it flushes; for an
 // asynchronous schedule (PACI, PipeDream, 2BW) enough that the middle half of stage 0's updates
@@ -206,9 +221,13 @@ class ConfigCosts {
   // is the first stage and the head when it is the last).
   StagePlan stage(std::int32_t stage, std::int32_t first_layer, std::int32_t layers) const;
   StageCost stage_cost(const StagePlan& stage) const;
-  // Every stage's cost for layers per stage `layers` (no description, no links: a bound's).
+  // Every schedule stage for layers per model stage `layers` (DualPipe: each copy's stages hold
+  // the same layers).
+  std::vector<StagePlan> stage_plans(const std::vector<std::int32_t>& layers) const;
+  // Every schedule stage's cost for layers per model stage `layers` (no description, no links: a
+  // bound's).
   std::vector<StageCost> stage_costs(const std::vector<std::int32_t>& layers) const;
-  // The whole cost model for layers per stage `layers` (and its stage breakdown).
+  // The whole cost model for layers per model stage `layers` (and its schedule stages).
   CostModel cost_model(const std::vector<std::int32_t>& layers,
                        std::vector<StagePlan>* stages = nullptr) const;
   const std::vector<std::int32_t>& placement() const { return placement_; }

@@ -75,7 +75,9 @@ ordered_json plan_json(const PlanResult& p) {
   j["fp8_param_gather"] = c.fp8_params;
   j["moments_dtype"] = c.bf16_moments ? "bf16" : "fp32";
   j["partition"] = ordered_json::array();
-  for (const StagePlan& s : p.stages) j["partition"].push_back(s.layers);
+  // Layers per model stage (DualPipe: one copy's; the other's are the same).
+  for (const StagePlan& s : p.stages)
+    if (s.stage < c.model_stages()) j["partition"].push_back(s.layers);
   j["step_s"] = p.step_s;
   j["tokens_per_s"] = p.tokens_per_s;
   j["model_tflops_per_gpu"] = p.model_tflops_per_gpu;

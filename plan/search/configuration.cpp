@@ -63,7 +63,7 @@ std::optional<PlanConfig> single_configuration(const SearchSpace& s) {
   c.microbatch_size = s.microbatch_size[0];
   c.kind = s.kinds[0];
   c.chunks =
-      !s.chunks.empty() ? s.chunks[0] : (c.kind == "interleaved" || v_shaped(c.kind) ? 2 : 1);
+      !s.chunks.empty() ? s.chunks[0] : (c.kind == "interleaved" || mirrored_kind(c.kind) ? 2 : 1);
   c.recompute = s.recompute[0];
   c.sequence_parallel = s.sequence_parallel[0];
   c.tp_comm_overlap = s.tp_comm_overlap[0];
@@ -86,7 +86,7 @@ PlanResult evaluate_best_partition(const PlanConfig& config, double memory_limit
                            : config.cluster.memory_bytes - kFrameworkReserveBytes;
   std::vector<std::vector<std::int32_t>> partitions{default_partition(config)};
   // A given partition, or interleaved's even one, stands; the V and one stage a device find theirs.
-  if (config.partition.empty() && v_shaped(config.kind)) {
+  if (config.partition.empty() && mirrored_kind(config.kind)) {
     partitions = {v_partition(config, ConfigCosts(config))};
   } else if (config.partition.empty() && config.kind != "interleaved") {
     const Schedule s =

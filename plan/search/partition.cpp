@@ -146,7 +146,7 @@ std::vector<std::int32_t> bottleneck_partition(const PlanConfig& c, const Config
 }
 
 std::vector<std::int32_t> v_partition(const PlanConfig& c, const ConfigCosts& costs) {
-  const std::int32_t S = c.stages(), L = static_cast<std::int32_t>(c.model.layers);
+  const std::int32_t S = c.model_stages(), L = static_cast<std::int32_t>(c.model.layers);
   if (S < 3) return default_partition(c);
   const std::vector<std::int32_t>& placement = costs.placement();
   std::vector<std::int32_t> best;

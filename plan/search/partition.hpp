@@ -59,10 +59,11 @@ std::vector<std::int32_t> bottleneck_partition(const PlanConfig& config, const C
                                                const std::vector<std::int32_t>& in_flight,
                                                double limit_bytes);
 
-// ZB-V's partition: device d holds stages d and 2p - 1 - d, so device 0 holds both the embedding
-// and the head. The first and the last stage get e layers each (e from 1 to an even split's), the
-// rest as even as they allow over the other stages; the e whose busiest device works least
-// (forward and backward per micro-batch) wins, the larger e on a tie.
+// A mirrored kind's partition (ZB-V, DualPipeV: device d holds stages d and 2p - 1 - d;
+// DualPipe: model stages d and p - 1 - d, one of each copy), so device 0 holds both the embedding
+// and the head (DualPipe: devices 0 and p - 1). The first and the last stage get e layers each (e
+// from 1 to an even split's), the rest as even as they allow over the other stages; the e whose
+// busiest device works least (forward and backward per micro-batch) wins, the larger e on a tie.
 std::vector<std::int32_t> v_partition(const PlanConfig& config, const ConfigCosts& costs);
 
 }  // namespace paci::plan

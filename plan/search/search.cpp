@@ -22,22 +22,22 @@
 namespace paci::plan {
 
 const std::vector<std::string>& all_kinds() {
-  // The V-shaped zb-v and dualpipev are searched by default for mixtures of experts only (below):
-  // their configurations are often among the fastest, so the bound prunes few of them, and with
-  // zb-v the whole default space of Llama 3 405B on 16,384 H100s took 3.2 s instead of 1.8
-  // (docs/results/bench_plan.md).
+  // The mirrored zb-v, dualpipev and dualpipe are searched by default for mixtures of experts
+  // only (below): their configurations are often among the fastest, so the bound prunes few of
+  // them, and with zb-v the whole default space of Llama 3 405B on 16,384 H100s took 3.2 s instead
+  // of 1.8 (docs/results/bench_plan.md).
   static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "pipedream", "2bw",
                                                  "paci",  "zb-h1", "zb-h2",     "interleaved"};
   return kinds;
 }
 
 const std::vector<std::string>& default_kinds(const ModelSpec& model) {
-  // A mixture of experts' all-to-alls are what DualPipeV's overlapped pairs hide (DeepSeek-V3's
-  // reason for it): searched, not left to be listed (docs/results/moe.md weighs them against the
-  // eight kinds).
+  // A mixture of experts' all-to-alls are what DualPipe's overlapped pairs hide (DeepSeek-V3's
+  // reason for it): searched, DualPipe's two copies of the weights too, not left to be listed
+  // (docs/results/moe.md weighs them against the eight kinds).
   static const std::vector<std::string> with_v = [] {
     std::vector<std::string> k = all_kinds();
-    k.insert(k.end(), {"zb-v", "dualpipev"});
+    k.insert(k.end(), {"zb-v", "dualpipev", "dualpipe"});
     return k;
   }();
   return model.moe() ? with_v : all_kinds();
@@ -64,7 +64,7 @@ struct ScheduleInfo {
   std::vector<std::int32_t> in_flight;               // per stage, peak activations
   std::vector<std::array<std::int64_t, 5>> actions;  // per stage: F, B, I, W, U counts
   std::int32_t max_staleness = 0;
-  bool pairs = false;  // overlapped F&B pairs (dualpipev)
+  bool pairs = false;  // overlapped F&B pairs (dualpipev, dualpipe)
   std::string error;   // the generator's refusal
 };
 
@@ -111,11 +111,13 @@ Bounds bounds(const PlanConfig& c, const std::vector<StageCost>& stages, const S
   std::vector<std::int64_t> memory(D, 0), activations(D, 0);
   const double updates_per_step = c.kind == "pipedream" ? static_cast<double>(c.microbatches()) : 1;
   const double steps = static_cast<double>(info.schedule->steps) / updates_per_step;
-  // Per device: the forwards, and the backwards (B or I), of the stages below its lowest.
+  // Per device: the forwards, and the backwards (B or I), of the stages below its lowest (DualPipe:
+  // in whichever of its two copies has fewer there; each copy's chain starts again).
   std::vector<double> head(D, -1.0), tail(D, 0.0);
   double forwards_below = 0.0, backwards_below = 0.0;
-  // Overlapped pairs (dualpipev) hide at most each action's communication behind the other's
-  // compute: what is left of each is sure.
+  const std::size_t per_copy = static_cast<std::size_t>(info.schedule->stages_per_copy());
+  // Overlapped pairs (dualpipev, dualpipe) hide at most each action's communication behind the
+  // other's compute: what is left of each is sure.
   const bool pairs = info.pairs;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const StageCost& k = stages[s];
@@ -130,9 +132,13 @@ Bounds bounds(const PlanConfig& c, const std::vector<StageCost>& stages, const S
     busy[d] += (forward + backward + static_cast<double>(n[3]) * k.weight_grad_s +
                 static_cast<double>(n[4]) * k.update_s) /
                steps;
+    if (s % per_copy == 0) forwards_below = backwards_below = 0.0;
     if (head[d] < 0) {
       head[d] = forwards_below;
       tail[d] = backwards_below;
+    } else {
+      head[d] = std::min(head[d], forwards_below);
+      tail[d] = std::min(tail[d], backwards_below);
     }
     forwards_below += forward_s;
     backwards_below += n[2] > 0 ? k.input_grad_s : backward_s;  // DualPipe's stages mix both
@@ -381,11 +387,16 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
           std::map<std::pair<const StageCostTable*, bool>, Splits> splits;
           for (const std::string& kind : p == 1 && space.kinds.empty() ? one_stage : kinds) {
             std::vector<std::int32_t> vs{1};
-            if (v_shaped(kind)) {
-              vs = {2};  // the V: two stages on each device
-              if (2 * p > L) {
-                invalid(fmt::format("{} at p = {}: {} layers are too few for its 2p stages", kind,
-                                    p, L));
+            if (mirrored_kind(kind)) {
+              vs = {2};  // two stages on each device (the V, or one of each of DualPipe's copies)
+              const bool two_copies = kind == "dualpipe";
+              if ((two_copies ? p : 2 * p) > L) {
+                invalid(fmt::format("{} at p = {}: {} layers are too few for its {} model stages",
+                                    kind, p, L, two_copies ? "p" : "2p"));
+                continue;
+              }
+              if (two_copies && p % 2 != 0) {  // once, not once per other knob
+                invalid(fmt::format("dualpipe at p = {}: its two copies need an even p", p));
                 continue;
               }
             } else if (kind == "interleaved") {
@@ -499,7 +510,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                 // kind with the same other knobs, computed for the first. Several
                                 // stages on a device (interleaved, the V): each configuration's own
                                 // costs and the default partition.
-                                const bool interleaved = kind == "interleaved" || v_shaped(kind);
+                                const bool interleaved =
+                                    kind == "interleaved" || mirrored_kind(kind);
                                 std::optional<ConfigCosts> own;
                                 const StageCostTable* table = nullptr;
                                 if (interleaved) {
@@ -526,7 +538,7 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                 std::vector<std::vector<std::int32_t>> partitions;
                                 if (!space.partition.empty() || kind == "interleaved") {
                                   partitions.push_back(default_partition(c));
-                                } else if (v_shaped(kind)) {
+                                } else if (mirrored_kind(kind)) {
                                   partitions.push_back(v_partition(c, *own));
                                 } else {
                                   // Without a memory limit the partition is the same for every

@@ -40,7 +40,7 @@ struct SearchSpace {
   std::vector<bool> cp_all_gather{false};
   std::vector<std::int32_t> pp;  // whole range: the divisors of gpus/(t·c) up to the layers
   std::vector<std::int64_t> microbatch_size;  // whole range: the divisors of global batch / d
-  std::vector<std::string> kinds;  // whole range: all but zb-v and dualpipev (when listed)
+  std::vector<std::string> kinds;             // whole range: default_kinds (listed: any)
   // Interleaved; whole range: v >= 2 with p·v dividing L, or L + 2 (one layer fewer on the first
   // and the last stage).
   std::vector<std::int32_t> chunks;
@@ -146,8 +146,8 @@ struct SearchResult {
   std::vector<std::pair<std::string, std::int64_t>> alternatives;
 };
 
-// The eight kinds a search covers when --kind is not given; for a mixture of experts also the V
-// schedules, zb-v and dualpipev (default_kinds).
+// The eight kinds a search covers when --kind is not given; for a mixture of experts also the
+// mirrored zb-v, dualpipev and dualpipe (default_kinds).
 const std::vector<std::string>& all_kinds();
 const std::vector<std::string>& default_kinds(const ModelSpec& model);
 

@@ -4,8 +4,9 @@
 For Mixtral 8x7B and 8x22B, Qwen3-30B-A3B and 235B-A22B and DeepSeek-V3 (paci's presets, their own sequence
 lengths), on 64 and 256 GPUs of H100 80GB and of B200, at a global batch of 256 sequences, bf16,
 staleness 0: paci plan's default search (expert parallelism searched with the rest, and for a
-mixture of experts the V-shaped zb-v and dualpipev: DualPipeV's overlapped pairs hiding each
-pass's exposed collectives and all-to-alls), then the same search without the V (the eight kinds
+mixture of experts the mirrored zb-v, dualpipev and dualpipe, "the V": DualPipe's overlapped
+pairs hiding each pass's exposed collectives and all-to-alls, dualpipe with two copies of the
+weights), then the same search without the V (the eight kinds
 a dense model's default search covers). Writes docs/results/moe.md and moe.json: each pick, its
 predicted step, MFU (on active parameters), memory, the V's gain and what searching it cost.
 
@@ -134,7 +135,9 @@ def write(out, rows, seconds):
         f"{round(seconds / 60) or 1} minutes on 2 cores). Global batch {GLOBAL_BATCH} sequences of "
         "each preset's length, bf16, staleness 0. *default*: paci plan's whole default space, expert "
         "parallelism e searched (e dividing the experts and the t·c·d GPUs of a stage), and for a "
-        "mixture of experts the V-shaped schedules zb-v and dualpipev with the rest: DualPipeV's "
+        "mixture of experts the mirrored schedules zb-v, dualpipev and dualpipe (*the V*: two "
+        "stages a device; dualpipe one of each of two copies of the model, twice the weights and "
+        "optimizer state, docs/costmodel.md) with the rest: DualPipe's "
         "overlapped pairs hide each pass's exposed collectives and all-to-alls behind the other "
         "pass's compute (docs/schedules.md), its compute slowed while the communication kernels "
         "hold 20 of the GPU's SMs (DeepSeek-V3's report, section 3.2.2: SMs / (SMs - 20), "
@@ -173,18 +176,22 @@ def write(out, rows, seconds):
         cells.append(f"{r['default_search_s']:.1f} ({r['eight_search_s']:.1f})")
         lines.append("| " + " | ".join(cells) + " |")
     fits = [r for r in rows if r["default"]["fits"] and r["eight"]["fits"]]
-    vee = [r for r in fits if r["default"]["kind"] in ("zb-v", "dualpipev")]
+    vee = [r for r in fits if r["default"]["kind"] in ("zb-v", "dualpipev", "dualpipe")]
     dual = [r for r in fits if r["default"]["kind"] == "dualpipev"]
+    two = [r for r in fits if r["default"]["kind"] == "dualpipe"]
     gains = sorted(r["eight"]["step_s"] / r["default"]["step_s"] for r in vee)
     ratio = sorted(r["default_search_s"] / r["eight_search_s"] for r in rows)
     lines += [
         "",
-        f"The default pick is V-shaped in {len(vee)} of the {len(fits)} cases that fit (DualPipeV in "
-        f"{len(dual)})" + (f", {gains[0]:.2f}x to {gains[-1]:.2f}x faster than the best plan "
+        f"The default pick is one of the V in {len(vee)} of the {len(fits)} cases that fit "
+        f"(DualPipeV in {len(dual)}, DualPipe in {len(two)})" + (f", {gains[0]:.2f}x to {gains[-1]:.2f}x faster than the best plan "
         "without the V" if gains else "") + f"; searching the V took {ratio[len(ratio) // 2]:.1f}x "
         f"the time of the search without it (median; {ratio[0]:.1f}x to {ratio[-1]:.1f}x). A "
         "dense model's default search leaves the V out for its time (docs/plan.md): list it "
-        "(`--kind ...,zb-v,dualpipev`) to weigh it there.",
+        "(`--kind ...,zb-v,dualpipev,dualpipe`) to weigh it there. DualPipe has about DualPipeV's "
+        "bubble on the same devices (by DualPipe's README's formulas) with twice the weights, gradients and "
+        "optimizer state, and each stage's update waits for its twin's gradients from the "
+        "mirrored device (docs/costmodel.md, \"DualPipe's two copies\").",
         "",
     ]
     with open(os.path.join(out, "moe.md"), "w") as f:

@@ -193,10 +193,10 @@ std::vector<Case> catalogue() {
       {"plan --preset gpt2-small --gpu h100-80gb --gpus 64 --global-batch 512 --tp 1 --pp 32 "
        "--microbatch-size 1 --kind 1f1b --recompute full",
        "paci plan: error: 12 layers are too few for --pp 32 x --chunks 1 = 32 stages"},
-      {"plan --preset gpt2-small --gpu h100-80gb --gpus 8 --global-batch 64 --kind 1f1b,dualpipe",
-       "paci plan: error: --kind dualpipe: paci plan does not plan DualPipe's two copies of the "
-       "model yet (paci simulate and paci train run it); dualpipev runs its order on half the "
-       "devices with one copy"},
+      {"plan --preset gpt2-small --gpu h100-80gb --gpus 6 --global-batch 64 --tp 1 --pp 3 "
+       "--microbatch-size 1 --recompute full --kind dualpipe",
+       "paci plan: error: --kind dualpipe runs its two copies in opposite directions on an even "
+       "number of devices, --pp 3 is odd: an even --pp, or --kind dualpipev (any p)"},
       {"plan --preset gpt2-small --cluster nopeak.json --gpus 8 --global-batch 8",
        "paci plan: error: nopeak.json: missing key 'peak_flops'"},
       {"plan --preset llama3-70b --gpu a100-40gb --gpus 8 --global-batch 8 --recompute none -q",

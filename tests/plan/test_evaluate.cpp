@@ -411,6 +411,94 @@ TEST(PlanEvaluate, DualPipeVHidesCommunicationInItsPairs) {
   refused(c, "--kind dualpipev needs at least 2p = 8 micro-batches a step");
 }
 
+// DualPipe holds two copies of the model: p model stages, device d holding copy 0's stage d and
+// copy 1's stage p - 1 - d, so twice the layers' weights, gradients and optimizer state of
+// DualPipeV's V on the same devices (derived from DualPipe's README table: both 2x a PP-stage
+// 1F1B's, DualPipeV on PP/2 devices), about its bubble; before a
+// step's update each stage's gradients come from its twin on the mirrored device. Odd p, too few
+// or an odd count of micro-batches, and a partition of the schedule's 2p stages are refused.
+TEST(PlanEvaluate, DualPipeHoldsTwoCopiesOfTheWeights) {
+  PlanConfig c = llama70b_on_h100();
+  c.global_batch = 64;  // d = 2: M = 32 micro-batches
+  c.chunks = 2;
+  c.kind = "dualpipev";
+  const PlanResult v = evaluate(c);
+  c.kind = "dualpipe";
+  SimResult sim;
+  const PlanResult two = evaluate(c, {.record_timeline = true}, sim);
+  ASSERT_EQ(two.stages.size(), 8u);  // two copies of 4 model stages of 20 layers
+  for (std::int32_t j = 0; j < 4; ++j) {
+    const StagePlan& a = two.stages[static_cast<std::size_t>(j)];
+    const StagePlan& b = two.stages[static_cast<std::size_t>(4 + j)];
+    EXPECT_EQ(a.layers, 20);
+    EXPECT_EQ(b.layers, a.layers);
+    EXPECT_EQ(b.first_layer, a.first_layer);
+    EXPECT_EQ(b.pieces.parameters, a.pieces.parameters);
+    EXPECT_EQ(a.device, j);
+    EXPECT_EQ(b.device, 3 - j);  // copy 1 runs back
+    EXPECT_EQ(b.embedding, j == 0);
+    EXPECT_EQ(b.head, j == 3);
+  }
+  // Devices 1 and 2 hold neither embedding nor head: 40 layers' state against DualPipeV's 20.
+  const auto fixed = [](const PlanResult& r, std::int32_t device) {
+    std::int64_t bytes = 0;
+    for (std::size_t s = 0; s < r.stages.size(); ++s)
+      if (r.stages[s].device == device) bytes += r.costs.stages[s].static_bytes();
+    return bytes;
+  };
+  EXPECT_EQ(fixed(two, 1), 2 * fixed(v, 1));
+  EXPECT_EQ(fixed(two, 2), 2 * fixed(v, 2));
+  EXPECT_GT(two.peak_memory_bytes, v.peak_memory_bytes);
+  EXPECT_NEAR(two.bubble_ratio, v.bubble_ratio, 0.05);
+  // Every stage's update waits for its twin's whole gradient buffer, from the mirrored device.
+  std::int32_t twins = 0;
+  for (const auto& m : sim.timeline.messages)
+    if (m.kind == DependencyKind::twin_gradients) {
+      ++twins;
+      EXPECT_EQ(m.dst_device, 3 - m.src_device);
+      EXPECT_EQ(m.bytes,
+                two.costs.stages[static_cast<std::size_t>(m.producer.stage)].gradient_bytes);
+    }
+  EXPECT_EQ(twins, 8);
+  // Tied embeddings: each end device holds one copy's embedding and the other's head, the same
+  // weights, so the head shares the embedding there (1F1B keeps a second copy on the last stage)
+  // and no embedding all-reduce joins the update (the twins' exchange carries both halves).
+  PlanConfig tied = c;
+  tied.model.tied_embeddings = true;
+  const PlanResult tied_two = evaluate(tied);
+  tied.kind = "1f1b";
+  tied.chunks = 1;
+  const PlanResult tied_one = evaluate(tied);
+  const std::int64_t head = padded_vocab(tied.model, tied.tp) / tied.tp * tied.model.d_model;
+  EXPECT_EQ(tied_two.stages[3].pieces.parameters, tied_one.stages[3].pieces.parameters - head);
+  EXPECT_EQ(tied_two.stages[7].pieces.parameters, tied_two.stages[3].pieces.parameters);
+  EXPECT_LT(tied_two.costs.stages[0].update_s, tied_one.costs.stages[0].update_s);
+  c.pp = 2;
+  c.gpus = 32;  // d = 2, M = 32: DualPipe on two devices holds the whole model twice on each
+  EXPECT_EQ(evaluate(c).stages.size(), 4u);
+  c.pp = 4;
+  c.gpus = 64;
+  c.partition = {10, 10, 10, 10, 10, 10, 10, 10};
+  refused(c, "--partition lists 8 stages, the pipeline has 4 (in each of dualpipe's two copies)");
+  c.partition.clear();
+  c.global_batch = 12;  // M = 6 < 2p
+  refused(c, "--kind dualpipe needs an even number of micro-batches a step, at least 2p = 8");
+  c.global_batch = 18;  // M = 9: odd
+  refused(c, "got 9: a global batch of at least 16 sequences and a multiple of 4");
+  c.global_batch = 64;
+  c.pp = 5;
+  c.gpus = 80;
+  refused(c,
+          "--kind dualpipe runs its two copies in opposite directions on an even number of "
+          "devices, --pp 5 is odd");
+  c.pp = 4;
+  c.gpus = 64;
+  c.chunks = 1;
+  refused(c,
+          "--kind dualpipe places two model stages on each device (one of each of its two "
+          "copies): --chunks 2, not 1");
+}
+
 TEST(PlanEvaluate, TensorParallelCollectivesGrowWithTheDegree) {
   PlanConfig c = llama70b_on_h100();
   c.tp = 1;

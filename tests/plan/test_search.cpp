@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <tuple>
 
@@ -66,6 +67,9 @@ TEST(PlanSearch, PruningNeverChangesTheAnswer) {
   // DualPipeV (searched when listed): the V, its overlapped pairs under the bound too.
   cases.push_back({small_space("llama3-8b", "h100-80gb", 8, 32), 0});
   cases.back().space.kinds = {"dualpipev", "zb-v", "1f1b"};
+  // DualPipe (searched when listed): two copies, each device's lowest stage in either of them.
+  cases.push_back({small_space("llama3-8b", "h100-80gb", 8, 32), 0});
+  cases.back().space.kinds = {"dualpipe", "dualpipev", "1f1b"};
   // Dense first layers (DeepSeek-V3's kind), more of them than a first stage of 4 pipeline stages
   // holds: a later stage's cost depends on where it starts, and the bound must stay below the
   // simulated step there too.
@@ -199,6 +203,30 @@ TEST(PlanSearch, ListedOffloadLayersAreSearchedWhereTheyCanRun) {
 
 // Expert parallelism is searched for a mixture of experts (every e dividing the experts and the
 // GPUs of a stage), fixed when given, and 1 for a dense model.
+// DualPipe is searched by default for a mixture of experts (with the V), for a dense model when
+// listed; its plans hold p model stages of layers (one copy's) and run on an even p.
+TEST(PlanSearch, SearchesDualPipeForAMixtureOfExpertsAndWhenListed) {
+  const auto has = [](const std::vector<std::string>& kinds, const char* kind) {
+    return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+  };
+  EXPECT_TRUE(has(default_kinds(model_preset("mixtral-8x7b")), "dualpipe"));
+  EXPECT_FALSE(has(default_kinds(model_preset("llama3-8b")), "dualpipe"));
+  SearchSpace s = small_space("llama3-8b", "h100-80gb", 8, 32);
+  s.kinds = {"dualpipe"};
+  s.recompute = {Recompute::full};
+  SearchOptions o;
+  o.jobs = 1;
+  o.top = 1000;
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.plans.empty());
+  for (const PlanResult& p : r.plans) {
+    EXPECT_EQ(p.config.kind, "dualpipe");
+    EXPECT_EQ(p.config.pp % 2, 0);
+    EXPECT_EQ(static_cast<std::int32_t>(p.config.partition.size()), p.config.pp);
+    EXPECT_EQ(static_cast<std::int32_t>(p.stages.size()), 2 * p.config.pp);
+  }
+}
+
 TEST(PlanSearch, SearchesExpertParallelismForAMixtureOfExperts) {
   SearchSpace s = small_space("mixtral-8x7b", "h100-80gb", 16, 32);
   s.pp = {1, 2};
