@@ -445,8 +445,8 @@ StageCost ConfigCosts::stage_cost(const StagePlan& sp) const {
                                  c.zero >= 1);
   cost.weight_grad_stash_bytes = sp.pieces.stash_bytes;
   cost.input_grad_release_bytes = sp.pieces.release_bytes;
-  // One backward runs at a time on a device: its workspace is held once, by its first stage.
-  cost.workspace_bytes = sp.stage < c.pp ? sp.pieces.workspace_bytes + sp.zero_workspace_bytes : 0;
+  // Each stage's own; a device holds only its largest (hold_workspace_once).
+  cost.workspace_bytes = sp.pieces.workspace_bytes + sp.zero_workspace_bytes;
   return cost;
 }
 
@@ -463,9 +463,22 @@ std::vector<StagePlan> ConfigCosts::stage_plans(const std::vector<std::int32_t>&
   return out;
 }
 
+// One backward runs at a time on a device: of its stages' workspaces (a full recomputation's
+// layer, ZeRO's gathered pieces) it holds the largest once, on the first stage that has it.
+void ConfigCosts::hold_workspace_once(std::vector<StageCost>& stages) const {
+  std::vector<std::size_t> largest(static_cast<std::size_t>(config_.pp), stages.size());
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    std::size_t& at = largest[static_cast<std::size_t>(placement_[s])];
+    if (at == stages.size() || stages[s].workspace_bytes > stages[at].workspace_bytes) at = s;
+  }
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    if (largest[static_cast<std::size_t>(placement_[s])] != s) stages[s].workspace_bytes = 0;
+}
+
 std::vector<StageCost> ConfigCosts::stage_costs(const std::vector<std::int32_t>& layers) const {
   std::vector<StageCost> out;
   for (const StagePlan& sp : stage_plans(layers)) out.push_back(stage_cost(sp));
+  hold_workspace_once(out);
   return out;
 }
 
@@ -496,6 +509,7 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
     costs.stages.push_back(stage_cost(sp));
     if (stages) stages->push_back(std::move(sp));
   }
+  hold_workspace_once(costs.stages);
   // Pipeline messages: on the network, or on NVLink between neighbours that share a node.
   // Pipeline neighbours are t·d GPUs apart: on an oversubscribed network, in different leaves when
   // a stage's GPUs fill a leaf's nodes.

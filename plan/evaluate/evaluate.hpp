@@ -245,6 +245,8 @@ class ConfigCosts {
   // The multi-token-prediction modules, on the last stage: each a layer, the head run again (its
   // weights the model's) and the module's own pieces.
   PieceCosts mtp_;
+  // Keeps each device's largest stage workspace and zeroes the rest (one backward at a time).
+  void hold_workspace_once(std::vector<StageCost>& stages) const;
   // The layers first .. first + n - 1 together (the first dense_layers dense, the rest layer_).
   PieceCosts layers_from(std::int32_t first, std::int32_t n) const;
   std::int32_t dense_in(std::int32_t first, std::int32_t n) const;

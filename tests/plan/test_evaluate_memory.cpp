@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "plan/costs/collectives.hpp"
 #include "plan/costs/costs.hpp"
 #include "plan/evaluate/evaluate.hpp"
@@ -77,6 +79,38 @@ TEST(PlanEvaluate, ZeroStagesShardStateGradientsAndWeightsAndMoveTheirCollective
 // A split backward's W reads the four GEMMs' inputs: of a layer's activations those stay until W,
 // the rest is freed at I (the QKV and first MLP inputs sequence-sharded with SP, 8-bit with FP8);
 // under full recomputation nothing is freed (the layer's input is all it keeps).
+// One backward runs at a time on a device, so of its stages' transient workspaces (the layer a
+// full recomputation rebuilds, ZeRO 3's gathered pieces) it holds the largest, once: with
+// interleaving and ZeRO 3 the last device's largest gathered piece is the head of its last model
+// stage (Llama 3 70B's head, 128,256 x 8,192 / t, is larger than a layer's share), not its first
+// stage's layer.
+TEST(PlanEvaluate, ADeviceHoldsItsLargestStageWorkspaceOnce) {
+  PlanConfig c = llama70b_on_h100();
+  c.kind = "interleaved";
+  c.chunks = 2;
+  c.zero = 3;
+  c.recompute = Recompute::full;
+  const PlanResult r = evaluate(c);
+  const ConfigCosts costs(c);
+  ASSERT_EQ(r.stages.size(), 8u);
+  for (std::int32_t d = 0; d < c.pp; ++d) {
+    std::int64_t held = 0, largest = 0;
+    std::int32_t holders = 0;
+    for (std::size_t s = 0; s < r.stages.size(); ++s) {
+      if (r.stages[s].device != d) continue;
+      held += r.costs.stages[s].workspace_bytes;
+      holders += r.costs.stages[s].workspace_bytes > 0 ? 1 : 0;
+      largest = std::max(largest, costs.stage_cost(r.stages[s]).workspace_bytes);
+    }
+    EXPECT_EQ(held, largest) << "device " << d;
+    EXPECT_EQ(holders, 1) << "device " << d;
+  }
+  EXPECT_GT(r.costs.stages[7].workspace_bytes, 0);  // the head's gathered piece
+  EXPECT_EQ(r.costs.stages[3].workspace_bytes, 0);
+  EXPECT_GT(costs.stage_cost(r.stages[7]).workspace_bytes,
+            costs.stage_cost(r.stages[3]).workspace_bytes);
+}
+
 TEST(PlanEvaluate, ASplitBackwardFreesAtIWhatWDoesNotRead) {
   const ModelSpec m = model_preset("llama3-70b");
   const ClusterSpec h100 = cluster_preset("h100-80gb");
