@@ -521,9 +521,10 @@ CostModel ConfigCosts::cost_model(const std::vector<std::int32_t>& layers,
   const bool one_node = same_node(rank(0), rank(P - 1), g);
   const P2pLink base = one_node ? nvlink : network;
   costs.default_link = {base.latency_s, base.bandwidth_bytes_per_s};
+  // DualPipe's twins (devices d and p - 1 - d) exchange their gradients too.
   if (!one_node && stride_ < g)
     for (std::int64_t a = 0; a < P; ++a)
-      for (const std::int64_t b : {(a + 1) % P, (a + P - 1) % P})
+      for (const std::int64_t b : {(a + 1) % P, (a + P - 1) % P, c.copies() > 1 ? P - 1 - a : a})
         if (a != b && same_node(rank(a), rank(b), g) &&
             std::none_of(costs.links.begin(), costs.links.end(), [&](const LinkOverride& o) {
               return o.src_device == a && o.dst_device == b;

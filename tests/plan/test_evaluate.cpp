@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -473,6 +474,22 @@ TEST(PlanEvaluate, DualPipeHoldsTwoCopiesOfTheWeights) {
   EXPECT_EQ(tied_two.stages[3].pieces.parameters, tied_one.stages[3].pieces.parameters - head);
   EXPECT_EQ(tied_two.stages[7].pieces.parameters, tied_two.stages[3].pieces.parameters);
   EXPECT_LT(tied_two.costs.stages[0].update_s, tied_one.costs.stages[0].update_s);
+  // Twins that share a node without being neighbours exchange over NVLink: 12 devices, 8 to a
+  // node (t = d = 1), devices 4 and 7.
+  PlanConfig wide = c;
+  wide.tp = 1;
+  wide.pp = 12;
+  wide.gpus = 12;
+  wide.global_batch = 24;
+  const PlanResult twelve = evaluate(wide);
+  const auto nvlink = [&](std::int32_t a, std::int32_t b) {
+    return std::any_of(
+        twelve.costs.links.begin(), twelve.costs.links.end(),
+        [&](const LinkOverride& o) { return o.src_device == a && o.dst_device == b; });
+  };
+  EXPECT_TRUE(nvlink(4, 7));
+  EXPECT_TRUE(nvlink(7, 4));
+  EXPECT_FALSE(nvlink(3, 8));  // twins in two nodes: the network
   c.pp = 2;
   c.gpus = 32;  // d = 2, M = 32: DualPipe on two devices holds the whole model twice on each
   EXPECT_EQ(evaluate(c).stages.size(), 4u);
