@@ -137,7 +137,7 @@ std::string nothing_fits(const SearchResult& r) {
       r.rejected.too_stale > 0 ? " and the staleness limit" : "",
       gib(static_cast<double>(r.smallest_peak_bytes)), knobs(*r.smallest));
   for (const auto& [what, bytes] : r.alternatives)
-    line += fmt::format("; with {}: {:.1f} GiB", what, gib(static_cast<double>(bytes)));
+    line += fmt::format("; with {}: at least {:.1f} GiB", what, gib(static_cast<double>(bytes)));
   if (r.rejected.out_of_host_memory > 0) line += "; " + host_memory_rejections(r);
   if (static_cast<double>(r.smallest_static_bytes) > r.memory_limit_bytes)
     line += fmt::format(

@@ -579,17 +579,23 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
                                     cand.key = config_key(cand.config);
                                     return cand;
                                   };
-                                  if (!smallest ||
-                                      bound.memory_bytes < smallest->memory_bound_bytes)
-                                    smallest = candidate();
+                                  // Not simulated: its bound is the peak it is known by (a
+                                  // simulated one's is its simulated peak, below).
+                                  const auto rejected_smallest = [&] {
+                                    if (!smallest ||
+                                        bound.memory_bytes < smallest->memory_bound_bytes)
+                                      smallest = candidate();
+                                  };
                                   if (options.max_staleness >= 0 &&
                                       info.max_staleness > options.max_staleness) {
                                     ++result.rejected.too_stale;
+                                    rejected_smallest();
                                     continue;
                                   }
                                   if (static_cast<double>(bound.memory_bytes) > limit) {
                                     result.rejected.add_out_of_memory(static_cast<std::int64_t>(
                                         static_cast<double>(bound.memory_bytes) - limit));
+                                    rejected_smallest();
                                     continue;
                                   }
                                   candidates.push_back(candidate());
@@ -650,6 +656,10 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
       const double over = p.step_s / run[i]->step_bound_s;
       if (result.simulated == 1 || over < result.least_step_over_bound)
         result.least_step_over_bound = over;
+      if (!smallest || p.peak_memory_bytes < smallest->memory_bound_bytes) {
+        smallest = *run[i];
+        smallest->memory_bound_bytes = p.peak_memory_bytes;
+      }
       if (static_cast<double>(p.peak_memory_bytes) > limit) {
         result.rejected.add_out_of_memory(
             static_cast<std::int64_t>(static_cast<double>(p.peak_memory_bytes) - limit));
@@ -678,7 +688,8 @@ SearchResult search(const SearchSpace& space, const SearchOptions& options) {
   }
   kept.move_into(result);
 
-  // Nothing fit: the configuration with the smallest peak, and what a knob outside the space
+  // Nothing fit: the configuration with the smallest peak (simulated, or the bound of one the
+  // bound rejected), and what a knob outside the space
   // would make of it.
   if (result.plans.empty() && smallest) {
     result.smallest = smallest->config;

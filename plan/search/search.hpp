@@ -138,7 +138,8 @@ struct SearchResult {
   double seconds = 0;
   std::size_t jobs = 1;
   bool interrupted = false;
-  // Nothing fit: the configuration whose peak (bounded from below) was smallest, and what one
+  // Nothing fit: the configuration whose peak (simulated, or bounded from below where the bound
+  // rejected it) was smallest, and what one
   // knob outside the searched space would make of it ("with --recompute full: 71.0 GiB").
   std::optional<PlanConfig> smallest;
   std::int64_t smallest_peak_bytes = -1;

@@ -201,7 +201,8 @@ std::vector<Case> catalogue() {
        "paci plan: error: nopeak.json: missing key 'peak_flops'"},
       {"plan --preset llama3-70b --gpu a100-40gb --gpus 8 --global-batch 8 --recompute none -q",
        "paci plan: error: no configuration fits in 35.4 GiB per GPU: the smallest peak found needs "
-       "150.0 GiB (interleaved t=4 p=2 d=1 v=40 b=1 M=8 none sp); with --recompute full: 149.5 "
+       "150.0 GiB (interleaved t=4 p=2 d=1 v=40 b=1 M=8 none sp); with --recompute full: at least "
+       "149.5 "
        "GiB; its weights, gradients and optimizer state alone need 147.9 GiB: it takes more GPUs "
        "(or larger ones)"},
       // A launch read back (docs/interop.md): the tool's recorded parser, what paci does not

@@ -227,6 +227,32 @@ TEST(PlanSearch, SearchesDualPipeForAMixtureOfExpertsAndWhenListed) {
   }
 }
 
+// When nothing fits, the peak the error names is one found: a simulated configuration's own
+// peak, not the lower bound that let it be simulated (two stages a device: the bound takes the
+// larger stage's activations, the simulation both).
+TEST(PlanSearch, NothingFitsNamesTheSimulatedPeakOfWhatWasSimulated) {
+  SearchSpace s = small_space("llama3-8b", "h100-80gb", 8, 32);
+  s.tp = {1};
+  s.pp = {4};
+  s.cp = {1};
+  s.microbatch_size = {1};
+  s.kinds = {"dualpipe"};
+  s.recompute = {Recompute::none};
+  s.zero = {1};
+  s.overlap_grad_reduce = {true};
+  SearchOptions o;
+  o.jobs = 1;
+  o.memory_limit_bytes = 1e15;
+  const SearchResult all = search(s, o);
+  ASSERT_EQ(all.plans.size(), 1u);
+  const std::int64_t peak = all.plans[0].peak_memory_bytes;
+  o.memory_limit_bytes = static_cast<double>(peak - 1);
+  const SearchResult none = search(s, o);
+  ASSERT_TRUE(none.plans.empty());
+  EXPECT_EQ(none.simulated, 1);  // its bound was within the limit
+  EXPECT_EQ(none.smallest_peak_bytes, peak);
+}
+
 TEST(PlanSearch, SearchesExpertParallelismForAMixtureOfExperts) {
   SearchSpace s = small_space("mixtral-8x7b", "h100-80gb", 16, 32);
   s.pp = {1, 2};
