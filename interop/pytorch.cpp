@@ -16,12 +16,7 @@ std::string pytorch_refusal(const plan::PlanConfig& c) {
         "weights and steps the optimizer after the whole schedule, so the schedule would run as "
         "synchronous gradient accumulation, not as planned",
         c.kind);
-  if (c.copies() > 1) {  // the schedule's own refusal names why
-    Schedule two;
-    two.kind = c.kind;
-    two.copies = c.copies();
-    return paci::pytorch_refusal(two);
-  }
+  if (c.copies() > 1) return pytorch_two_copies_refusal(c.kind);
   if (c.kind == "1f1b" && c.microbatches() < c.pp)
     return fmt::format(
         "PyTorch's Schedule1F1B refuses {} micro-batches on {} stages (it needs at least one per "

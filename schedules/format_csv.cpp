@@ -106,13 +106,16 @@ Schedule parse_text(std::string_view content, std::string_view source) {
 
 namespace paci {
 
+std::string pytorch_two_copies_refusal(std::string_view kind) {
+  return fmt::format(
+      "PyTorch's pipelining cannot run a {} schedule: it holds two copies of the model, each "
+      "taking half the micro-batches in at its own end, and PyTorch's runtime has one (its "
+      "DualPipeV is the one-copy form: --kind dualpipev)",
+      kind);
+}
+
 std::string pytorch_refusal(const Schedule& s) {
-  if (s.copies > 1)
-    return fmt::format(
-        "PyTorch's pipelining cannot run a {} schedule: it holds two copies of the model, each "
-        "taking half the micro-batches in at its own end, and PyTorch's runtime has one (its "
-        "DualPipeV is the one-copy form: --kind dualpipev)",
-        s.kind);
+  if (s.copies > 1) return pytorch_two_copies_refusal(s.kind);
   if (s.weight_policy != WeightPolicy::current)
     return fmt::format(
         "PyTorch's pipelining cannot run a {} schedule: its backward reads stashed weights ({}), "

@@ -24,6 +24,8 @@ ScheduleFormat parse_schedule_format(std::string_view text);  // "json" | "csv" 
 // can: a weight policy other than current, optimizer steps inside the schedule (N > 1, or a
 // device computing after its U), a stage off rank s mod P.
 std::string pytorch_refusal(const Schedule& schedule);
+// Of those, a schedule of two copies of the model (DualPipe), `kind` named.
+std::string pytorch_two_copies_refusal(std::string_view kind);
 
 // Serialises deterministically: parse(write(s)) == s, and write(parse(write(s))) == write(s)
 // (pytorch: drops the metadata and the U's, and throws InputError with pytorch_refusal()'s line).
